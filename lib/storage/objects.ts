@@ -1,0 +1,23 @@
+/**
+ * The few object operations the log needs beside Lance itself (seals, claims, retire markers,
+ * listing shard folders). Keys are `/`-separated and relative to the store's base (the
+ * experiment's `log.lance` folder). Implementations: local folder (lib/storage/local.ts) and
+ * S3 (lib/storage/s3.ts). Nothing here may depend on one S3 implementation.
+ */
+export interface ObjectStore {
+  /** Human-readable base, e.g. `file:///tmp/x/log.lance` or `s3://b/p/log.lance`. */
+  readonly baseUri: string;
+  /**
+   * Create `key` with `body` only if it does not exist (atomic: readers see the whole body or
+   * no object). Returns false, writing nothing, if it already exists.
+   */
+  putIfAbsent(key: string, body: string): Promise<boolean>;
+  /** Read a whole object; null if absent. */
+  get(key: string): Promise<string | null>;
+  /** Names directly below `prefix` (no trailing slash), both objects and "folders", sorted. */
+  list(prefix: string): Promise<string[]>;
+  /** Delete one object (absent is fine). */
+  delete(key: string): Promise<void>;
+  /** Delete every object below `prefix`; returns how many were deleted. */
+  deletePrefix(prefix: string): Promise<number>;
+}
