@@ -20,4 +20,6 @@ export interface ObjectStore {
   delete(key: string): Promise<void>;
   /** Delete every object below `prefix`; returns how many were deleted. */
   deletePrefix(prefix: string): Promise<number>;
+  /** Delete objects directly below `prefix` last modified before `cutoffMs`; returns how many. */
+  deleteOlderThan(prefix: string, cutoffMs: number): Promise<number>;
 }

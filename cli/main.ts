@@ -1,0 +1,165 @@
+/**
+ * `dgcl`: the command line of CONTRACT.md. Exit codes: 0 ok, 2 bad usage or input (message on
+ * stderr, nothing written), 1 anything else.
+ */
+import { Command, CommanderError, Option } from 'commander';
+import { isDgclError } from '../lib/errors.ts';
+import { openLog, type OpenLogOptions } from '../lib/index.ts';
+import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import { ITEM_STATUSES, type ItemStatus } from '../lib/types.ts';
+import { runDemo } from './demo.ts';
+import { formatFailures, formatItems, formatStats, formatTrajectory } from './format.ts';
+import { readBatchLines } from './input.ts';
+
+interface LogFlags {
+  root?: string;
+  pipeline?: string;
+  experiment?: string;
+  json?: boolean;
+}
+
+class UsageError extends Error {}
+
+function withLog(cmd: Command): Command {
+  return cmd
+    .addOption(new Option('--root <root>', 'file:///abs/dir, a local path, or s3://bucket/prefix').env('DGCL_ROOT'))
+    .addOption(new Option('--pipeline <name>', 'pipeline name').env('DGCL_PIPELINE'))
+    .addOption(new Option('--experiment <name>', 'experiment name').env('DGCL_EXPERIMENT'))
+    .option('--json', 'machine-readable output');
+}
+
+async function open(flags: LogFlags, extra: Partial<OpenLogOptions> = {}): Promise<LanceCheckpointLog> {
+  for (const k of ['root', 'pipeline', 'experiment'] as const) {
+    if (!flags[k]) throw new UsageError(`missing --${k} (or DGCL_${k.toUpperCase()})`);
+  }
+  return openLog({ root: flags.root!, pipeline: flags.pipeline!, experiment: flags.experiment!, ...extra });
+}
+
+async function using<T>(flags: LogFlags, fn: (log: LanceCheckpointLog) => Promise<T>): Promise<T> {
+  const log = await open(flags);
+  try {
+    return await fn(log);
+  } finally {
+    await log.close();
+  }
+}
+
+const out = (s: string) => process.stdout.write(s.endsWith('\n') ? s : `${s}\n`);
+const json = (v: unknown, pretty = false) => out(JSON.stringify(v, null, pretty ? 2 : undefined));
+
+export function buildProgram(): Command {
+  const program = new Command('dgcl')
+    .description('datagen-checkpoint-log: the checkpoint log of LLM data-generation pipelines')
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+
+  program
+    .command('demo')
+    .description('run a sample datagen pipeline on the embedded default (a local folder), with a crash and a resume')
+    .addOption(new Option('--root <dir>', 'where the demo log goes').env('DGCL_ROOT').default('.dgcl-demo'))
+    .option('--items <n>', 'root items to generate', (v) => positiveInt(v, '--items'), 24)
+    .option('--seed <n>', 'random seed', (v) => positiveInt(v, '--seed'), 7)
+    .option('--json', 'print the summary as JSON')
+    .addOption(new Option('--worker <experiment>').hideHelp())
+    .action(async (o: { root: string; items: number; seed: number; json?: boolean; worker?: string }) => {
+      await runDemo(o);
+    });
+
+  withLog(program.command('append'))
+    .description('append checkpoint batches read as JSON Lines on stdin; prints one ack per line')
+    .action(async (flags: LogFlags) => {
+      const batches = await readBatchLines(process.stdin);
+      const acks = await using(flags, (log) => log.append(batches));
+      for (const a of acks) json(a);
+    });
+
+  withLog(program.command('fold'))
+    .description('the folded state of one item')
+    .requiredOption('--item <id>', 'item id')
+    .action(async (flags: LogFlags & { item: string }) => {
+      const state = await using(flags, (log) => log.fold(flags.item));
+      json(state, !flags.json);
+    });
+
+  withLog(program.command('items'))
+    .description('one line per item: id, status, cursor, lastSeq')
+    .addOption(new Option('--status <status>', 'only items with this status').choices([...ITEM_STATUSES]))
+    .action(async (flags: LogFlags & { status?: ItemStatus }) => {
+      const page = await using(flags, (log) => log.items(flags.status ? { status: flags.status } : {}));
+      if (flags.json) for (const i of page.items) json(i);
+      else out(formatItems(page.items));
+    });
+
+  withLog(program.command('trajectory'))
+    .description("the item's events in item_seq order, without blob bytes")
+    .requiredOption('--item <id>', 'item id')
+    .action(async (flags: LogFlags & { item: string }) => {
+      const events = await using(flags, (log) => log.trajectory(flags.item));
+      if (flags.json) for (const e of events) json(e);
+      else out(formatTrajectory(events));
+    });
+
+  withLog(program.command('blob'))
+    .description("a blob field's bytes on stdout")
+    .requiredOption('--item <id>', 'item id')
+    .requiredOption('--field <name>', 'field name')
+    .action(async (flags: LogFlags & { item: string; field: string }) => {
+      const bytes = await using(flags, (log) => log.blob(flags.item, flags.field));
+      await new Promise<void>((resolve, reject) => process.stdout.write(bytes, (e) => (e ? reject(e) : resolve())));
+    });
+
+  withLog(program.command('failures'))
+    .description('failed items with their last error')
+    .action(async (flags: LogFlags) => {
+      const list = await using(flags, (log) => log.failures());
+      if (flags.json) for (const f of list) json(f);
+      else out(formatFailures(list));
+    });
+
+  withLog(program.command('maintain'))
+    .description('merge shards, compact, refresh indexes, clean up; prints what it did')
+    .action(async (flags: LogFlags) => {
+      const report = await using(flags, (log) => log.maintain());
+      json(report, !flags.json);
+    });
+
+  withLog(program.command('stats'))
+    .description('base versions/rows/fragments, shards and their unmerged generations, indexes')
+    .action(async (flags: LogFlags) => {
+      const stats = await using(flags, (log) => log.stats());
+      if (flags.json) json(stats);
+      else out(formatStats(stats));
+    });
+
+  return program;
+}
+
+function positiveInt(v: string, name: string): number {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 1) throw new UsageError(`${name} must be a positive integer, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      // help and version print and exit 0; everything else commander rejects is bad usage
+      return e.exitCode === 0 ? 0 : 2;
+    }
+    if (e instanceof UsageError) {
+      process.stderr.write(`dgcl: ${e.message}\n`);
+      return 2;
+    }
+    if (isDgclError(e)) {
+      process.stderr.write(`dgcl: ${e.code}: ${e.message}\n`);
+      return e.code === 'INVALID_INPUT' || e.code === 'NOT_FOUND' ? 2 : 1;
+    }
+    process.stderr.write(`dgcl: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    return 1;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

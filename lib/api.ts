@@ -1,0 +1,82 @@
+import type { Ack, CheckpointBatchInput, Cursor, ItemState, ItemStatus, TrajectoryEvent } from './types.ts';
+
+/** One line of `dgcl items` / a page entry of the `fold` handler's item listing. */
+export interface ItemSummary {
+  itemId: string;
+  status: ItemStatus;
+  cursor: Cursor | null;
+  lastSeq: number;
+}
+
+export interface ItemPage {
+  items: ItemSummary[];
+  /** Pass as `after` to get the next page; absent on the last page. */
+  next?: string;
+}
+
+export interface FailureSummary {
+  itemId: string;
+  status: ItemStatus;
+  stepName: string | null;
+  attempt: number;
+  errorType: string | null;
+  errorDump: string | null;
+  traceback: string | null;
+  seq: number;
+}
+
+export interface ShardStats {
+  /** e.g. `s03/e000007-g000002` */
+  name: string;
+  slot: number;
+  epoch: number;
+  generation: number;
+  /** Lance version of the shard dataset (each commit is one durable generation). */
+  version: number;
+  rows: number;
+  sealedAtVersion: number | null;
+  retired: boolean;
+}
+
+export interface LogStats {
+  uri: string;
+  base: { version: number; rows: number; fragments: number; indexes: string[] };
+  shards: ShardStats[];
+}
+
+export interface MaintenanceReport {
+  experiment: string;
+  /** False when another maintainer held the lease; nothing was done. */
+  ran: boolean;
+  heldBy?: string;
+  mergedShards: string[];
+  mergedRows: number;
+  compacted: { fragmentsRemoved: number; fragmentsAdded: number } | null;
+  indexes: string[];
+  prunedVersions: number;
+  deletedClaims: number;
+}
+
+/**
+ * One experiment's log. Obtained from `openLog` (lib/index.ts). Writing takes a writer shard
+ * slot lazily on the first append and keeps (renews) it until `close()`.
+ */
+export interface CheckpointLog {
+  readonly uri: string;
+  /** Append checkpoint batches; one ack per batch, same order. All-or-nothing per batch. */
+  append(batches: CheckpointBatchInput[]): Promise<Ack[]>;
+  fold(itemId: string): Promise<ItemState>;
+  items(query?: { status?: ItemStatus; limit?: number; after?: string }): Promise<ItemPage>;
+  trajectory(itemId: string): Promise<TrajectoryEvent[]>;
+  /** The bytes of a blob field's current value (a `$blobRef`), verified against its checksum. */
+  blob(itemId: string, field: string): Promise<Uint8Array>;
+  loadBlob(eventId: string): Promise<Uint8Array>;
+  failures(): Promise<FailureSummary[]>;
+  /** Merge this writer's own shard into the base (idempotent, crash-safe). */
+  mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }>;
+  /** Elected-maintainer work: merge orphaned shards, compact, index, clean up. */
+  maintain(): Promise<MaintenanceReport>;
+  stats(): Promise<LogStats>;
+  /** Merge own shard (best effort), release the writer slot, close handles. */
+  close(): Promise<void>;
+}

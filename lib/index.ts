@@ -1,0 +1,137 @@
+/**
+ * datagen-checkpoint-log: the public TypeScript API.
+ *
+ *   const log = await openLog({ root: './data', pipeline: 'p', experiment: 'e' });
+ *   const [ack] = await log.append([{ itemId: 'doc-1', runId: 'r1', create: {}, step: { name: 'gen', index: 0 } }]);
+ *   const state = await log.fold('doc-1');
+ *   await log.close();
+ */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import path from 'node:path';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { S3Client } from '@aws-sdk/client-s3';
+import type { CheckpointLog } from './api.ts';
+import { systemClock, type Clock } from './clock.ts';
+import { InvalidInputError } from './errors.ts';
+import { DynamoLeaseStore } from './lease/dynamo.ts';
+import { LocalLeaseStore } from './lease/local.ts';
+import type { LeaseStore } from './lease/types.ts';
+import { LanceCheckpointLog } from './log/log.ts';
+import type { MergeHooks } from './log/merge.ts';
+import type { WriterHooks } from './log/writer.ts';
+import { validateName } from './names.ts';
+import { LocalObjectStore } from './storage/local.ts';
+import { lanceStorageOptions, logLocation, logUri, parseRoot, s3ClientConfig, type Env } from './storage/location.ts';
+import type { ObjectStore } from './storage/objects.ts';
+import { S3ObjectStore } from './storage/s3.ts';
+
+export * from './api.ts';
+export * from './errors.ts';
+export * from './types.ts';
+export type { Clock } from './clock.ts';
+export type { Lease, LeaseStore } from './lease/types.ts';
+export { LocalLeaseStore } from './lease/local.ts';
+export { DynamoLeaseStore, createLeaseTable } from './lease/dynamo.ts';
+export { parseBatch, parseBatches } from './batch.ts';
+export { foldItem, trajectory } from './fold.ts';
+
+export interface OpenLogOptions {
+  /** `file:///abs/dir`, a local path, or `s3://bucket/prefix`. */
+  root: string;
+  pipeline: string;
+  experiment: string;
+  /**
+   * Writer epochs and maintainer election. Default: for local roots a lease folder beside the
+   * logs (`<root>/.dgcl/leases`); for S3 roots DynamoDB table `DGCL_LEASE_TABLE`.
+   */
+  leases?: LeaseStore;
+  /** Identity of this process in leases (default: host/pid/random). */
+  owner?: string;
+  /** Shard slots per experiment, i.e. concurrent writers (default 16). */
+  slots?: number;
+  /** Take exactly this slot instead of any free one. */
+  slot?: number;
+  /** Writer and maintainer lease duration; renewed every third of it (default 60 s). */
+  leaseTtlMs?: number;
+  /** Merge the own shard into the base after this many commits (default 64). */
+  mergeEveryCommits?: number;
+  /** Most batches combined into one Lance commit (default 512). */
+  maxBatchesPerCommit?: number;
+  /** Base versions younger than this survive maintenance (default 1 h). */
+  versionRetentionMs?: number;
+  /** Claims older than this are deleted by maintenance (default 1 h). */
+  claimRetentionMs?: number;
+  clock?: Clock;
+  env?: Env;
+  /** Fault injection for crash tests. */
+  hooks?: WriterHooks & MergeHooks;
+}
+
+export const DEFAULTS = {
+  slots: 16,
+  leaseTtlMs: 60_000,
+  mergeEveryCommits: 64,
+  maxBatchesPerCommit: 512,
+  versionRetentionMs: 3_600_000,
+  claimRetentionMs: 3_600_000,
+} as const;
+
+/** Open one experiment's log (nothing is created until the first append). */
+export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
+  const pipeline = validateName('pipeline', o.pipeline);
+  const experiment = validateName('experiment', o.experiment);
+  const env = o.env ?? process.env;
+  const root = parseRoot(o.root);
+  const loc = logLocation(root, pipeline, experiment);
+  const clock = o.clock ?? systemClock;
+  const slots = o.slots ?? DEFAULTS.slots;
+  if (!Number.isSafeInteger(slots) || slots < 1 || slots > 99) {
+    throw new InvalidInputError(`slots must be an integer from 1 to 99, got ${slots}`, { field: 'slots' });
+  }
+  if (o.slot !== undefined && (!Number.isSafeInteger(o.slot) || o.slot < 0 || o.slot >= slots)) {
+    throw new InvalidInputError(`slot must be an integer from 0 to ${slots - 1}, got ${o.slot}`, { field: 'slot' });
+  }
+  let objects: ObjectStore;
+  if (loc.kind === 'file') {
+    objects = new LocalObjectStore(loc.dir);
+  } else {
+    objects = S3ObjectStore.at(new S3Client(s3ClientConfig(env)), loc);
+  }
+  let leases = o.leases;
+  let onClose: (() => Promise<void>) | undefined;
+  if (!leases) {
+    leases = defaultLeaseStore(root, env, clock);
+    const owned = leases;
+    onClose = () => owned.close();
+  }
+  return new LanceCheckpointLog({
+    pipeline,
+    experiment,
+    uri: logUri(root, pipeline, experiment),
+    objects,
+    storageOptions: lanceStorageOptions(root, env),
+    leases,
+    owner: o.owner ?? `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`,
+    clock,
+    slots,
+    ...(o.slot !== undefined ? { slot: o.slot } : {}),
+    leaseTtlMs: o.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
+    mergeEveryCommits: o.mergeEveryCommits ?? DEFAULTS.mergeEveryCommits,
+    maxBatchesPerCommit: o.maxBatchesPerCommit ?? DEFAULTS.maxBatchesPerCommit,
+    versionRetentionMs: o.versionRetentionMs ?? DEFAULTS.versionRetentionMs,
+    claimRetentionMs: o.claimRetentionMs ?? DEFAULTS.claimRetentionMs,
+    ...(o.hooks ? { hooks: o.hooks } : {}),
+    ...(onClose ? { onClose } : {}),
+  });
+}
+
+/** The lease store a root uses when none is given. */
+export function defaultLeaseStore(root: ReturnType<typeof parseRoot>, env: Env, clock: Clock): LeaseStore {
+  if (root.kind === 'file') return new LocalLeaseStore({ dir: path.join(root.dir, '.dgcl', 'leases'), clock });
+  const table = env.DGCL_LEASE_TABLE;
+  if (!table) {
+    throw new InvalidInputError('an s3:// root needs a DynamoDB lease table: set DGCL_LEASE_TABLE (or pass `leases`)', { field: 'DGCL_LEASE_TABLE' });
+  }
+  return new DynamoLeaseStore({ client: new DynamoDBClient({}), table, clock });
+}

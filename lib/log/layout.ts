@@ -1,0 +1,70 @@
+/**
+ * Where things live inside one experiment's `log.lance` (see docs/design/shards.md):
+ *
+ *   log.lance/                                  base Lance dataset
+ *   log.lance/_dgcl/shards/<shard>.lance        writer shard generations (plain Lance datasets)
+ *   log.lance/_dgcl/meta/seal.<writerEpoch>.json    an epoch's seal: which generations, which versions
+ *   log.lance/_dgcl/meta/retired.<shard>        a generation merged into base (readers skip it)
+ *   log.lance/_dgcl/claims/<checkpointId>.json  first acknowledgement of a checkpoint (dup detection)
+ *
+ * `<shard>` is `<writerEpoch>-g<generation>`, e.g. `s03-e000007-g000002`.
+ */
+export const SHARDS_DIR = '_dgcl/shards';
+export const META_DIR = '_dgcl/meta';
+export const CLAIMS_DIR = '_dgcl/claims';
+
+export interface ShardName {
+  name: string;
+  writerEpoch: string;
+  slot: number;
+  epoch: number;
+  generation: number;
+}
+
+const SHARD_RE = /^s(\d{2,})-e(\d{6,})-g(\d{6,})$/;
+
+export function shardName(writerEpoch: string, generation: number): string {
+  return `${writerEpoch}-g${String(generation).padStart(6, '0')}`;
+}
+
+export function parseShardName(name: string): ShardName | null {
+  const m = SHARD_RE.exec(name);
+  if (!m) return null;
+  return {
+    name,
+    writerEpoch: `s${m[1]}-e${m[2]}`,
+    slot: Number(m[1]),
+    epoch: Number(m[2]),
+    generation: Number(m[3]),
+  };
+}
+
+export const shardPrefix = (name: string) => `${SHARDS_DIR}/${name}.lance`;
+export const sealKey = (writerEpoch: string) => `${META_DIR}/seal.${writerEpoch}.json`;
+export const retiredKey = (shard: string) => `${META_DIR}/retired.${shard}`;
+export const claimKey = (checkpointId: string) => `${CLAIMS_DIR}/${checkpointId}.json`;
+
+/** An epoch's seal: generations of that epoch readers may see, each up to a version. */
+export interface Seal {
+  writerEpoch: string;
+  /** generation -> last visible Lance version of that generation's dataset. */
+  gens: Record<string, number>;
+  sealedBy: string;
+  sealedAtMs: number;
+}
+
+export interface MetaListing {
+  seals: Map<string, Seal | null>;
+  retired: Set<string>;
+}
+
+/** Parse a META_DIR listing (names only); seal bodies are loaded lazily by the caller. */
+export function parseMetaNames(names: readonly string[]): { sealEpochs: string[]; retired: Set<string> } {
+  const sealEpochs: string[] = [];
+  const retired = new Set<string>();
+  for (const n of names) {
+    if (n.startsWith('seal.') && n.endsWith('.json')) sealEpochs.push(n.slice(5, -5));
+    else if (n.startsWith('retired.')) retired.add(n.slice(8));
+  }
+  return { sealEpochs, retired };
+}

@@ -1,0 +1,245 @@
+/**
+ * `CheckpointLog` over the Lance log store: the union reader, the process's shard writer
+ * (created on the first append), blob loading, listings and maintenance.
+ */
+import type { CheckpointLog, FailureSummary, ItemPage, ItemSummary, LogStats, MaintenanceReport } from '../api.ts';
+import { parseBatches } from '../batch.ts';
+import type { Clock } from '../clock.ts';
+import { verifyBlob } from '../codec.ts';
+import { InvalidInputError, NotFoundError } from '../errors.ts';
+import { foldItem, summarize, trajectory } from '../fold.ts';
+import type { LeaseStore } from '../lease/types.ts';
+import { LIGHT_COLUMNS } from '../schema.ts';
+import type { ObjectStore } from '../storage/objects.ts';
+import type { Ack, BlobRef, EventRow, ItemState, ItemStatus, TrajectoryEvent } from '../types.ts';
+import { ITEM_STATUSES } from '../types.ts';
+import { maintain } from './maintain.ts';
+import type { MergeHooks } from './merge.ts';
+import { LogReader } from './reader.ts';
+import { LanceTables, sqlString, type Table } from './tables.ts';
+import { ShardWriter, type WriterHooks } from './writer.ts';
+
+export interface LanceLogOptions {
+  pipeline: string;
+  experiment: string;
+  uri: string;
+  objects: ObjectStore;
+  storageOptions: Record<string, string> | undefined;
+  leases: LeaseStore;
+  owner: string;
+  clock: Clock;
+  slots: number;
+  slot?: number;
+  leaseTtlMs: number;
+  mergeEveryCommits: number;
+  maxBatchesPerCommit: number;
+  versionRetentionMs: number;
+  claimRetentionMs: number;
+  hooks?: WriterHooks & MergeHooks;
+  /** Called by close() after the log's own resources (e.g. to close a lease store it owns). */
+  onClose?: () => Promise<void>;
+}
+
+export class LanceCheckpointLog implements CheckpointLog {
+  readonly uri: string;
+  private readonly tables: LanceTables;
+  private readonly reader: LogReader;
+  private writer: ShardWriter | null = null;
+
+  constructor(private readonly o: LanceLogOptions) {
+    this.uri = o.uri;
+    this.tables = new LanceTables(o.uri, o.storageOptions);
+    this.reader = new LogReader(o.objects, this.tables);
+  }
+
+  private ctx() {
+    return { tables: this.tables, objects: this.o.objects, reader: this.reader, leases: this.o.leases };
+  }
+
+  private getWriter(): ShardWriter {
+    this.writer ??= new ShardWriter(this.ctx(), {
+      pipeline: this.o.pipeline,
+      experiment: this.o.experiment,
+      owner: this.o.owner,
+      slots: this.o.slots,
+      ...(this.o.slot !== undefined ? { slot: this.o.slot } : {}),
+      leaseTtlMs: this.o.leaseTtlMs,
+      mergeEveryCommits: this.o.mergeEveryCommits,
+      maxBatchesPerCommit: this.o.maxBatchesPerCommit,
+      clock: this.o.clock,
+      ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
+    });
+    return this.writer;
+  }
+
+  /** The writer epoch this process writes under, once it has written. */
+  get writerEpoch(): string | null {
+    return this.writer?.writerEpoch ?? null;
+  }
+
+  async append(batches: unknown[]): Promise<Ack[]> {
+    const prepared = parseBatches(batches);
+    return this.getWriter().append(prepared);
+  }
+
+  private async itemRows(itemId: string, columns: readonly string[] = LIGHT_COLUMNS): Promise<EventRow[]> {
+    if (typeof itemId !== 'string' || itemId === '') throw new InvalidInputError('itemId must be a non-empty string', { field: 'itemId' });
+    return this.reader.scan(`item_id = ${sqlString(itemId)}`, columns);
+  }
+
+  async fold(itemId: string): Promise<ItemState> {
+    return foldItem(itemId, await this.itemRows(itemId));
+  }
+
+  async trajectory(itemId: string): Promise<TrajectoryEvent[]> {
+    const rows = await this.itemRows(itemId);
+    if (rows.length === 0) throw new NotFoundError(`item ${JSON.stringify(itemId)} not found in ${this.uri}`);
+    return trajectory(rows);
+  }
+
+  /** Every item's state (one scan of light columns). */
+  async allStates(): Promise<ItemState[]> {
+    const rows = await this.reader.scan(null, LIGHT_COLUMNS);
+    const byItem = new Map<string, EventRow[]>();
+    for (const r of rows) {
+      let list = byItem.get(r.item_id);
+      if (!list) byItem.set(r.item_id, (list = []));
+      list.push(r);
+    }
+    return [...byItem.keys()].sort().map((id) => foldItem(id, byItem.get(id)!));
+  }
+
+  async items(q: { status?: ItemStatus; limit?: number; after?: string } = {}): Promise<ItemPage> {
+    if (q.status !== undefined && !ITEM_STATUSES.includes(q.status)) {
+      throw new InvalidInputError(`status must be one of ${ITEM_STATUSES.join(', ')}, got ${JSON.stringify(q.status)}`, { field: 'status' });
+    }
+    if (q.limit !== undefined && (!Number.isSafeInteger(q.limit) || q.limit < 1)) {
+      throw new InvalidInputError(`limit must be a positive integer, got ${JSON.stringify(q.limit)}`, { field: 'limit' });
+    }
+    let list: ItemSummary[] = (await this.allStates()).map(summarize);
+    if (q.status) list = list.filter((s) => s.status === q.status);
+    if (q.after !== undefined) list = list.filter((s) => s.itemId > q.after!);
+    if (q.limit !== undefined && list.length > q.limit) {
+      const page = list.slice(0, q.limit);
+      return { items: page, next: page.at(-1)!.itemId };
+    }
+    return { items: list };
+  }
+
+  async failures(): Promise<FailureSummary[]> {
+    return (await this.allStates())
+      .filter((s) => s.status === 'failed')
+      .map((s) => {
+        const f = s.failures.at(-1)!;
+        return { itemId: s.itemId, status: s.status, ...f };
+      });
+  }
+
+  async blob(itemId: string, field: string): Promise<Uint8Array> {
+    const state = await this.fold(itemId);
+    if (!(field in state.fields)) throw new NotFoundError(`item ${JSON.stringify(itemId)} has no field ${JSON.stringify(field)}`);
+    const v = state.fields[field];
+    const ref = v && typeof v === 'object' && !Array.isArray(v) ? (v as Partial<BlobRef>).$blobRef : undefined;
+    if (!ref || typeof ref.eventId !== 'string') {
+      throw new InvalidInputError(`field ${JSON.stringify(field)} of item ${JSON.stringify(itemId)} is not a blob`, { field: 'field' });
+    }
+    return this.loadBlob(ref.eventId);
+  }
+
+  /**
+   * Locate the event by light columns, then take exactly its row's blob (the seed's
+   * two-step read). The row may move (merge, compaction) between the steps: start over then.
+   */
+  async loadBlob(eventId: string): Promise<Uint8Array> {
+    const filter = `event_id = ${sqlString(eventId)}`;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const listing = await this.reader.listShards();
+      const tables: Table[] = [];
+      const base = await this.tables.base();
+      if (base) tables.push(base);
+      for (const v of listing.visible) tables.push(await this.reader.shardTable(v));
+      try {
+        for (const t of tables) {
+          const hit = await t.query().where(filter).withRowId().select(['event_id', 'payload_size', 'payload_checksum']).limit(1).toArrow();
+          if (hit.numRows === 0) continue;
+          const rowId = hit.getChild('_rowid')!.get(0) as bigint;
+          const checksum = hit.getChild('payload_checksum')!.get(0) as string | null;
+          const size = hit.getChild('payload_size')!.get(0) as bigint | number | null;
+          if (checksum === null) throw new InvalidInputError(`event ${eventId} holds no blob`, { field: 'eventId' });
+          const taken = await t.takeRowIds([rowId]).select(['event_id', 'value_blob']).toArrow();
+          if (taken.numRows !== 1 || taken.getChild('event_id')!.get(0) !== eventId) throw new Error('row moved');
+          const bytes = new Uint8Array(taken.getChild('value_blob')!.get(0) as Uint8Array);
+          verifyBlob(bytes, checksum, size === null ? null : Number(size), `blob of event ${eventId}`);
+          return bytes;
+        }
+        throw new NotFoundError(`no event ${eventId} in ${this.uri}`);
+      } catch (e) {
+        if (e instanceof NotFoundError || e instanceof InvalidInputError || attempt === 4) throw e;
+        for (const v of listing.visible) this.tables.forget(v.name);
+      }
+    }
+    throw new NotFoundError(`no event ${eventId} in ${this.uri}`);
+  }
+
+  async mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }> {
+    if (!this.writer) return { mergedRows: 0, shards: [] };
+    return this.writer.mergeOwn();
+  }
+
+  async maintain(): Promise<MaintenanceReport> {
+    return maintain(this.ctx(), {
+      pipeline: this.o.pipeline,
+      experiment: this.o.experiment,
+      owner: this.o.owner,
+      slots: this.o.slots,
+      leaseTtlMs: this.o.leaseTtlMs,
+      versionRetentionMs: this.o.versionRetentionMs,
+      claimRetentionMs: this.o.claimRetentionMs,
+      clock: this.o.clock,
+      ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
+    });
+  }
+
+  async stats(): Promise<LogStats> {
+    const base = await this.tables.base();
+    const listing = await this.reader.listShards();
+    const baseStats = base
+      ? await (async () => {
+          const s = await base.stats();
+          return {
+            version: await base.version(),
+            rows: s.numRows,
+            fragments: s.fragmentStats.numFragments,
+            indexes: (await base.listIndices()).map((i) => i.name),
+          };
+        })()
+      : { version: 0, rows: 0, fragments: 0, indexes: [] };
+    const shards = [];
+    for (const v of listing.visible) {
+      const t = await this.reader.shardTable(v);
+      shards.push({
+        name: v.name,
+        slot: v.slot,
+        epoch: v.epoch,
+        generation: v.generation,
+        version: await t.version(),
+        rows: await t.countRows(),
+        sealedAtVersion: v.sealed ? v.version : null,
+        retired: false,
+      });
+    }
+    for (const r of listing.retired) {
+      shards.push({ name: r.name, slot: r.slot, epoch: r.epoch, generation: r.generation, version: 0, rows: 0, sealedAtVersion: null, retired: true });
+    }
+    return { uri: this.uri, base: baseStats, shards };
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.writer?.close();
+    } finally {
+      this.tables.close();
+      await this.o.onClose?.();
+    }
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * Moving a shard generation into the base table (docs/design/shards.md, "Merge"):
+ *   1. read the generation at its visible version (all columns, blobs included);
+ *   2. insert-if-absent into base keyed by event_id: one base commit, idempotent;
+ *   3. write the retired marker (readers skip the generation from now on);
+ *   4. delete the generation's files, then the marker.
+ * A crash after any step leaves a state readers handle (duplicates dropped by event_id, retired
+ * generations skipped, half-deleted generations behind a marker) and a rerun finishes the work.
+ */
+import { rowsFromArrow, rowsToArrow } from '../schema.ts';
+import type { ObjectStore } from '../storage/objects.ts';
+import { retiredKey, shardPrefix } from './layout.ts';
+import type { LanceTables } from './tables.ts';
+
+export type MergeStep = 'read' | 'base-commit' | 'retire-marker' | 'delete-data' | 'delete-marker';
+
+export interface MergeHooks {
+  /** Called before each step; throwing simulates a crash at that point (tests). */
+  beforeMergeStep?(step: MergeStep, shard: string): void | Promise<void>;
+}
+
+export async function mergeGeneration(
+  ctx: { tables: LanceTables; objects: ObjectStore; hooks?: MergeHooks },
+  shard: string,
+  version: number | null,
+): Promise<number> {
+  const { tables, objects, hooks } = ctx;
+  await hooks?.beforeMergeStep?.('read', shard);
+  const table = version === null ? await tables.shard(shard) : await tables.shardAt(shard, version);
+  const rows = rowsFromArrow(await table.query().toArrow());
+  await hooks?.beforeMergeStep?.('base-commit', shard);
+  if (rows.length > 0) {
+    const base = await tables.ensureBase();
+    await base.mergeInsert('event_id').whenNotMatchedInsertAll().execute(rowsToArrow(rows) as never);
+  }
+  await retireGeneration(ctx, shard, { version, rows: rows.length });
+  return rows.length;
+}
+
+/** Steps 3-4 alone: also used to finish a merge that crashed after its marker was written. */
+export async function retireGeneration(
+  ctx: { tables: LanceTables; objects: ObjectStore; hooks?: MergeHooks },
+  shard: string,
+  info: { version: number | null; rows: number } | null,
+): Promise<void> {
+  const { tables, objects, hooks } = ctx;
+  await hooks?.beforeMergeStep?.('retire-marker', shard);
+  if (info) await objects.putIfAbsent(retiredKey(shard), JSON.stringify(info));
+  await hooks?.beforeMergeStep?.('delete-data', shard);
+  tables.forget(shard);
+  await objects.deletePrefix(shardPrefix(shard));
+  await hooks?.beforeMergeStep?.('delete-marker', shard);
+  await objects.delete(retiredKey(shard));
+}

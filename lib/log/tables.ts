@@ -1,0 +1,131 @@
+/**
+ * Lance handles of one experiment: the base table and shard generation tables, cached per
+ * process. Connections use readConsistencyInterval 0 so every query sees the latest commit
+ * (read-your-writes across processes); sealed generations get their own handle pinned at the
+ * sealed version, which never changes.
+ */
+import * as lancedb from '@lancedb/lancedb';
+import { EVENT_SCHEMA } from '../schema.ts';
+import { SHARDS_DIR } from './layout.ts';
+
+export type Table = lancedb.Table;
+
+export class LanceTables {
+  private baseConn: Promise<lancedb.Connection> | null = null;
+  private shardConn: Promise<lancedb.Connection> | null = null;
+  private baseTable: Promise<Table | null> | null = null;
+  private readonly latest = new Map<string, Promise<Table>>();
+  private readonly pinned = new Map<string, Promise<Table>>();
+
+  /** `logUri` is the experiment's `.../log.lance`. */
+  constructor(
+    readonly logUri: string,
+    private readonly storageOptions: Record<string, string> | undefined,
+  ) {}
+
+  private parentUri(): { dir: string; name: string } {
+    const i = this.logUri.lastIndexOf('/');
+    return { dir: this.logUri.slice(0, i), name: this.logUri.slice(i + 1).replace(/\.lance$/, '') };
+  }
+
+  private connect(uri: string): Promise<lancedb.Connection> {
+    return lancedb.connect(uri, { readConsistencyInterval: 0, storageOptions: this.storageOptions });
+  }
+
+  private conns(): { base: Promise<lancedb.Connection>; shards: Promise<lancedb.Connection> } {
+    this.baseConn ??= this.connect(this.parentUri().dir);
+    this.shardConn ??= this.connect(`${this.logUri}/${SHARDS_DIR}`);
+    return { base: this.baseConn, shards: this.shardConn };
+  }
+
+  /** The base table, or null if nothing was ever written to this experiment. */
+  async base(): Promise<Table | null> {
+    if (!this.baseTable) {
+      this.baseTable = (async () => {
+        const conn = await this.conns().base;
+        try {
+          return await conn.openTable(this.parentUri().name);
+        } catch (e) {
+          if (isNotFound(e)) return null;
+          throw e;
+        }
+      })();
+    }
+    const t = await this.baseTable;
+    if (t === null) this.baseTable = null; // look again next time: a writer may have created it
+    return t;
+  }
+
+  /** Open or create the base table (creation is race-safe: existOk). */
+  async ensureBase(): Promise<Table> {
+    const existing = await this.base();
+    if (existing) return existing;
+    const conn = await this.conns().base;
+    const t = await conn.createEmptyTable(this.parentUri().name, EVENT_SCHEMA, { mode: 'create', existOk: true });
+    this.baseTable = Promise.resolve(t);
+    return t;
+  }
+
+  async createShard(name: string): Promise<Table> {
+    const conn = await this.conns().shards;
+    const t = await conn.createEmptyTable(name, EVENT_SCHEMA, { mode: 'create', existOk: true });
+    this.latest.set(name, Promise.resolve(t));
+    return t;
+  }
+
+  /** A shard generation at its latest version. */
+  shard(name: string): Promise<Table> {
+    let t = this.latest.get(name);
+    if (!t) {
+      t = this.conns().shards.then((c) => c.openTable(name));
+      t.catch(() => this.latest.delete(name));
+      this.latest.set(name, t);
+    }
+    return t;
+  }
+
+  /** A shard generation pinned at `version` (immutable, cached for the process lifetime). */
+  shardAt(name: string, version: number): Promise<Table> {
+    const key = `${name}@${version}`;
+    let t = this.pinned.get(key);
+    if (!t) {
+      t = this.conns()
+        .shards.then((c) => c.openTable(name))
+        .then(async (table) => {
+          await table.checkout(version);
+          return table;
+        });
+      t.catch(() => this.pinned.delete(key));
+      this.pinned.set(key, t);
+    }
+    return t;
+  }
+
+  /** Forget handles of a shard (after it was retired and deleted). */
+  forget(name: string): void {
+    this.latest.delete(name);
+    for (const k of [...this.pinned.keys()]) if (k.startsWith(`${name}@`)) this.pinned.delete(k);
+  }
+
+  close(): void {
+    this.latest.clear();
+    this.pinned.clear();
+    this.baseTable = null;
+    this.baseConn = null;
+    this.shardConn = null;
+  }
+}
+
+export function isNotFound(e: unknown): boolean {
+  const msg = e instanceof Error ? e.message : String(e);
+  return /not found|was not found|does not exist|No such file|NotFound/i.test(msg);
+}
+
+/** Single-quoted SQL string literal for Lance filters. */
+export function sqlString(s: string): string {
+  return `'${s.replace(/'/g, "''")}'`;
+}
+
+export function sqlIn(column: string, values: readonly string[]): string {
+  return `${column} IN (${values.map(sqlString).join(', ')})`;
+}

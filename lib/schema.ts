@@ -1,0 +1,183 @@
+/**
+ * The seed's 34 columns as an Arrow schema, and the conversion between EventRow and Arrow.
+ *
+ * Deviation (README): the seed's large_string/large_binary columns are Utf8/Binary here, because
+ * LanceDB 0.39's JS API rejects LargeUtf8/LargeBinary on every write path (notes/lancedb-0.39-
+ * facts.md). Utf8/Binary use 32-bit offsets: one Arrow batch holds at most 2 GiB per column,
+ * which bounds a single checkpoint batch, not the log.
+ */
+import * as arrow from 'apache-arrow';
+import './arrow-fix.ts';
+import { CorruptError } from './errors.ts';
+import type { EventRow, EventType, TerminalKind, ValueKind } from './types.ts';
+
+const utf8 = () => new arrow.Utf8();
+const i64 = () => new arrow.Int64();
+const i32 = () => new arrow.Int32();
+const tsUs = () => new arrow.Timestamp(arrow.TimeUnit.MICROSECOND, 'UTC');
+
+type ColumnKind = 'str' | 'i64' | 'i32' | 'f64' | 'bool' | 'bin' | 'ts';
+
+const COLUMNS: ReadonlyArray<readonly [keyof EventRow, ColumnKind, boolean]> = [
+  ['event_id', 'str', false],
+  ['item_id', 'str', false],
+  ['root_item_id', 'str', false],
+  ['parent_item_id', 'str', true],
+  ['item_seq', 'i64', false],
+  ['checkpoint_id', 'str', false],
+  ['event_type', 'str', false],
+  ['step_name', 'str', true],
+  ['step_index', 'i64', true],
+  ['step_instance_id', 'str', true],
+  ['iteration', 'i64', true],
+  ['attempt', 'i32', false],
+  ['run_id', 'str', false],
+  ['writer_epoch', 'str', false],
+  ['field_name', 'str', true],
+  ['field_type', 'str', true],
+  ['codec_version', 'i32', true],
+  ['value_kind', 'str', true],
+  ['value_i64', 'i64', true],
+  ['value_f64', 'f64', true],
+  ['value_bool', 'bool', true],
+  ['value_str', 'str', true],
+  ['value_json', 'str', true],
+  ['value_blob', 'bin', true],
+  ['payload_size', 'i64', true],
+  ['payload_checksum', 'str', true],
+  ['query_tags_json', 'str', true],
+  ['terminal', 'str', true],
+  ['error_type', 'str', true],
+  ['error_dump', 'str', true],
+  ['traceback', 'str', true],
+  ['event_ts', 'ts', false],
+  ['schema_version', 'i32', false],
+];
+
+function arrowType(kind: ColumnKind): arrow.DataType {
+  switch (kind) {
+    case 'str':
+      return utf8();
+    case 'i64':
+      return i64();
+    case 'i32':
+      return i32();
+    case 'f64':
+      return new arrow.Float64();
+    case 'bool':
+      return new arrow.Bool();
+    case 'bin':
+      return new arrow.Binary();
+    case 'ts':
+      return tsUs();
+  }
+}
+
+export const COLUMN_NAMES: readonly (keyof EventRow)[] = COLUMNS.map((c) => c[0]);
+
+export const EVENT_SCHEMA = new arrow.Schema(
+  COLUMNS.map(([name, kind, nullable]) => new arrow.Field(name, arrowType(kind), nullable)),
+);
+
+/** Every column but the blob bytes: what fold, trajectory and listings read. */
+export const LIGHT_COLUMNS: readonly (keyof EventRow)[] = COLUMN_NAMES.filter((c) => c !== 'value_blob');
+
+/** Build an Arrow table in EVENT_SCHEMA from rows (int64 columns written exactly, as bigints). */
+export function rowsToArrow(rows: readonly EventRow[]): arrow.Table {
+  const children: Record<string, arrow.Vector> = {};
+  for (const [name, kind] of COLUMNS) {
+    const values = rows.map((r) => r[name]);
+    children[name] = buildVector(kind, values);
+  }
+  return new arrow.Table(EVENT_SCHEMA, children);
+}
+
+function buildVector(kind: ColumnKind, values: unknown[]): arrow.Vector {
+  if (kind === 'i64' || kind === 'ts') {
+    // vectorFromArray treats timestamp input as milliseconds; build the raw int64 data instead.
+    const data = new BigInt64Array(values.length);
+    const valid = new Uint8Array(Math.ceil(values.length / 8));
+    let nulls = 0;
+    values.forEach((v, i) => {
+      if (v === null || v === undefined) {
+        nulls++;
+        return;
+      }
+      data[i] = typeof v === 'bigint' ? v : BigInt(v as number);
+      valid[i >> 3]! |= 1 << (i & 7);
+    });
+    const type = kind === 'ts' ? tsUs() : i64();
+    return arrow.makeVector(
+      arrow.makeData({ type, length: values.length, nullCount: nulls, data, nullBitmap: nulls ? valid : undefined } as never),
+    );
+  }
+  const builder = arrow.makeBuilder({ type: arrowType(kind), nullValues: [null, undefined] });
+  for (const v of values) builder.append(v as never);
+  return builder.finish().toVector();
+}
+
+/**
+ * Read rows back from an Arrow table holding any subset of the columns (missing columns read as
+ * null). Throws CorruptError when a required column holds a null.
+ */
+export function arrowToRows(table: arrow.Table): EventRow[] {
+  const n = table.numRows;
+  const rows: EventRow[] = Array.from({ length: n }, () => ({}) as EventRow);
+  for (const [name, kind, nullable] of COLUMNS) {
+    const col = table.getChild(name);
+    for (let i = 0; i < n; i++) {
+      const v = col ? readCell(col, kind, i) : null;
+      if (v === null && !nullable && col) {
+        throw new CorruptError(`column ${name} is null in a stored event (row ${i})`);
+      }
+      (rows[i] as unknown as Record<string, unknown>)[name] = v;
+    }
+  }
+  return rows;
+}
+
+/** Exact int64 read of row i: raw values, because get() on timestamps converts to ms. */
+function rawInt64(col: arrow.Vector, i: number): bigint | null {
+  if (!col.isValid(i)) return null;
+  let offset = i;
+  for (const d of col.data) {
+    if (offset < d.length) return (d.values as BigInt64Array)[d.offset + offset]!;
+    offset -= d.length;
+  }
+  return null;
+}
+
+function readCell(col: arrow.Vector, kind: ColumnKind, i: number): unknown {
+  switch (kind) {
+    case 'i64':
+    case 'ts': {
+      const v = rawInt64(col, i);
+      return v;
+    }
+    case 'bin': {
+      const v = col.get(i) as Uint8Array | null;
+      return v === null ? null : new Uint8Array(v);
+    }
+    default: {
+      const v = col.get(i) as unknown;
+      return v === undefined ? null : v;
+    }
+  }
+}
+
+/** Narrow int64 cells the model keeps as numbers (seqs, positions, sizes, timestamps). */
+export function normalizeRow(raw: EventRow): EventRow {
+  const r = raw as unknown as Record<string, unknown>;
+  for (const k of ['item_seq', 'step_index', 'iteration', 'payload_size', 'event_ts'] as const) {
+    const v = r[k];
+    if (typeof v === 'bigint') r[k] = Number(v);
+  }
+  r.event_type = r.event_type as EventType;
+  r.value_kind = r.value_kind as ValueKind | null;
+  r.terminal = r.terminal as TerminalKind | null;
+  return raw;
+}
+
+export function rowsFromArrow(table: arrow.Table): EventRow[] {
+  return arrowToRows(table).map(normalizeRow);
+}
