@@ -39,6 +39,8 @@ export interface WriterOptions {
 }
 
 export interface WriterHooks extends MergeHooks {
+  /** Called after the items were read and seqs assigned, before the shard commit (tests). */
+  beforeCommit?(itemIds: readonly string[]): void | Promise<void>;
   /** Called after the shard commit, before claims and the epoch check (tests: crash here). */
   afterCommit?(shard: string, version: number): void | Promise<void>;
 }
@@ -182,6 +184,7 @@ export class ShardWriter {
     }
 
     if (rows.length > 0) {
+      await this.opts.hooks?.beforeCommit?.(itemIds);
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(shardName(st.writerEpoch, st.generation)));
       try {
         await table.add(rowsToArrow(rows) as never);
