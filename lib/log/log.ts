@@ -48,7 +48,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   constructor(private readonly o: LanceLogOptions) {
     this.uri = o.uri;
-    this.tables = new LanceTables(o.uri, o.storageOptions);
+    this.tables = new LanceTables(o.uri, o.storageOptions, o.objects);
     this.reader = new LogReader(o.objects, this.tables);
   }
 

@@ -6,6 +6,7 @@
  */
 import * as lancedb from '@lancedb/lancedb';
 import { EVENT_SCHEMA } from '../schema.ts';
+import type { ObjectStore } from '../storage/objects.ts';
 import { SHARDS_DIR } from './layout.ts';
 
 export type Table = lancedb.Table;
@@ -21,6 +22,7 @@ export class LanceTables {
   constructor(
     readonly logUri: string,
     private readonly storageOptions: Record<string, string> | undefined,
+    private readonly objects: ObjectStore,
   ) {}
 
   private parentUri(): { dir: string; name: string } {
@@ -42,6 +44,8 @@ export class LanceTables {
   async base(): Promise<Table | null> {
     if (!this.baseTable) {
       this.baseTable = (async () => {
+        // Connecting creates folders: look first, so reads of a missing experiment write nothing.
+        if (!(await this.objects.list('')).includes('_versions')) return null;
         const conn = await this.conns().base;
         try {
           return await conn.openTable(this.parentUri().name);

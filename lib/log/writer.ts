@@ -74,6 +74,9 @@ export const TRACK_COLUMNS = [
   'writer_epoch',
 ] as const;
 
+/** Placeholder epoch for a validation pass before the slot is taken; never written. */
+const PENDING_EPOCH = 'pending';
+
 interface SlotState {
   slot: number;
   lease: Lease;
@@ -151,40 +154,19 @@ export class ShardWriter {
   }
 
   private async commitGroup(group: Request[]): Promise<void> {
-    const st = await this.ensureSlot();
-    const itemIds = [...new Set(group.flatMap((r) => r.batches.map((b) => b.itemId)))];
-    const existing = await this.ctx.reader.scan(sqlIn('item_id', itemIds), TRACK_COLUMNS);
-    const tracks = buildTracks(existing);
-    const eventTsUs = this.opts.clock.nowMs() * 1000;
-
-    const rows: EventRow[] = [];
-    const plans: Array<{ req: Request; acks: Ack[]; fresh: Ack[] }> = [];
-    for (const req of group) {
-      try {
-        const overlay = new Map<string, ItemTrack>();
-        const acks: Ack[] = [];
-        const fresh: Ack[] = [];
-        const reqRows: EventRow[] = [];
-        for (const b of req.batches) {
-          const t = overlay.get(b.itemId) ?? cloneTrack(tracks.get(b.itemId));
-          overlay.set(b.itemId, t);
-          const { ack, rows: batchRows } = sequence(b, t, st.writerEpoch, eventTsUs);
-          acks.push(ack);
-          if (batchRows.length > 0) {
-            fresh.push(ack);
-            reqRows.push(...batchRows);
-          }
-        }
-        for (const [id, t] of overlay) tracks.set(id, t);
-        rows.push(...reqRows);
-        plans.push({ req, acks, fresh });
-      } catch (e) {
-        req.reject(e);
-      }
+    // Validate and sequence before taking a slot, so rejected input writes nothing (no lease,
+    // no seal). A writer that has to take a slot first seals its predecessor, then reads the
+    // items again: rows a zombie committed before the seal are visible from then on.
+    let plan = await this.plan(group, this.state?.writerEpoch ?? PENDING_EPOCH);
+    if (plan.rows.length === 0) {
+      for (const p of plan.plans) p.req.resolve(p.acks);
+      return;
     }
-
+    const st = await this.ensureSlot();
+    if (plan.epoch !== st.writerEpoch) plan = await this.plan(plan.plans.map((p) => p.req), st.writerEpoch);
+    const { rows, plans } = plan;
     if (rows.length > 0) {
-      await this.opts.hooks?.beforeCommit?.(itemIds);
+      await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(shardName(st.writerEpoch, st.generation)));
       try {
         await table.add(rowsToArrow(rows) as never);
@@ -217,6 +199,39 @@ export class ShardWriter {
     for (const p of plans) p.req.resolve(p.acks);
 
     if (st.commitsInGen >= this.opts.mergeEveryCommits) await this.mergeOwnUnlocked();
+  }
+
+  private async plan(group: Request[], writerEpoch: string) {
+    const itemIds = [...new Set(group.flatMap((r) => r.batches.map((b) => b.itemId)))];
+    const existing = await this.ctx.reader.scan(sqlIn('item_id', itemIds), TRACK_COLUMNS);
+    const tracks = buildTracks(existing);
+    const eventTsUs = this.opts.clock.nowMs() * 1000;
+    const rows: EventRow[] = [];
+    const plans: Array<{ req: Request; acks: Ack[]; fresh: Ack[] }> = [];
+    for (const req of group) {
+      try {
+        const overlay = new Map<string, ItemTrack>();
+        const acks: Ack[] = [];
+        const fresh: Ack[] = [];
+        const reqRows: EventRow[] = [];
+        for (const b of req.batches) {
+          const t = overlay.get(b.itemId) ?? cloneTrack(tracks.get(b.itemId));
+          overlay.set(b.itemId, t);
+          const { ack, rows: batchRows } = sequence(b, t, writerEpoch, eventTsUs);
+          acks.push(ack);
+          if (batchRows.length > 0) {
+            fresh.push(ack);
+            reqRows.push(...batchRows);
+          }
+        }
+        for (const [id, t] of overlay) tracks.set(id, t);
+        rows.push(...reqRows);
+        plans.push({ req, acks, fresh });
+      } catch (e) {
+        req.reject(e);
+      }
+    }
+    return { epoch: writerEpoch, itemIds, rows, plans };
   }
 
   private async ensureSlot(): Promise<SlotState> {
