@@ -175,6 +175,14 @@ export class ShardWriter {
       }
       st.commitsInGen++;
       await this.opts.hooks?.afterCommit?.(shardName(st.writerEpoch, st.generation), await table.version());
+      // The epoch check comes before the claims: a zombie (its commit above the seal, never
+      // visible) must not leave a claim that would later answer for the real copy.
+      try {
+        await this.ctx.leases.assertCurrent(st.lease);
+      } catch (e) {
+        if (e instanceof FencedError) this.dropSlot();
+        throw e instanceof DgclError ? e : new UnavailableError(`epoch check failed: ${errMsg(e)}`, { cause: e });
+      }
       // Claims: the first writer of a checkpoint to claim it defines its ack; a concurrent
       // duplicate (another writer committed the same batch) reports that ack as a duplicate.
       await Promise.all(
@@ -189,12 +197,6 @@ export class ShardWriter {
           }),
         ),
       );
-      try {
-        await this.ctx.leases.assertCurrent(st.lease);
-      } catch (e) {
-        if (e instanceof FencedError) this.dropSlot();
-        throw e instanceof DgclError ? e : new UnavailableError(`epoch check failed: ${errMsg(e)}`, { cause: e });
-      }
     }
     for (const p of plans) p.req.resolve(p.acks);
 
