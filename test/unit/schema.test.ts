@@ -1,0 +1,107 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import * as lancedb from '@lancedb/lancedb';
+import * as arrow from 'apache-arrow';
+import { describe, expect, it } from 'vitest';
+import { EVENT_SCHEMA, LIGHT_COLUMNS, rowsFromArrow, rowsToArrow } from '../../lib/schema.ts';
+import type { EventRow } from '../../lib/types.ts';
+
+// The seed's table, verbatim: name, type, nullable ("?").
+const SEED = `event_id string
+item_id string
+root_item_id string
+parent_item_id string?
+item_seq int64
+checkpoint_id string
+event_type string
+step_name string?
+step_index int64?
+step_instance_id string?
+iteration int64?
+attempt int32
+run_id string
+writer_epoch string
+field_name string?
+field_type string?
+codec_version int32?
+value_kind string?
+value_i64 int64?
+value_f64 float64?
+value_bool bool?
+value_str large_string?
+value_json large_string?
+value_blob large_binary?
+payload_size int64?
+payload_checksum string?
+query_tags_json large_string?
+terminal string?
+error_type string?
+error_dump large_string?
+traceback large_string?
+event_ts timestamp(us, UTC)
+schema_version int32`;
+
+// Deviation (README): large_string -> Utf8, large_binary -> Binary.
+const ARROW_OF: Record<string, (t: arrow.DataType) => boolean> = {
+  string: (t) => arrow.DataType.isUtf8(t),
+  large_string: (t) => arrow.DataType.isUtf8(t),
+  large_binary: (t) => arrow.DataType.isBinary(t),
+  int64: (t) => arrow.DataType.isInt(t) && t.bitWidth === 64 && t.isSigned,
+  int32: (t) => arrow.DataType.isInt(t) && t.bitWidth === 32 && t.isSigned,
+  float64: (t) => arrow.DataType.isFloat(t) && t.precision === arrow.Precision.DOUBLE,
+  bool: (t) => arrow.DataType.isBool(t),
+  'timestamp(us, UTC)': (t) => arrow.DataType.isTimestamp(t) && t.unit === arrow.TimeUnit.MICROSECOND && t.timezone === 'UTC',
+};
+
+function fullRow(over: Partial<EventRow> = {}): EventRow {
+  return {
+    event_id: 'e1', item_id: 'i', root_item_id: 'i', parent_item_id: null, item_seq: 1, checkpoint_id: 'c',
+    event_type: 'FIELD_SET', step_name: 's', step_index: 2, step_instance_id: null, iteration: 0, attempt: 1,
+    run_id: 'r', writer_epoch: 's00-e000001', field_name: 'f', field_type: 'dgcl.int64', codec_version: 1,
+    value_kind: 'int', value_i64: -(2n ** 63n), value_f64: null, value_bool: null, value_str: null, value_json: null,
+    value_blob: null, payload_size: null, payload_checksum: null, query_tags_json: null, terminal: null,
+    error_type: null, error_dump: null, traceback: null, event_ts: 1_700_000_000_123_456, schema_version: 1,
+    ...over,
+  };
+}
+
+describe('schema', () => {
+  const seed = SEED.split('\n').map((l) => {
+    const i = l.indexOf(' ');
+    const type = l.slice(i + 1);
+    return { name: l.slice(0, i), type: type.replace(/\?$/, ''), nullable: type.endsWith('?') };
+  });
+
+  it('has exactly the seed columns, in order, with their types and nullability', () => {
+    expect(EVENT_SCHEMA.fields.map((f) => f.name)).toEqual(seed.map((s) => s.name));
+    for (const [i, s] of seed.entries()) {
+      const f = EVENT_SCHEMA.fields[i]!;
+      expect(f.nullable, s.name).toBe(s.nullable);
+      expect(ARROW_OF[s.type]!(f.type), `${s.name}: ${String(f.type)} for ${s.type}`).toBe(true);
+    }
+  });
+
+  it('light columns are all but the blob bytes', () => {
+    expect(LIGHT_COLUMNS).not.toContain('value_blob');
+    expect(LIGHT_COLUMNS.length).toBe(seed.length - 1);
+  });
+
+  it('round-trips rows through a real Lance table exactly (int64 extremes, µs timestamps, all-null bools, bytes)', async () => {
+    const db = await lancedb.connect(mkdtempSync(path.join(tmpdir(), 'dgcl-schema-')));
+    const t = await db.createEmptyTable('log', EVENT_SCHEMA);
+    const rows = [
+      fullRow(),
+      fullRow({ event_id: 'e2', item_seq: 2, value_i64: 2n ** 63n - 1n, parent_item_id: 'p' }),
+      fullRow({ event_id: 'e3', item_seq: 3, value_kind: 'blob', value_i64: null, value_blob: new Uint8Array([0, 255, 7]), payload_size: 3, payload_checksum: 'sha256:x' }),
+      fullRow({ event_id: 'e4', item_seq: 4, value_kind: 'bool', value_i64: null, value_bool: false, event_ts: 1 }),
+    ];
+    // The first add has value_bool null in every row: arrow-js would write an empty bitmap that
+    // Lance rejects without lib/arrow-fix.ts.
+    await t.add(rowsToArrow(rows.slice(0, 3)) as never);
+    await t.add(rowsToArrow(rows.slice(3)) as never);
+    const back = rowsFromArrow(await t.query().toArrow()).sort((a, b) => a.item_seq - b.item_seq);
+    expect(back).toEqual(rows);
+    expect((await t.schema()).fields.map((f) => f.name)).toEqual(seed.map((s) => s.name));
+  });
+});
