@@ -36,7 +36,10 @@ export interface ShardListing {
   /** Generations that exist but readers ignore (zombie writes after a seal). */
   invisible: ShardName[];
   retired: ShardName[];
+  /** Seals of epochs that still have generations. */
   seals: Map<string, Seal>;
+  /** Every sealed writer epoch (names only). */
+  sealedEpochs: string[];
 }
 
 export class LogReader {
@@ -87,7 +90,7 @@ export class LogReader {
       const p = parseShardName(`${e}-g000000`);
       if (p) maxSealed.set(p.slot, Math.max(maxSealed.get(p.slot) ?? 0, p.epoch));
     }
-    const listing: ShardListing = { visible: [], invisible: [], retired: [], seals };
+    const listing: ShardListing = { visible: [], invisible: [], retired: [], seals, sealedEpochs: sealEpochs };
     for (const s of shards) {
       if (retired.has(s.name)) {
         listing.retired.push(s);

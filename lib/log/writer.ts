@@ -10,7 +10,7 @@
  */
 import { toRows } from '../batch.ts';
 import type { Clock } from '../clock.ts';
-import { DgclError, FencedError, InternalError, InvalidInputError, UnavailableError } from '../errors.ts';
+import { CorruptError, DgclError, FencedError, InternalError, InvalidInputError, UnavailableError } from '../errors.ts';
 import { acquireWriterSlot, LeaseKeeper } from '../lease/slots.ts';
 import type { Lease, LeaseStore } from '../lease/types.ts';
 import { rowsToArrow } from '../schema.ts';
@@ -423,6 +423,14 @@ export async function sealPredecessors(
     const e = byEpoch.get(s.epoch) ?? { writerEpoch: s.writerEpoch, gens: [] };
     if (!listing.retired.some((r) => r.name === s.name)) e.gens.push(s.name);
     byEpoch.set(s.epoch, e);
+  }
+  // An epoch at or below a sealed one would be read as a zombie's (e.g. after DynamoDB TTL
+  // deleted a lease record untouched for its grace period and the counter restarted).
+  for (const sealed of listing.sealedEpochs) {
+    const p = parseShardName(`${sealed}-g000000`);
+    if (p && p.slot === slot && p.epoch >= epoch) {
+      throw new CorruptError(`slot ${slot} was given epoch ${epoch}, but epoch ${p.epoch} of it is already sealed; the lease record was reset (DynamoDB TTL?). Release the slot and raise its epoch above ${p.epoch}.`);
+    }
   }
   const prev = `s${String(slot).padStart(2, '0')}-e${String(epoch - 1).padStart(6, '0')}`;
   if (epoch > 1 && !byEpoch.has(epoch - 1)) byEpoch.set(epoch - 1, { writerEpoch: prev, gens: [] });

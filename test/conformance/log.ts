@@ -315,6 +315,20 @@ export function logStoreConformance(name: string, target: LogTarget): void {
       expect(final).toEqual(after);
     });
 
+    it('refuses a slot epoch at or below a sealed one (a reset lease counter) and writes nothing', async () => {
+      await fresh();
+      const w = await newLog({ slot: 1, owner: 'w' });
+      await w.append([createBatch('s1')]);
+      await w.close();
+      // closing sealed s01-e000001; pretend the lease record vanished (DynamoDB TTL) and the
+      // counter restarts at 1: the next writer of slot 1 must refuse rather than hide its rows
+      const { LocalLeaseStore } = await import('../../lib/lease/local.ts');
+      const leases = new LocalLeaseStore({ dir: path.join(tmpdir(), `dgcl-reset-${randomUUID()}`) });
+      const again = await newLog({ slot: 1, owner: 'w2', leases, experiment: 'e' });
+      await expect(again.append([createBatch('s2')])).rejects.toMatchObject({ code: 'CORRUPT' });
+      expect((await again.items()).items.map((i) => i.itemId)).toEqual(['s1']);
+    });
+
     it('many batches in flight from one writer are grouped into fewer commits and all acknowledged', async () => {
       await fresh();
       const w = await newLog({ mergeEveryCommits: 1_000_000 });
