@@ -1,0 +1,225 @@
+/**
+ * ObjectStore over a local folder (the experiment's `log.lance` directory).
+ *
+ * putIfAbsent is atomic and exclusive: the body goes to a temporary file in the target's own
+ * folder, is fsynced, and is then hard-linked to the final name (`link` fails with EEXIST if
+ * the name exists, so exactly one of many racing writers wins and readers never see a partial
+ * body). Empty folders left behind by deletes are pruned, so listings match an object store's
+ * (where a "folder" exists only while something is below it).
+ */
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { InvalidInputError, UnavailableError } from '../errors.ts';
+import { checkObjectKey } from './location.ts';
+import type { ObjectStore } from './objects.ts';
+
+/** Temporary files of in-flight puts start with this; listings and counts skip them. */
+const TMP_MARK = '.dgcl-tmp-';
+
+export class LocalObjectStore implements ObjectStore {
+  readonly baseUri: string;
+  /** Absolute path of the base folder. */
+  readonly dir: string;
+
+  constructor(dir: string) {
+    this.dir = path.resolve(dir);
+    this.baseUri = pathToFileURL(this.dir).href;
+  }
+
+  async putIfAbsent(key: string, body: string): Promise<boolean> {
+    const k = checkObjectKey(key, 'key');
+    const final = this.path(k);
+    const folder = path.dirname(final);
+    const tmp = path.join(folder, `${TMP_MARK}${process.pid}-${randomBytes(6).toString('hex')}`);
+    // A concurrent delete may prune the folder between mkdir and the write: retry.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await fs.mkdir(folder, { recursive: true });
+        await writeDurably(tmp, body);
+        break;
+      } catch (e) {
+        if (errno(e) === 'ENOENT' && attempt < 5) continue;
+        if (errno(e) === 'EEXIST' || errno(e) === 'ENOTDIR') {
+          // a local folder cannot also be a file (an object store could hold both)
+          throw new InvalidInputError(
+            `cannot create ${JSON.stringify(k)} in ${this.dir}: a parent of it is an object`,
+            { field: 'key', cause: e },
+          );
+        }
+        throw this.fail('put', k, e);
+      }
+    }
+    try {
+      await fs.link(tmp, final);
+      await syncDir(folder);
+      return true;
+    } catch (e) {
+      if (errno(e) === 'EEXIST') return false;
+      throw this.fail('put', k, e);
+    } finally {
+      await fs.unlink(tmp).catch(() => undefined);
+    }
+  }
+
+  async get(key: string): Promise<string | null> {
+    const k = checkObjectKey(key, 'key');
+    try {
+      return await fs.readFile(this.path(k), 'utf8');
+    } catch (e) {
+      const code = errno(e);
+      if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return null;
+      throw this.fail('get', k, e);
+    }
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    const p = checkObjectKey(prefix, 'prefix');
+    try {
+      const names = await fs.readdir(this.path(p));
+      return names.filter((n) => !n.startsWith(TMP_MARK)).sort(compare);
+    } catch (e) {
+      const code = errno(e);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return [];
+      throw this.fail('list', p, e);
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    const k = checkObjectKey(key, 'key');
+    try {
+      await fs.unlink(this.path(k));
+    } catch (e) {
+      const code = errno(e);
+      // absent is fine; a "folder" is not an object, so there is nothing to delete
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'EPERM') {
+        if (code === 'EPERM' && !(await isDir(this.path(k)))) throw this.fail('delete', k, e);
+        return;
+      }
+      throw this.fail('delete', k, e);
+    }
+    await this.pruneEmptyParents(path.dirname(this.path(k)));
+  }
+
+  async deletePrefix(prefix: string): Promise<number> {
+    const p = checkObjectKey(prefix, 'prefix');
+    const target = this.path(p);
+    if (!(await isDir(target))) return 0;
+    let count = 0;
+    try {
+      count = await countFiles(target);
+      await fs.rm(target, { recursive: true, force: true });
+    } catch (e) {
+      throw this.fail('deletePrefix', p, e);
+    }
+    if (p !== '') await this.pruneEmptyParents(path.dirname(target));
+    return count;
+  }
+
+  async deleteOlderThan(prefix: string, cutoffMs: number): Promise<number> {
+    const p = checkObjectKey(prefix, 'prefix');
+    const folder = this.path(p);
+    let entries;
+    try {
+      entries = await fs.readdir(folder, { withFileTypes: true });
+    } catch (e) {
+      const code = errno(e);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return 0;
+      throw this.fail('deleteOlderThan', p, e);
+    }
+    let count = 0;
+    for (const ent of entries) {
+      if (!ent.isFile() || ent.name.startsWith(TMP_MARK)) continue;
+      const file = path.join(folder, ent.name);
+      try {
+        if ((await fs.stat(file)).mtimeMs >= cutoffMs) continue;
+        await fs.unlink(file);
+        count += 1;
+      } catch (e) {
+        if (errno(e) === 'ENOENT') continue; // deleted meanwhile
+        throw this.fail('deleteOlderThan', p === '' ? ent.name : `${p}/${ent.name}`, e);
+      }
+    }
+    if (count > 0 && p !== '') await this.pruneEmptyParents(folder);
+    return count;
+  }
+
+  private path(key: string): string {
+    return key === '' ? this.dir : path.join(this.dir, ...key.split('/'));
+  }
+
+  /** Removes now-empty folders from `folder` up to (not including) the base. */
+  private async pruneEmptyParents(folder: string): Promise<void> {
+    let f = folder;
+    while (f.length > this.dir.length && f.startsWith(this.dir + path.sep)) {
+      try {
+        await fs.rmdir(f);
+      } catch {
+        return; // not empty (or gone, or busy): stop
+      }
+      f = path.dirname(f);
+    }
+  }
+
+  private fail(op: string, key: string, cause: unknown): UnavailableError {
+    const where = key === '' ? this.dir : path.join(this.dir, key);
+    return new UnavailableError(`local store ${op} ${where} failed: ${(cause as Error)?.message ?? cause}`, {
+      cause,
+    });
+  }
+}
+
+async function writeDurably(file: string, body: string): Promise<void> {
+  const fh = await fs.open(file, 'wx');
+  try {
+    await fh.writeFile(body, 'utf8');
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  let fh: fs.FileHandle | undefined;
+  try {
+    fh = await fs.open(dir, 'r');
+    await fh.sync();
+  } catch {
+    // not every platform/filesystem can fsync a directory; the link is still atomic
+  } finally {
+    await fh?.close().catch(() => undefined);
+  }
+}
+
+async function countFiles(dir: string): Promise<number> {
+  let n = 0;
+  let entries;
+  try {
+    entries = await fs.readdir(dir, { withFileTypes: true });
+  } catch (e) {
+    if (errno(e) === 'ENOENT') return 0;
+    throw e;
+  }
+  for (const ent of entries) {
+    if (ent.isDirectory()) n += await countFiles(path.join(dir, ent.name));
+    else if (!ent.name.startsWith(TMP_MARK)) n += 1;
+  }
+  return n;
+}
+
+async function isDir(p: string): Promise<boolean> {
+  try {
+    return (await fs.stat(p)).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function errno(e: unknown): string | undefined {
+  return (e as NodeJS.ErrnoException | undefined)?.code;
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

@@ -1,0 +1,205 @@
+/**
+ * Roots and the URIs derived from them (CONTRACT.md, "Locations"):
+ *  - a root is `file:///abs/dir`, a plain local path (resolved to absolute), or
+ *    `s3://bucket/prefix`;
+ *  - an experiment's log is `<root>/datagen_checkpoints/<pipeline>/<experiment>/log.lance`;
+ *  - S3 settings come from the standard AWS environment plus `AWS_ENDPOINT_URL_S3` (or
+ *    `AWS_ENDPOINT_URL`) for an S3-compatible server. Nothing here is specific to one server.
+ * Pure: no I/O.
+ */
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { S3ClientConfig } from '@aws-sdk/client-s3';
+import { InvalidInputError } from '../errors.ts';
+import { validateName, type NameKind } from '../names.ts';
+
+export type Location = { kind: 'file'; dir: string } | { kind: 's3'; bucket: string; prefix: string };
+export type FileLocation = Extract<Location, { kind: 'file' }>;
+export type S3Location = Extract<Location, { kind: 's3' }>;
+
+/** Environment variables as `process.env` has them. */
+export type Env = Record<string, string | undefined>;
+
+/** The folder below a root that holds every pipeline's logs. */
+export const CHECKPOINTS_DIR = 'datagen_checkpoints';
+/** The Lance dataset folder of one experiment. */
+export const LOG_DATASET = 'log.lance';
+
+const SCHEME_RE = /^([A-Za-z][A-Za-z0-9+.-]+):\/\//;
+
+/** Parses a root (`file:///abs`, a plain path, or `s3://bucket/prefix`). */
+export function parseRoot(root: string): Location {
+  if (typeof root !== 'string' || root.trim() === '') {
+    throw new InvalidInputError(`root must be a non-empty path or URI, got ${JSON.stringify(root)}`, {
+      field: 'root',
+    });
+  }
+  const scheme = SCHEME_RE.exec(root)?.[1]?.toLowerCase() ?? (/^file:/i.test(root) ? 'file' : undefined);
+  if (scheme === undefined) return { kind: 'file', dir: path.resolve(root) };
+  if (scheme === 'file') {
+    let dir: string;
+    try {
+      dir = fileURLToPath(new URL(root));
+    } catch (e) {
+      throw new InvalidInputError(`root ${JSON.stringify(root)} is not a valid local file URL`, {
+        field: 'root',
+        cause: e,
+      });
+    }
+    return { kind: 'file', dir: path.resolve(dir) };
+  }
+  if (scheme === 's3') {
+    const rest = root.slice('s3://'.length);
+    const slash = rest.indexOf('/');
+    const bucket = slash < 0 ? rest : rest.slice(0, slash);
+    const prefix = slash < 0 ? '' : normalizePrefix(rest.slice(slash + 1));
+    if (bucket === '') {
+      throw new InvalidInputError(`root ${JSON.stringify(root)} has an empty bucket name (expected s3://bucket/prefix)`, {
+        field: 'root',
+      });
+    }
+    if (!/^[A-Za-z0-9._-]+$/.test(bucket)) {
+      throw new InvalidInputError(`root ${JSON.stringify(root)} has an invalid bucket name ${JSON.stringify(bucket)}`, {
+        field: 'root',
+      });
+    }
+    if (/[?#]/.test(prefix)) {
+      throw new InvalidInputError(`root ${JSON.stringify(root)}: the prefix may not contain '?' or '#'`, {
+        field: 'root',
+      });
+    }
+    return { kind: 's3', bucket, prefix };
+  }
+  throw new InvalidInputError(
+    `root ${JSON.stringify(root)} has an unsupported scheme '${scheme}:' (use file:///abs/dir, a local path, or s3://bucket/prefix)`,
+    { field: 'root' },
+  );
+}
+
+/** The root back as a URI: `file:///abs/dir` or `s3://bucket/prefix` (no trailing slash). */
+export function formatLocation(loc: Location): string {
+  if (loc.kind === 'file') return pathToFileURL(loc.dir).href;
+  return loc.prefix ? `s3://${loc.bucket}/${loc.prefix}` : `s3://${loc.bucket}`;
+}
+
+/**
+ * Checks a pipeline or experiment name (lib/names.ts): 1-128 chars of `[A-Za-z0-9._-]`, not
+ * `.` or `..`. Throws InvalidInputError naming `field`; returns the name.
+ */
+export function checkLogName(name: string, field: NameKind): string {
+  return validateName(field, name);
+}
+
+/** The location of one experiment's log folder (`.../datagen_checkpoints/<p>/<e>/log.lance`). */
+export function logLocation(loc: Location, pipeline: string, experiment: string): Location {
+  checkLogName(pipeline, 'pipeline');
+  checkLogName(experiment, 'experiment');
+  if (loc.kind === 'file') {
+    return { kind: 'file', dir: path.join(loc.dir, CHECKPOINTS_DIR, pipeline, experiment, LOG_DATASET) };
+  }
+  return {
+    kind: 's3',
+    bucket: loc.bucket,
+    prefix: joinKey(loc.prefix, CHECKPOINTS_DIR, pipeline, experiment, LOG_DATASET),
+  };
+}
+
+/**
+ * The Lance dataset URI of an experiment's log: an absolute path for local roots,
+ * `s3://bucket/prefix/datagen_checkpoints/<pipeline>/<experiment>/log.lance` for S3.
+ */
+export function logUri(loc: Location, pipeline: string, experiment: string): string {
+  const l = logLocation(loc, pipeline, experiment);
+  return l.kind === 'file' ? l.dir : `s3://${l.bucket}/${l.prefix}`;
+}
+
+/** The folder of every experiment of one pipeline (`<root>/datagen_checkpoints/<pipeline>`). */
+export function pipelineLocation(loc: Location, pipeline: string): Location {
+  checkLogName(pipeline, 'pipeline');
+  if (loc.kind === 'file') return { kind: 'file', dir: path.join(loc.dir, CHECKPOINTS_DIR, pipeline) };
+  return { kind: 's3', bucket: loc.bucket, prefix: joinKey(loc.prefix, CHECKPOINTS_DIR, pipeline) };
+}
+
+/** The S3 endpoint from the environment (`AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL`). */
+export function s3Endpoint(env: Env = process.env): string | undefined {
+  return nonEmpty(env.AWS_ENDPOINT_URL_S3) ?? nonEmpty(env.AWS_ENDPOINT_URL);
+}
+
+/** The AWS region from the environment (`AWS_REGION`, `AWS_DEFAULT_REGION`, else us-east-1). */
+export function awsRegion(env: Env = process.env): string {
+  return nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? 'us-east-1';
+}
+
+/**
+ * Lance `storageOptions` for a root: undefined for local roots; for S3 the region, the custom
+ * endpoint (and `allow_http` when it is plain http), and static credentials when the
+ * environment has them (otherwise Lance uses its own AWS credential chain).
+ */
+export function lanceStorageOptions(loc: Location, env: Env = process.env): Record<string, string> | undefined {
+  if (loc.kind === 'file') return undefined;
+  const opts: Record<string, string> = { region: awsRegion(env) };
+  const endpoint = s3Endpoint(env);
+  if (endpoint !== undefined) {
+    opts.endpoint = endpoint;
+    if (/^http:/i.test(endpoint)) opts.allow_http = 'true';
+  }
+  const keyId = nonEmpty(env.AWS_ACCESS_KEY_ID);
+  const secret = nonEmpty(env.AWS_SECRET_ACCESS_KEY);
+  if (keyId !== undefined && secret !== undefined) {
+    opts.aws_access_key_id = keyId;
+    opts.aws_secret_access_key = secret;
+    const token = nonEmpty(env.AWS_SESSION_TOKEN);
+    if (token !== undefined) opts.aws_session_token = token;
+  }
+  return opts;
+}
+
+/**
+ * Configuration for an `S3Client` from the environment: region, and for a custom endpoint
+ * (MinIO, Ceph RGW, ...) the endpoint with path-style addressing. Credentials are left to the
+ * SDK's default chain (which reads the same environment).
+ */
+export function s3ClientConfig(env: Env = process.env): S3ClientConfig {
+  const config: S3ClientConfig = { region: awsRegion(env) };
+  const endpoint = s3Endpoint(env);
+  if (endpoint !== undefined) {
+    config.endpoint = endpoint;
+    config.forcePathStyle = true;
+  }
+  return config;
+}
+
+/** Joins key parts with single slashes, dropping empty parts. */
+export function joinKey(...parts: string[]): string {
+  return normalizePrefix(parts.filter((p) => p !== '').join('/'));
+}
+
+function normalizePrefix(p: string): string {
+  return p
+    .split('/')
+    .filter((s) => s !== '')
+    .join('/');
+}
+
+function nonEmpty(v: string | undefined): string | undefined {
+  return v === undefined || v.trim() === '' ? undefined : v.trim();
+}
+
+/**
+ * Checks an object key or prefix relative to a store's base: `/`-separated, no empty, `.` or
+ * `..` segments, no leading slash; a prefix may be empty (the base itself) and may end in one
+ * `/`, which is dropped. Returns the normalized key.
+ */
+export function checkObjectKey(key: string, kind: 'key' | 'prefix'): string {
+  if (typeof key !== 'string') throw new InvalidInputError(`${kind} must be a string`, { field: kind });
+  let k = key;
+  if (kind === 'prefix') {
+    if (k === '') return '';
+    if (k.endsWith('/')) k = k.slice(0, -1);
+  }
+  const parts = k.split('/');
+  if (k === '' || parts.some((s) => s === '' || s === '.' || s === '..') || k.includes('\0')) {
+    throw new InvalidInputError(`invalid object ${kind} ${JSON.stringify(key)}`, { field: kind });
+  }
+  return k;
+}

@@ -1,0 +1,321 @@
+/**
+ * ObjectStore over S3 or any S3-compatible server (AWS S3, MinIO, Ceph RGW, ...), using only
+ * standard S3 API calls: conditional PutObject (`If-None-Match: *`), GetObject,
+ * ListObjectsV2 with a `/` delimiter, DeleteObject and DeleteObjects.
+ *
+ * Errors: "not found" answers become null / no-op; every other failure becomes an
+ * UnavailableError (retryable) whose message names the operation, the object and the server's
+ * error, with the SDK error as `cause`.
+ */
+import {
+  DeleteObjectCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  type S3Client,
+} from '@aws-sdk/client-s3';
+import { UnavailableError } from '../errors.ts';
+import { checkObjectKey, joinKey, type S3Location } from './location.ts';
+import type { ObjectStore } from './objects.ts';
+
+export interface S3ObjectStoreOptions {
+  client: S3Client;
+  bucket: string;
+  /** Key prefix of the base folder, without leading or trailing slash (may be empty). */
+  basePrefix: string;
+  /** Human-readable base; defaults to `s3://bucket/basePrefix`. */
+  baseUri?: string;
+  /** How often a conditional put answered 409 ConditionalRequestConflict is retried (4). */
+  conflictRetries?: number;
+}
+
+/** S3 allows at most this many keys per DeleteObjects request. */
+const DELETE_BATCH = 1000;
+/** Parallel single deletes when a server refuses DeleteObjects. */
+const SINGLE_DELETE_CONCURRENCY = 8;
+
+export class S3ObjectStore implements ObjectStore {
+  readonly baseUri: string;
+  readonly bucket: string;
+  readonly basePrefix: string;
+  private readonly client: S3Client;
+  private readonly conflictRetries: number;
+  /** Set once a server refused DeleteObjects (e.g. it insists on Content-MD5). */
+  private bulkDeleteRefused = false;
+
+  constructor(opts: S3ObjectStoreOptions) {
+    this.client = opts.client;
+    this.bucket = opts.bucket;
+    this.basePrefix = joinKey(opts.basePrefix);
+    this.baseUri = opts.baseUri ?? (this.basePrefix ? `s3://${this.bucket}/${this.basePrefix}` : `s3://${this.bucket}`);
+    this.conflictRetries = opts.conflictRetries ?? 4;
+  }
+
+  /** A store whose base is an S3 location (e.g. from `logLocation`). */
+  static at(client: S3Client, loc: S3Location): S3ObjectStore {
+    return new S3ObjectStore({ client, bucket: loc.bucket, basePrefix: loc.prefix });
+  }
+
+  /**
+   * Conditional create (`If-None-Match: *`): 412 means the key exists (false). A 409
+   * ConditionalRequestConflict (a concurrent write to the same key in flight) is retried with
+   * backoff, then decided by reading the key. When the SDK had to resend the request (our first
+   * try may have landed though its answer was lost), a 412 is resolved by reading: the key
+   * holding exactly our body counts as ours.
+   */
+  async putIfAbsent(key: string, body: string): Promise<boolean> {
+    const k = this.key(checkObjectKey(key, 'key'));
+    const bytes = Buffer.from(body, 'utf8');
+    let ambiguous = false;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.client.send(
+          new PutObjectCommand({
+            Bucket: this.bucket,
+            Key: k,
+            Body: bytes,
+            ContentLength: bytes.byteLength,
+            IfNoneMatch: '*',
+          }),
+        );
+        return true;
+      } catch (e) {
+        if ((meta(e).attempts ?? 1) > 1) ambiguous = true;
+        const status = meta(e).httpStatusCode;
+        const name = errName(e);
+        if (status === 412 || name === 'PreconditionFailed') {
+          if (!ambiguous) return false;
+          return (await this.get(key)) === body;
+        }
+        if (status === 409 || name === 'ConditionalRequestConflict') {
+          if (attempt < this.conflictRetries) {
+            await sleep(backoffMs(attempt));
+            continue;
+          }
+          const current = await this.get(key);
+          if (current !== null) return ambiguous && current === body;
+          throw new UnavailableError(
+            `S3 putIfAbsent ${this.uri(k)}: still conflicting after ${attempt + 1} tries (${describe(e)})`,
+            { cause: e },
+          );
+        }
+        if (status === 501 || name === 'NotImplemented') {
+          throw new UnavailableError(
+            `S3 putIfAbsent ${this.uri(k)} failed: the server does not support conditional writes (If-None-Match: *) (${describe(e)})`,
+            { cause: e },
+          );
+        }
+        throw this.fail('putIfAbsent', k, e);
+      }
+    }
+  }
+
+  async get(key: string): Promise<string | null> {
+    const k = this.key(checkObjectKey(key, 'key'));
+    try {
+      const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: k }));
+      if (!res.Body) return '';
+      return await res.Body.transformToString('utf-8');
+    } catch (e) {
+      if (isNotFound(e)) return null;
+      throw this.fail('get', k, e);
+    }
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    const p = this.folderPrefix(checkObjectKey(prefix, 'prefix'));
+    const names = new Set<string>();
+    let token: string | undefined;
+    do {
+      let res;
+      try {
+        res = await this.client.send(
+          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: p, Delimiter: '/', ContinuationToken: token }),
+        );
+      } catch (e) {
+        throw this.fail('list', p, e);
+      }
+      for (const cp of res.CommonPrefixes ?? []) {
+        const name = cp.Prefix?.slice(p.length).replace(/\/$/, '');
+        if (name) names.add(name);
+      }
+      for (const obj of res.Contents ?? []) {
+        const name = obj.Key?.slice(p.length);
+        if (name && !name.includes('/')) names.add(name);
+      }
+      token = res.IsTruncated ? res.NextContinuationToken : undefined;
+    } while (token);
+    return [...names].sort(compare);
+  }
+
+  async delete(key: string): Promise<void> {
+    const k = this.key(checkObjectKey(key, 'key'));
+    try {
+      await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: k }));
+    } catch (e) {
+      if (isNotFound(e)) return;
+      throw this.fail('delete', k, e);
+    }
+  }
+
+  async deletePrefix(prefix: string): Promise<number> {
+    const p = this.folderPrefix(checkObjectKey(prefix, 'prefix'));
+    const keys: string[] = [];
+    let token: string | undefined;
+    do {
+      let res;
+      try {
+        res = await this.client.send(
+          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: p, ContinuationToken: token }),
+        );
+      } catch (e) {
+        throw this.fail('deletePrefix (list)', p, e);
+      }
+      for (const obj of res.Contents ?? []) if (obj.Key) keys.push(obj.Key);
+      token = res.IsTruncated ? res.NextContinuationToken : undefined;
+    } while (token);
+
+    let deleted = 0;
+    for (let i = 0; i < keys.length; i += DELETE_BATCH) {
+      deleted += await this.deleteKeys(keys.slice(i, i + DELETE_BATCH));
+    }
+    return deleted;
+  }
+
+  async deleteOlderThan(prefix: string, cutoffMs: number): Promise<number> {
+    const p = this.folderPrefix(checkObjectKey(prefix, 'prefix'));
+    const keys: string[] = [];
+    let token: string | undefined;
+    do {
+      let res;
+      try {
+        res = await this.client.send(
+          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: p, Delimiter: '/', ContinuationToken: token }),
+        );
+      } catch (e) {
+        throw this.fail('deleteOlderThan (list)', p, e);
+      }
+      for (const obj of res.Contents ?? []) {
+        const name = obj.Key?.slice(p.length);
+        if (!obj.Key || !name || name.includes('/')) continue;
+        if (obj.LastModified !== undefined && obj.LastModified.getTime() < cutoffMs) keys.push(obj.Key);
+      }
+      token = res.IsTruncated ? res.NextContinuationToken : undefined;
+    } while (token);
+    let deleted = 0;
+    for (let i = 0; i < keys.length; i += DELETE_BATCH) {
+      deleted += await this.deleteKeys(keys.slice(i, i + DELETE_BATCH));
+    }
+    return deleted;
+  }
+
+  /** Deletes up to 1000 full keys; returns how many were deleted. */
+  private async deleteKeys(keys: string[]): Promise<number> {
+    if (!this.bulkDeleteRefused) {
+      try {
+        const res = await this.client.send(
+          new DeleteObjectsCommand({
+            Bucket: this.bucket,
+            Delete: { Objects: keys.map((Key) => ({ Key })), Quiet: true },
+          }),
+        );
+        const errors = (res.Errors ?? []).filter((err) => err.Code !== 'NoSuchKey');
+        if (errors.length > 0) {
+          const first = errors[0];
+          throw new UnavailableError(
+            `S3 deletePrefix: ${errors.length} of ${keys.length} objects were not deleted, e.g. ${this.uri(
+              first?.Key ?? '?',
+            )}: ${first?.Code ?? ''} ${first?.Message ?? ''}`.trim(),
+          );
+        }
+        return keys.length - (res.Errors?.length ?? 0);
+      } catch (e) {
+        if (e instanceof UnavailableError) throw e;
+        if (!bulkDeleteUnsupported(e)) throw this.fail('deletePrefix (DeleteObjects)', keys[0] ?? '', e);
+        // Some S3-compatible servers refuse DeleteObjects as this SDK sends it (it sends a
+        // CRC32 checksum, not the Content-MD5 older servers insist on): delete one by one.
+        this.bulkDeleteRefused = true;
+      }
+    }
+    let next = 0;
+    const worker = async () => {
+      while (next < keys.length) {
+        const k = keys[next++]!;
+        try {
+          await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: k }));
+        } catch (e) {
+          if (!isNotFound(e)) throw this.fail('deletePrefix (DeleteObject)', k, e);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(SINGLE_DELETE_CONCURRENCY, keys.length) }, worker));
+    return keys.length;
+  }
+
+  private key(rel: string): string {
+    return this.basePrefix ? `${this.basePrefix}/${rel}` : rel;
+  }
+
+  /** The listing prefix of a relative folder: `base/prefix/` ('' for the bucket's root). */
+  private folderPrefix(rel: string): string {
+    const full = joinKey(this.basePrefix, rel);
+    return full === '' ? '' : `${full}/`;
+  }
+
+  private uri(fullKey: string): string {
+    return `s3://${this.bucket}/${fullKey}`;
+  }
+
+  private fail(op: string, fullKey: string, cause: unknown): UnavailableError {
+    return new UnavailableError(`S3 ${op} ${this.uri(fullKey)} failed: ${describe(cause)}`, { cause });
+  }
+}
+
+interface SdkMeta {
+  httpStatusCode?: number;
+  attempts?: number;
+}
+
+function meta(e: unknown): SdkMeta {
+  return ((e as { $metadata?: SdkMeta } | undefined)?.$metadata ?? {}) as SdkMeta;
+}
+
+function errName(e: unknown): string | undefined {
+  const x = e as { name?: string; Code?: string } | undefined;
+  return x?.Code ?? x?.name;
+}
+
+function isNotFound(e: unknown): boolean {
+  const name = errName(e);
+  if (name === 'NoSuchKey' || name === 'NotFound') return true;
+  return meta(e).httpStatusCode === 404 && name !== 'NoSuchBucket';
+}
+
+/** Whether a DeleteObjects failure means "this server does not take it": try single deletes. */
+function bulkDeleteUnsupported(e: unknown): boolean {
+  const status = meta(e).httpStatusCode;
+  const name = errName(e) ?? '';
+  if (status === 501 || status === 405 || status === 411) return true;
+  if (/MD5|Digest|Checksum|NotImplemented|InvalidRequest|MissingContentLength/i.test(name)) return true;
+  return false;
+}
+
+function describe(e: unknown): string {
+  const name = errName(e) ?? 'Error';
+  const status = meta(e).httpStatusCode;
+  const msg = (e as Error | undefined)?.message ?? String(e);
+  return `${name}${status ? ` (HTTP ${status})` : ''}: ${msg}`;
+}
+
+function backoffMs(attempt: number): number {
+  return Math.min(1000, 25 * 2 ** attempt) * (0.5 + Math.random());
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
