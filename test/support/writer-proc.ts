@@ -5,13 +5,19 @@
  *  - {mode: "loop", count, inFlight} appends sized batches `loopBatch(i)` until killed.
  */
 import { openLog } from '../../lib/index.ts';
-import { loopBatch } from './batches.ts';
+import { createBatch, loopBatch, stepBatch } from './batches.ts';
 
 interface Task {
   root: string;
   pipeline: string;
   experiment: string;
-  mode: 'batches' | 'loop';
+  mode: 'batches' | 'loop' | 'load';
+  /** load: items `<prefix>-<i>` for i < items, each a create batch + `steps` step batches;
+   *  every `dupEvery`-th batch is delivered twice at once. */
+  prefix?: string;
+  items?: number;
+  steps?: number;
+  dupEvery?: number;
   batches?: unknown[];
   count?: number;
   inFlight?: number;
@@ -28,6 +34,23 @@ if (task.startFile) {
 if (task.mode === 'batches') {
   const acks = await log.append(task.batches ?? []);
   for (const a of acks) process.stdout.write(`ack ${JSON.stringify(a)}\n`);
+} else if (task.mode === 'load') {
+  let next = 0;
+  let n = 0;
+  const items = task.items ?? 0;
+  await Promise.all(
+    Array.from({ length: task.inFlight ?? 8 }, async () => {
+      while (next < items) {
+        const id = `${task.prefix}-${String(next++).padStart(4, '0')}`;
+        for (let s = 0; s <= (task.steps ?? 3); s++) {
+          const batch = s === 0 ? createBatch(id) : stepBatch(id, s);
+          const copies = ++n % (task.dupEvery ?? 10) === 0 ? 2 : 1;
+          const acks = await Promise.all(Array.from({ length: copies }, () => log.append([batch])));
+          for (const [a] of acks) process.stdout.write(`ack ${JSON.stringify(a)}\n`);
+        }
+      }
+    }),
+  );
 } else {
   let next = 0;
   const count = task.count ?? 1_000_000;

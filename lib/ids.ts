@@ -1,0 +1,34 @@
+/**
+ * Deterministic identities (seed: "event_id is a deterministic idempotency key"). Retrying a batch
+ * (ambiguous ack, retried Lambda, duplicate queue delivery, another writer) recomputes the same
+ * ids, so the log never holds a second copy of an event.
+ *
+ * Both ids are the first 128 bits of a domain-separated SHA-256, as 32 lowercase hex characters.
+ * What goes into a checkpoint id is decided by lib/batch.ts (`checkpointContent`): the canonical
+ * JSON of the whole normalized batch, so key order in the input does not matter.
+ */
+import { createHash } from 'node:crypto';
+import { InternalError } from './errors.ts';
+
+export const ID_HEX_LENGTH = 32;
+const ID_RE = /^[0-9a-f]{32}$/;
+
+function digest32(domain: string, content: string): string {
+  return createHash('sha256').update(domain).update('\n').update(content, 'utf8').digest('hex').slice(0, ID_HEX_LENGTH);
+}
+
+/** Id of a checkpoint batch from its canonical content. */
+export function checkpointId(canonicalContent: string): string {
+  return digest32('dgcl.checkpoint.v1', canonicalContent);
+}
+
+/** Id of the `index`-th event (0-based, in batch order) of checkpoint `checkpointId`. */
+export function eventId(checkpointId: string, index: number): string {
+  if (!Number.isSafeInteger(index) || index < 0) throw new InternalError(`eventId: index must be a non-negative integer, got ${index}`);
+  return digest32('dgcl.event.v1', `${checkpointId}\n${index}`);
+}
+
+/** True for strings shaped like the ids above. */
+export function isId(s: unknown): s is string {
+  return typeof s === 'string' && ID_RE.test(s);
+}
