@@ -392,32 +392,17 @@ describe('fold performance', () => {
     return rows;
   }
 
-  it('folds 10^6 events of one item in linear time', () => {
+  // Timing is measured in bench/ (npm run bench -- fold), never asserted here.
+  it('folds 10^6 events of one item, in order and shuffled, to the same state', () => {
     const rows = bigLog(1_000_000);
-    // CPU time (not wall time) so a loaded CI box does not fail the test; the machine this was
-    // written on folds the ordered log in well under a second.
-    const cpuMs = (f: () => void) => {
-      const c = process.cpuUsage();
-      const t = performance.now();
-      f();
-      const d = process.cpuUsage(c);
-      return { cpu: (d.user + d.system) / 1000, wall: performance.now() - t };
-    };
-    let s!: ItemState;
-    const ordered = cpuMs(() => (s = foldItem('big', rows)));
+    const s = foldItem('big', rows);
     expect(s.lastSeq).toBe(rows.length);
     const batches = rows.filter((r) => r.event_type === 'STEP_COMPLETED').length;
     expect((s.fields.log as unknown[]).length).toBe(998 * batches);
     expect(s.fields.last).toBe(batches - 1);
     expect(s.violations).toEqual([]);
-    const mixed = shuffled(rows, 7);
-    let s2!: ItemState;
-    const unordered = cpuMs(() => (s2 = foldItem('big', mixed)));
+    const s2 = foldItem('big', shuffled(rows, 7));
     expect(s2.cursor).toEqual(s.cursor);
-    const show = (m: { cpu: number; wall: number }) => `${m.cpu.toFixed(0)} ms cpu (${m.wall.toFixed(0)} ms wall)`;
-    console.log(`fold of ${rows.length} events: in order ${show(ordered)}, shuffled ${show(unordered)}`);
-    // Generous bounds; quadratic work would take minutes.
-    expect(ordered.cpu).toBeLessThan(5000);
-    expect(unordered.cpu).toBeLessThan(8000);
+    expect(s2.lastSeq).toBe(s.lastSeq);
   });
 });
