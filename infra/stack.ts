@@ -1,0 +1,383 @@
+/**
+ * The datagen checkpoint log on AWS: the log bucket, the lease table, the four handlers with
+ * their LanceDB layer, the queues (each with a DLQ), the maintenance schedule, alarms, outputs.
+ * See docs/design/deployment.md for the choices made here.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { AssetHashType, CfnOutput, Duration, RemovalPolicy, Stack, Tags, type StackProps } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as subs from 'aws-cdk-lib/aws-sns-subscriptions';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import type { Construct } from 'constructs';
+import type { DgclConfig } from './config.ts';
+
+/** Packages the functions load from the layer instead of bundling them. */
+export const LAYER_MODULES = ['@lancedb/lancedb', 'apache-arrow'];
+
+/** ESM bundles have no `require`; some bundled CommonJS code calls it (e.g. for Node built-ins). */
+const REQUIRE_SHIM =
+  "import { createRequire as __dgclCreateRequire } from 'node:module'; const require = __dgclCreateRequire(import.meta.url);";
+
+export type HandlerName = 'append' | 'fold' | 'resume' | 'maintenance';
+
+interface HandlerSpec {
+  memoryMiB: number;
+  timeout: Duration;
+  /** Object access below `<prefix>/datagen_checkpoints/`. */
+  s3: 'read' | 'readwrite';
+  /** Lease table access. */
+  table: 'read' | 'readwrite';
+  description: string;
+}
+
+/**
+ * Sizing: Lambda gives one full vCPU at 1,769 MiB; Lance (Arrow decoding, compaction) is
+ * CPU-bound once objects are fetched, and the native module alone is ~170 MB mapped.
+ */
+export const HANDLERS: Record<HandlerName, HandlerSpec> = {
+  append: {
+    memoryMiB: 1769,
+    timeout: Duration.seconds(60),
+    s3: 'readwrite',
+    table: 'readwrite',
+    description: 'Appends checkpoint batches (direct invocation or the append FIFO queue)',
+  },
+  fold: {
+    memoryMiB: 1769,
+    timeout: Duration.seconds(30),
+    s3: 'read',
+    table: 'read',
+    description: 'Folds items, lists items, returns trajectories (read-only)',
+  },
+  resume: {
+    memoryMiB: 1024,
+    timeout: Duration.seconds(60),
+    s3: 'read',
+    table: 'read',
+    description: 'Folds items and sends resume instructions to the resume queue',
+  },
+  maintenance: {
+    memoryMiB: 3008,
+    timeout: Duration.minutes(15),
+    s3: 'readwrite',
+    table: 'readwrite',
+    description: 'Scheduled maintenance: merge orphaned shards, compact, index, clean up',
+  },
+};
+
+export interface LayerSource {
+  /** Folder holding `nodejs/node_modules/...` (see infra/lancedb-layer.ts). */
+  dir: string;
+  /** Content fingerprint; when given, CDK does not re-hash the ~170 MB folder on every synth. */
+  fingerprint?: string;
+  description?: string;
+}
+
+export interface DgclStackProps extends StackProps {
+  config: DgclConfig;
+  /** The project root: holds package-lock.json, tsconfig.json and (by default) functions/. */
+  projectRoot: string;
+  layer: LayerSource;
+}
+
+export class DgclStack extends Stack {
+  readonly bucket: s3.Bucket;
+  readonly table: dynamodb.Table;
+  readonly functions: Record<HandlerName, NodejsFunction>;
+  readonly layer: lambda.LayerVersion;
+  readonly appendQueue: sqs.Queue;
+  readonly resumeTriggerQueue: sqs.Queue;
+  readonly resumeQueue: sqs.Queue;
+  readonly deadLetterQueues: Record<'append' | 'resumeTrigger' | 'resume', sqs.Queue>;
+  readonly alarmTopic: sns.Topic;
+  /** `s3://<bucket>/<prefix>` (a token until deployment). */
+  readonly root: string;
+
+  constructor(scope: Construct, id: string, props: DgclStackProps) {
+    super(scope, id, {
+      description: 'datagen-checkpoint-log: Lance checkpoint log on S3, lease table, handlers, queues',
+      ...props,
+    });
+    const cfg = props.config;
+    Tags.of(this).add('project', 'datagen-checkpoint-log');
+
+    // ---------------------------------------------------------------- storage
+    this.bucket = new s3.Bucket(this, 'LogBucket', {
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      enforceSSL: true,
+      minimumTLSVersion: 1.2,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      // Lance keeps its own versions (one manifest per commit) and deletes superseded files on
+      // cleanup; S3 versioning would keep every compacted-away fragment as a noncurrent version.
+      versioned: cfg.bucketVersioning,
+      removalPolicy: RemovalPolicy.RETAIN,
+      lifecycleRules: [
+        // A Lambda that times out mid-upload leaves parts behind that are billed until aborted.
+        { id: 'abort-incomplete-multipart-uploads', abortIncompleteMultipartUploadAfter: Duration.days(1) },
+        ...(cfg.bucketVersioning
+          ? [
+              {
+                id: 'expire-noncurrent-versions',
+                noncurrentVersionExpiration: Duration.days(cfg.noncurrentVersionDays),
+                expiredObjectDeleteMarker: true,
+              },
+            ]
+          : []),
+      ],
+    });
+
+    this.table = new dynamodb.Table(this, 'LeaseTable', {
+      partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: 'ttl',
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    const keyRoot = cfg.prefix ? `${cfg.prefix}/datagen_checkpoints` : 'datagen_checkpoints';
+    this.root = cfg.prefix ? `s3://${this.bucket.bucketName}/${cfg.prefix}` : `s3://${this.bucket.bucketName}`;
+
+    // ---------------------------------------------------------------- queues
+    const queueDefaults = {
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+    } as const;
+    const dlq = (qid: string, fifo: boolean): sqs.Queue =>
+      new sqs.Queue(this, qid, { ...queueDefaults, fifo: fifo || undefined, retentionPeriod: Duration.days(14) });
+
+    const appendDlq = dlq('AppendDlq', true);
+    this.appendQueue = new sqs.Queue(this, 'AppendQueue', {
+      ...queueDefaults,
+      // FIFO, MessageGroupId = root item id: one item's batches reach one invocation at a time
+      // (one owner per item); high-throughput FIFO scopes dedup and throughput per group.
+      fifo: true,
+      contentBasedDeduplication: true,
+      deduplicationScope: sqs.DeduplicationScope.MESSAGE_GROUP,
+      fifoThroughputLimit: sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+      visibilityTimeout: Duration.seconds(HANDLERS.append.timeout.toSeconds() * 6),
+      retentionPeriod: Duration.days(4),
+      deadLetterQueue: { queue: appendDlq, maxReceiveCount: 5 },
+    });
+
+    const resumeTriggerDlq = dlq('ResumeTriggerDlq', false);
+    this.resumeTriggerQueue = new sqs.Queue(this, 'ResumeTriggerQueue', {
+      ...queueDefaults,
+      visibilityTimeout: Duration.seconds(HANDLERS.resume.timeout.toSeconds() * 6),
+      retentionPeriod: Duration.days(4),
+      deadLetterQueue: { queue: resumeTriggerDlq, maxReceiveCount: 3 },
+    });
+
+    // Resume instructions for pipeline workers. Standard: the resume handler need not set a
+    // MessageGroupId; duplicates are harmless (appends are idempotent per checkpoint).
+    const resumeDlq = dlq('ResumeDlq', false);
+    this.resumeQueue = new sqs.Queue(this, 'ResumeQueue', {
+      ...queueDefaults,
+      visibilityTimeout: Duration.minutes(5),
+      retentionPeriod: Duration.days(4),
+      deadLetterQueue: { queue: resumeDlq, maxReceiveCount: 5 },
+    });
+    this.deadLetterQueues = { append: appendDlq, resumeTrigger: resumeTriggerDlq, resume: resumeDlq };
+
+    // ---------------------------------------------------------------- layer + functions
+    this.layer = new lambda.LayerVersion(this, 'LancedbLayer', {
+      code: lambda.Code.fromAsset(
+        props.layer.dir,
+        props.layer.fingerprint
+          ? { assetHash: props.layer.fingerprint, assetHashType: AssetHashType.CUSTOM }
+          : {},
+      ),
+      compatibleRuntimes: [lambda.Runtime.NODEJS_22_X],
+      compatibleArchitectures: [lambda.Architecture.X86_64],
+      description: props.layer.description ?? 'LanceDB (native linux-x64-gnu) + apache-arrow',
+    });
+
+    // CONTRACT.md, "Lambda handlers". Every function gets all three (the handlers' shared config
+    // reads them together); only the resume function may send to the queue.
+    const environment = {
+      DGCL_ROOT: this.root,
+      DGCL_LEASE_TABLE: this.table.tableName,
+      DGCL_RESUME_QUEUE_URL: this.resumeQueue.queueUrl,
+    };
+    const functionsDir = path.resolve(props.projectRoot, cfg.functionsDir);
+    const depsLockFilePath = path.join(props.projectRoot, 'package-lock.json');
+
+    const missing = (Object.keys(HANDLERS) as HandlerName[])
+      .map((name) => path.join(functionsDir, `${name}.ts`))
+      .filter((entry) => !fs.existsSync(entry));
+    if (missing.length > 0) {
+      throw new Error(
+        `handler entries missing: ${missing.join(', ')} (functions/{append,fold,resume,maintenance}.ts each export \`handler\`)`,
+      );
+    }
+
+    const make = (name: HandlerName): NodejsFunction => {
+      const spec = HANDLERS[name];
+      const entry = path.join(functionsDir, `${name}.ts`);
+      const id = `${name[0]!.toUpperCase()}${name.slice(1)}Function`;
+      const logGroup = new logs.LogGroup(this, `${id}Logs`, {
+        retention: logs.RetentionDays.ONE_MONTH,
+        removalPolicy: RemovalPolicy.DESTROY,
+      });
+      const fn = new NodejsFunction(this, id, {
+        entry,
+        handler: 'handler',
+        runtime: lambda.Runtime.NODEJS_22_X,
+        // The shipped native module is linux-x64-gnu.
+        architecture: lambda.Architecture.X86_64,
+        memorySize: spec.memoryMiB,
+        timeout: spec.timeout,
+        description: spec.description,
+        projectRoot: props.projectRoot,
+        depsLockFilePath: fs.existsSync(depsLockFilePath) ? depsLockFilePath : undefined,
+        layers: [this.layer],
+        environment: {
+          ...environment,
+          // Read by @aws-lambda-powertools logger/metrics when the handlers use them.
+          POWERTOOLS_SERVICE_NAME: `dgcl-${name}`,
+          POWERTOOLS_METRICS_NAMESPACE: 'dgcl',
+        },
+        logGroup,
+        bundling: {
+          // Local esbuild only. No `nodeModules` (it runs `npm ci`, which fails with LanceDB's
+          // lock entries here): LanceDB and Arrow come from the layer.
+          forceDockerBundling: false,
+          format: OutputFormat.ESM,
+          target: 'node22',
+          mainFields: ['module', 'main'],
+          externalModules: LAYER_MODULES, // the AWS SDK v3 is bundled: the pinned version, not the runtime's
+          banner: REQUIRE_SHIM,
+          minify: false,
+          sourceMap: false,
+          logLevel: LogLevel.WARNING,
+        },
+      });
+
+      // S3: objects below <prefix>/datagen_checkpoints/ only; listing only of that prefix. The
+      // prefix-conditioned ListBucket also makes S3 answer 404 (not 403) for a missing key there,
+      // which Lance relies on.
+      const objects = this.bucket.arnForObjects(`${keyRoot}/*`);
+      const objectActions =
+        spec.s3 === 'readwrite'
+          ? ['s3:GetObject', 's3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload']
+          : ['s3:GetObject'];
+      fn.addToRolePolicy(new iam.PolicyStatement({ actions: objectActions, resources: [objects] }));
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: ['s3:ListBucket'],
+          resources: [this.bucket.bucketArn],
+          conditions: { StringLike: { 's3:prefix': [keyRoot, `${keyRoot}/*`] } },
+        }),
+      );
+      if (spec.table === 'readwrite') this.table.grantReadWriteData(fn);
+      else this.table.grantReadData(fn);
+      return fn;
+    };
+
+    this.functions = {
+      append: make('append'),
+      fold: make('fold'),
+      resume: make('resume'),
+      maintenance: make('maintenance'),
+    };
+    const { append, resume, maintenance } = this.functions;
+
+    append.addEventSource(
+      new SqsEventSource(this.appendQueue, {
+        batchSize: 10,
+        reportBatchItemFailures: true,
+        // Each concurrent invocation holds a writer shard slot; reads union every shard.
+        maxConcurrency: cfg.appendMaxConcurrency,
+      }),
+    );
+    resume.addEventSource(
+      new SqsEventSource(this.resumeTriggerQueue, {
+        batchSize: 10,
+        maxBatchingWindow: Duration.seconds(5),
+        reportBatchItemFailures: true,
+      }),
+    );
+    this.resumeQueue.grantSendMessages(resume);
+
+    // ---------------------------------------------------------------- maintenance schedule
+    const rate = Duration.minutes(cfg.maintenanceRateMinutes);
+    const schedule = new events.Rule(this, 'MaintenanceSchedule', {
+      description: `Runs dgcl maintenance every ${cfg.maintenanceRateMinutes} minutes`,
+      schedule: events.Schedule.rate(rate),
+    });
+    schedule.addTarget(
+      new targets.LambdaFunction(maintenance, {
+        // {} = every experiment under the root.
+        event: events.RuleTargetInput.fromObject({}),
+        retryAttempts: 2,
+        maxEventAge: rate,
+      }),
+    );
+    // The next tick retries; no asynchronous retries that would pile up behind the lease.
+    maintenance.configureAsyncInvoke({ retryAttempts: 0 });
+
+    // ---------------------------------------------------------------- alarms
+    this.alarmTopic = new sns.Topic(this, 'AlarmTopic', { displayName: 'dgcl alarms', enforceSSL: true });
+    if (cfg.alarmEmail) this.alarmTopic.addSubscription(new subs.EmailSubscription(cfg.alarmEmail));
+    const notify = new cwActions.SnsAction(this.alarmTopic);
+
+    const dlqLabels: Record<keyof DgclStack['deadLetterQueues'], string> = {
+      append: 'Append',
+      resumeTrigger: 'ResumeTrigger',
+      resume: 'Resume',
+    };
+    for (const [key, queue] of Object.entries(this.deadLetterQueues) as [keyof typeof dlqLabels, sqs.Queue][]) {
+      const alarm = new cloudwatch.Alarm(this, `${dlqLabels[key]}DlqNotEmpty`, {
+        alarmDescription: `Messages in the ${dlqLabels[key]} dead-letter queue`,
+        metric: queue.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(5), statistic: 'Maximum' }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
+      alarm.addAlarmAction(notify);
+    }
+    for (const [name, fn] of Object.entries(this.functions)) {
+      const label = `${name[0]!.toUpperCase()}${name.slice(1)}`;
+      const alarm = new cloudwatch.Alarm(this, `${label}Errors`, {
+        alarmDescription: `Errors of the ${name} handler`,
+        metric: fn.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
+      alarm.addAlarmAction(notify);
+    }
+
+    // ---------------------------------------------------------------- outputs
+    const out = (oid: string, value: string, description: string): void => {
+      new CfnOutput(this, oid, { value, description });
+    };
+    out('BucketName', this.bucket.bucketName, 'Log bucket');
+    out('Root', this.root, 'DGCL_ROOT for clients (s3://bucket/prefix)');
+    out('LeaseTableName', this.table.tableName, 'DGCL_LEASE_TABLE');
+    out('AppendQueueUrl', this.appendQueue.queueUrl, 'Append queue (FIFO; MessageGroupId = root item id)');
+    out('AppendDlqUrl', appendDlq.queueUrl, 'Append dead-letter queue');
+    out('ResumeTriggerQueueUrl', this.resumeTriggerQueue.queueUrl, 'Resume trigger queue');
+    out('ResumeTriggerDlqUrl', resumeTriggerDlq.queueUrl, 'Resume trigger dead-letter queue');
+    out('ResumeQueueUrl', this.resumeQueue.queueUrl, 'DGCL_RESUME_QUEUE_URL: resume instructions');
+    out('ResumeDlqUrl', resumeDlq.queueUrl, 'Resume instructions dead-letter queue');
+    for (const [name, fn] of Object.entries(this.functions)) {
+      out(`${name[0]!.toUpperCase()}${name.slice(1)}FunctionName`, fn.functionName, `The ${name} handler`);
+    }
+    out('AlarmTopicArn', this.alarmTopic.topicArn, 'SNS topic the alarms notify');
+  }
+}
