@@ -14,6 +14,8 @@ export type Table = lancedb.Table;
 export class LanceTables {
   private baseConn: Promise<lancedb.Connection> | null = null;
   private shardConn: Promise<lancedb.Connection> | null = null;
+  /** For this process's own generations: only it writes them, so no version checks needed. */
+  private ownShardConn: Promise<lancedb.Connection> | null = null;
   private baseTable: Promise<Table | null> | null = null;
   private readonly latest = new Map<string, Promise<Table>>();
   private readonly pinned = new Map<string, Promise<Table>>();
@@ -30,8 +32,11 @@ export class LanceTables {
     return { dir: this.logUri.slice(0, i), name: this.logUri.slice(i + 1).replace(/\.lance$/, '') };
   }
 
-  private connect(uri: string): Promise<lancedb.Connection> {
-    return lancedb.connect(uri, { readConsistencyInterval: 0, storageOptions: this.storageOptions });
+  private connect(uri: string, strong = true): Promise<lancedb.Connection> {
+    return lancedb.connect(uri, {
+      ...(strong ? { readConsistencyInterval: 0 } : {}),
+      storageOptions: this.storageOptions,
+    });
   }
 
   private conns(): { base: Promise<lancedb.Connection>; shards: Promise<lancedb.Connection> } {
@@ -70,8 +75,10 @@ export class LanceTables {
     return t;
   }
 
+  /** Create a generation this process will write; its handle serves this process's reads too. */
   async createShard(name: string): Promise<Table> {
-    const conn = await this.conns().shards;
+    this.ownShardConn ??= this.connect(`${this.logUri}/${SHARDS_DIR}`, false);
+    const conn = await this.ownShardConn;
     const t = await conn.createEmptyTable(name, EVENT_SCHEMA, { mode: 'create', existOk: true });
     this.latest.set(name, Promise.resolve(t));
     return t;
@@ -117,6 +124,7 @@ export class LanceTables {
     this.baseTable = null;
     this.baseConn = null;
     this.shardConn = null;
+    this.ownShardConn = null;
   }
 }
 

@@ -174,7 +174,7 @@ export class ShardWriter {
         throw new UnavailableError(`commit to shard ${shardName(st.writerEpoch, st.generation)} failed: ${errMsg(e)}`, { cause: e });
       }
       st.commitsInGen++;
-      await this.opts.hooks?.afterCommit?.(shardName(st.writerEpoch, st.generation), await table.version());
+      if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(shardName(st.writerEpoch, st.generation), await table.version());
       // The epoch check comes before the claims: a zombie (its commit above the seal, never
       // visible) must not leave a claim that would later answer for the real copy.
       try {
