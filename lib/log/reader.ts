@@ -115,17 +115,20 @@ export class LogReader {
   }
 
   /**
-   * Rows matching `filter` (a Lance SQL predicate, or null for all) from base + visible shards.
+   * Rows matching `filter` (a Lance SQL predicate, or null for all) from base + visible shards
+   * (but those in `skip`, whose rows the caller has in memory).
    * A shard retired between listing and reading makes the whole read start over, so rows that
    * moved into the base meanwhile are not missed.
    */
-  async scan(filter: string | null, columns: readonly string[]): Promise<EventRow[]> {
+  async scan(filter: string | null, columns: readonly string[], skip?: ReadonlySet<string>): Promise<EventRow[]> {
     for (let attempt = 0; ; attempt++) {
       const listing = await this.listShards();
       try {
         const parts = await Promise.all([
           this.tables.base().then((t) => (t ? query(t, filter, columns) : [])),
-          ...listing.visible.map(async (v) => query(await this.shardTable(v), filter, columns)),
+          ...listing.visible
+            .filter((v) => !skip?.has(v.name))
+            .map(async (v) => query(await this.shardTable(v), filter, columns)),
         ]);
         return parts.flat();
       } catch (e) {

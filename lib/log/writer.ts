@@ -92,6 +92,12 @@ export class ShardWriter {
   private running: Promise<void> | null = null;
   private state: SlotState | null = null;
   private closed = false;
+  /**
+   * Light rows this writer committed to its own not-yet-merged generations, by generation. It
+   * is their only writer, so sequencing reads them from here instead of from storage (whose
+   * cost grows with every commit until the merge).
+   */
+  private ownRows = new Map<string, EventRow[]>();
 
   constructor(
     private readonly ctx: { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore },
@@ -174,6 +180,10 @@ export class ShardWriter {
         throw new UnavailableError(`commit to shard ${shardName(st.writerEpoch, st.generation)} failed: ${errMsg(e)}`, { cause: e });
       }
       st.commitsInGen++;
+      const gen = shardName(st.writerEpoch, st.generation);
+      const mine = this.ownRows.get(gen) ?? [];
+      for (const r of rows) mine.push({ ...r, value_blob: null });
+      this.ownRows.set(gen, mine);
       if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(shardName(st.writerEpoch, st.generation), await table.version());
       // The epoch check comes before the claims: a zombie (its commit above the seal, never
       // visible) must not leave a claim that would later answer for the real copy.
@@ -205,7 +215,9 @@ export class ShardWriter {
 
   private async plan(group: Request[], writerEpoch: string) {
     const itemIds = [...new Set(group.flatMap((r) => r.batches.map((b) => b.itemId)))];
-    const existing = await this.ctx.reader.scan(sqlIn('item_id', itemIds), TRACK_COLUMNS);
+    const wanted = new Set(itemIds);
+    const existing = await this.ctx.reader.scan(sqlIn('item_id', itemIds), TRACK_COLUMNS, new Set(this.ownRows.keys()));
+    for (const rows of this.ownRows.values()) for (const r of rows) if (wanted.has(r.item_id)) existing.push(r);
     const tracks = buildTracks(existing);
     const eventTsUs = this.opts.clock.nowMs() * 1000;
     const rows: EventRow[] = [];
@@ -261,6 +273,8 @@ export class ShardWriter {
   private dropSlot(): void {
     this.state?.keeper.stop();
     this.state = null;
+    // A takeover decides what of our generations is visible (the seal): read them from storage.
+    this.ownRows.clear();
   }
 
   /** Merge the own shard into the base now (between commits). */
@@ -291,6 +305,7 @@ export class ShardWriter {
       throw e;
     }
     const mergedRows = await mergeGeneration({ ...this.ctx, hooks: this.opts.hooks }, name, version);
+    this.ownRows.delete(name);
     return { mergedRows, shards: [name] };
   }
 

@@ -1,0 +1,141 @@
+/**
+ * The maintenance handler on a file:// root: discovery of experiments, narrowing, the time
+ * guard, and the election: two concurrent invocations do each experiment's work once.
+ */
+import './support/env.ts';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { handler as maintenanceHandler, type MaintenanceEntry, type MaintenanceResult } from '../../functions/maintenance.ts';
+import { eventBridgeEvent } from '../../functions/shared/events.ts';
+import { logCache } from '../../functions/shared/logs.ts';
+import { openLog } from '../../lib/index.ts';
+import { LocalLeaseStore } from '../../lib/lease/local.ts';
+import { maintainerKey } from '../../lib/lease/slots.ts';
+import { createBatch, ctx, freshFileRoot, stepBatch, thrown } from './support/fixtures.ts';
+
+const maintenance = maintenanceHandler as unknown as (event: unknown, context: ReturnType<typeof ctx>) => Promise<MaintenanceResult>;
+
+let dir: string;
+beforeEach(() => {
+  dir = freshFileRoot();
+});
+afterAll(async () => {
+  await logCache.closeAll();
+});
+
+/** A writer that appended and closed cleanly (its shard is merged and sealed). */
+async function cleanWriter(pipeline: string, experiment: string, items: string[]): Promise<void> {
+  const log = await openLog({ root: process.env.DGCL_ROOT!, pipeline, experiment });
+  await log.append(items.map((i) => createBatch(i)));
+  await log.close();
+}
+
+/**
+ * A writer that appended and then died: its merge crashes, it never seals or releases, and its
+ * 1 s lease lapses. Its shard is left for the maintainer (take over the slot, seal, merge).
+ */
+async function crashedWriter(pipeline: string, experiment: string, items: string[]): Promise<number> {
+  const log = await openLog({
+    root: process.env.DGCL_ROOT!,
+    pipeline,
+    experiment,
+    leaseTtlMs: 1_000,
+    mergeEveryCommits: 1_000,
+    hooks: {
+      beforeMergeStep: () => {
+        throw new Error('crash');
+      },
+    },
+  });
+  const acks = await log.append([...items.map((i) => createBatch(i)), ...items.map((i) => stepBatch(i, 1))]);
+  await log.close().catch(() => undefined);
+  await new Promise((r) => setTimeout(r, 1_100));
+  return acks.reduce((n, a) => n + a.eventIds.length, 0);
+}
+
+const entryOf = (r: MaintenanceResult, experiment: string) => r.experiments.find((x) => x.experiment === experiment) as MaintenanceEntry & Record<string, any>;
+
+describe('maintenance handler', () => {
+  it('maintains every experiment with a log under the root, skipping other folders', async () => {
+    await cleanWriter('p1', 'a', ['x']);
+    await cleanWriter('p1', 'b', ['y']);
+    await cleanWriter('p2', 'c', ['z']);
+    mkdirSync(path.join(dir, 'datagen_checkpoints', 'p1', 'no-log-here'), { recursive: true });
+    mkdirSync(path.join(dir, 'datagen_checkpoints', 'not a name'), { recursive: true });
+    const res = await maintenance({}, ctx('maintenance', 900_000));
+    expect(res.experiments.map((x) => x.experiment).sort()).toEqual(['p1/a', 'p1/b', 'p2/c']);
+    expect(res.summary).toEqual({ experiments: 3, ran: 3, leaseHeld: 0, skipped: 0, failed: 0 });
+    for (const x of res.experiments) {
+      expect(x).toMatchObject({ ran: true, mergedShards: [], indexes: expect.arrayContaining([expect.any(String)]) });
+    }
+  });
+
+  it('narrows to a pipeline or one experiment; rejects bad narrowing', async () => {
+    await cleanWriter('p1', 'a', ['x']);
+    await cleanWriter('p2', 'c', ['z']);
+    expect((await maintenance({ pipeline: 'p2' }, ctx('maintenance', 900_000))).experiments.map((x) => x.experiment)).toEqual(['p2/c']);
+    expect((await maintenance({ pipeline: 'p1', experiment: 'a' }, ctx('maintenance', 900_000))).experiments.map((x) => x.experiment)).toEqual(['p1/a']);
+    // A rule without an input hands over the Scheduled Event itself: its detail narrows.
+    const scheduled = eventBridgeEvent({}, { detailType: 'Scheduled Event', source: 'aws.events', resources: ['arn:aws:events:us-east-1:123456789012:rule/dgcl'] });
+    expect((await maintenance(scheduled, ctx('maintenance', 900_000))).summary.ran).toBe(2);
+    expect((await thrown(maintenance({ pipeline: 'p1', experiment: 'nope' }, ctx()))).name).toBe('NotFoundError');
+    const bad = await thrown(maintenance({ experiment: 'a' }, ctx()));
+    expect([bad.name, bad.field]).toEqual(['InvalidInputError', 'event.experiment']);
+    const typo = await thrown(maintenance({ pipelines: 'p1' }, ctx()));
+    expect([typo.name, typo.field]).toEqual(['InvalidInputError', 'event']);
+  });
+
+  it('reports that another maintainer holds the lease, and does nothing', async () => {
+    await cleanWriter('p', 'e', ['x']);
+    const leases = new LocalLeaseStore({ dir: path.join(dir, '.dgcl', 'leases') });
+    try {
+      const held = await leases.acquire(maintainerKey('p', 'e'), 'someone-else', 60_000);
+      const res = await maintenance({}, ctx('maintenance', 900_000));
+      expect(res.experiments).toEqual([expect.objectContaining({ experiment: 'p/e', ran: false, heldBy: 'someone-else', mergedShards: [] })]);
+      expect(res.summary.leaseHeld).toBe(1);
+      await leases.release(held);
+      expect((await maintenance({}, ctx('maintenance', 900_000))).experiments[0]).toMatchObject({ ran: true });
+    } finally {
+      await leases.close();
+    }
+  });
+
+  it('does not start an experiment with less than 30 s left; reports it skipped', async () => {
+    await cleanWriter('p', 'e', ['x']);
+    const res = await maintenance({}, ctx('maintenance', 20_000));
+    expect(res.experiments).toEqual([{ experiment: 'p/e', pipeline: 'p', experimentName: 'e', ran: false, skipped: 'time' }]);
+  });
+
+  it('two concurrent invocations merge a dead writer\'s shard once: one does it, the other is held off or finds nothing', async () => {
+    const events = await crashedWriter('p', 'dead', ['d1', 'd2', 'd3']);
+    await cleanWriter('p', 'clean', ['c1']);
+    const reader = await openLog({ root: process.env.DGCL_ROOT!, pipeline: 'p', experiment: 'dead' });
+    try {
+      const before = await reader.allStates();
+      expect((await reader.stats()).shards.filter((s) => !s.retired && s.rows > 0)).toHaveLength(1);
+
+      const [a, b] = await Promise.all([maintenance({}, ctx('maintenance', 900_000)), maintenance({}, ctx('maintenance', 900_000))]);
+      const runs = [entryOf(a, 'p/dead'), entryOf(b, 'p/dead')];
+      const workers = runs.filter((r) => r.ran && r.mergedShards.length > 0);
+      expect(workers).toHaveLength(1);
+      expect(workers[0]!.mergedShards).toHaveLength(1);
+      expect(workers[0]!.mergedRows).toBe(events);
+      const other = runs.find((r) => r !== workers[0])!;
+      if (other.ran) {
+        // it took the lease after the first had released it: nothing was left to do
+        expect(other).toMatchObject({ mergedShards: [], mergedRows: 0 });
+      } else {
+        expect(other).toMatchObject({ heldBy: expect.any(String), mergedShards: [], mergedRows: 0 });
+      }
+      for (const r of [entryOf(a, 'p/clean'), entryOf(b, 'p/clean')]) expect(r.mergedRows).toBe(0);
+
+      const stats = await reader.stats();
+      expect(stats.shards.filter((s) => !s.retired)).toEqual([]);
+      expect(stats.base.rows).toBe(events);
+      expect(await reader.allStates()).toEqual(before);
+    } finally {
+      await reader.close();
+    }
+  });
+});
