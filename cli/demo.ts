@@ -21,6 +21,7 @@ const STEPS = ['load', 'generate', 'fanout', 'render', 'judge'] as const;
 const LOOP_ITERATIONS = 3;
 const CHILDREN = 2;
 const CONCURRENCY = 8;
+const WORKER_LEASE_MS = 3000;
 
 export interface DemoOptions {
   root: string;
@@ -151,7 +152,8 @@ async function runAll(log: LanceCheckpointLog, o: { items: number; seed: number;
 }
 
 async function worker(o: DemoOptions): Promise<void> {
-  const log = await openLog({ root: o.root, pipeline: PIPELINE, experiment: o.worker!, mergeEveryCommits: 16 });
+  // A short lease, so that after the crash the maintainer may take the dead worker's slot soon.
+  const log = await openLog({ root: o.root, pipeline: PIPELINE, experiment: o.worker!, mergeEveryCommits: 16, leaseTtlMs: WORKER_LEASE_MS });
   const c: Counters = { acks: 0, onAck: () => process.stdout.write(`ack ${c.acks}\n`) };
   await runAll(log, { items: o.items, seed: o.seed, runId: 'run-1' }, c);
   await log.close();
@@ -159,11 +161,16 @@ async function worker(o: DemoOptions): Promise<void> {
 }
 
 /** Phase 1: a worker process runs the pipeline and is killed with SIGKILL part-way. */
-async function crashingRun(o: DemoOptions, experiment: string, killAfterAcks: number): Promise<{ acks: number; killed: boolean; pid: number }> {
+async function crashingRun(
+  o: DemoOptions,
+  experiment: string,
+  killAfterAcks: number,
+): Promise<{ acks: number; killed: boolean; pid: number; killedAtMs: number }> {
   const args = [...process.execArgv, process.argv[1]!, 'demo', '--root', o.root, '--items', String(o.items), '--seed', String(o.seed), '--worker', experiment];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   let acks = 0;
   let killed = false;
+  let killedAtMs = Date.now();
   const lines = createInterface({ input: child.stdout });
   lines.on('line', (l) => {
     const m = /^ack (\d+)$/.exec(l);
@@ -171,12 +178,13 @@ async function crashingRun(o: DemoOptions, experiment: string, killAfterAcks: nu
     acks = Number(m[1]);
     if (!killed && acks >= killAfterAcks) {
       killed = true;
+      killedAtMs = Date.now();
       child.kill('SIGKILL');
     }
   });
   const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
   if (!killed && code !== 0) throw new Error(`demo worker exited with code ${code}`);
-  return { acks, killed, pid: child.pid ?? -1 };
+  return { acks, killed, pid: child.pid ?? -1, killedAtMs };
 }
 
 function tally(states: ItemState[]): Record<string, number> {
@@ -240,8 +248,17 @@ export async function runDemo(o: DemoOptions): Promise<void> {
   const unfinished = states.filter((s) => s.status === 'in_progress' || s.status === 'failed').length;
   const sample = roots[0]?.itemId ?? 'doc-000';
   const blob = await log.blob(sample, 'image');
-  const report = await log.maintain();
-  await log.close();
+  await log.close(); // merges this process's own shard into the base
+  // The killed worker's shard is still unmerged: once its lease has expired, the maintainer
+  // takes its slot over (sealing its epoch) and merges it.
+  const waitMs = crash.killedAtMs + WORKER_LEASE_MS + 500 - Date.now();
+  if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
+  const maint = await openLog({ root, pipeline: PIPELINE, experiment });
+  const report = await maint.maintain();
+  const stats = await maint.stats();
+  const after = await maint.allStates();
+  await maint.close();
+  const changed = after.length !== states.length || after.some((s, i) => JSON.stringify(s) !== JSON.stringify(states[i]));
   const tr = tally(roots);
   const summary = {
     log: log.uri,
@@ -257,7 +274,7 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     violations,
     unfinished,
     sampleBlobBytes: blob.length,
-    maintenance: { mergedRows: report.mergedRows, mergedShards: report.mergedShards.length, indexes: report.indexes },
+    maintenance: { mergedRows: report.mergedRows, mergedShards: report.mergedShards.length, indexes: report.indexes, baseRows: stats.base.rows, unmergedShards: stats.shards.length, readsUnchanged: !changed },
     seconds: Math.round((Date.now() - t0) / 100) / 10,
   };
   if (o.json) {
@@ -265,7 +282,7 @@ export async function runDemo(o: DemoOptions): Promise<void> {
   } else {
     say(`3. result: ${roots.length} root items (${tr.completed} completed, ${tr.filtered} filtered) + ${kids.length} child items; ${events} events; ${retries} failures kept with tracebacks`);
     say(`   checks: ${repeats === 0 ? 'no step completed twice' : `${repeats} steps completed twice!`}; ${violations} fencing violations; ${unfinished} unfinished; blob of ${sample} loaded and verified (${blob.length} bytes)`);
-    say(`4. maintenance: merged ${report.mergedShards.length} shard generations (${report.mergedRows} rows) into the base; indexes: ${report.indexes.join(', ') || 'none'}`);
+    say(`4. maintenance took over the dead worker's slot and merged ${report.mergedShards.length} shard generations (${report.mergedRows} rows); base now ${stats.base.rows} rows, ${stats.shards.length} shards unmerged, indexes: ${report.indexes.join(', ') || 'none'}; every item reads the same as before: ${changed ? 'NO' : 'yes'}`);
     say(`\ndone in ${summary.seconds}s. Look around:`);
     const flags = `--root ${o.root} --pipeline ${PIPELINE} --experiment ${experiment}`;
     say(`  npx dgcl items ${flags}`);
@@ -273,7 +290,7 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     say(`  npx dgcl trajectory ${flags} --item ${sample}`);
     say(`  npx dgcl failures ${flags}`);
   }
-  if (repeats > 0 || violations > 0 || unfinished > 0) {
-    throw new Error(`demo checks failed: ${repeats} repeated steps, ${violations} violations, ${unfinished} unfinished items`);
+  if (repeats > 0 || violations > 0 || unfinished > 0 || changed) {
+    throw new Error(`demo checks failed: ${repeats} repeated steps, ${violations} violations, ${unfinished} unfinished items, reads changed by maintenance: ${changed}`);
   }
 }

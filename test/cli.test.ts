@@ -62,6 +62,24 @@ describe('dgcl CLI', () => {
     expect(Buffer.compare(r.stdout, png)).toBe(0);
   });
 
+  it('demo: a SIGKILLed worker, a resume from every cursor, no step twice, maintenance merges the dead shard', async () => {
+    const demoRoot = mkdtempSync(path.join(tmpdir(), 'dgcl-demo-'));
+    const r = await dgcl(['demo', '--root', demoRoot, '--items', '10', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const summary = JSON.parse(r.stdout.split('\n').at(-1)!);
+    expect(summary.crash.killed).toBe(true);
+    expect(summary.resumedBatches).toBeGreaterThan(0);
+    expect(summary.rootItems).toBe(10);
+    expect(summary.childItems).toBe(20);
+    expect(summary.repeatedSteps).toBe(0);
+    expect(summary.violations).toBe(0);
+    expect(summary.unfinished).toBe(0);
+    expect(summary.maintenance.readsUnchanged).toBe(true);
+    expect(summary.maintenance.unmergedShards).toBe(0);
+    expect(summary.maintenance.baseRows).toBe(summary.events);
+    expect(summary.log.startsWith(demoRoot)).toBe(true);
+  });
+
   describe('bad input exits 2, names the problem, writes nothing', () => {
     const fresh = ['--root', root, '--pipeline', 'p', '--experiment', 'untouched'];
     const untouched = path.join(root, 'datagen_checkpoints', 'p', 'untouched');
