@@ -1,4 +1,4 @@
-import type { Ack, CheckpointBatchInput, Cursor, ItemState, ItemStatus, TrajectoryEvent } from './types.ts';
+import type { Ack, CheckpointBatchInput, Cursor, Failure, ItemState, ItemStatus, TrajectoryEvent } from './types.ts';
 
 /** One line of `dgcl items` / a page entry of the `fold` handler's item listing. */
 export interface ItemSummary {
@@ -14,15 +14,10 @@ export interface ItemPage {
   next?: string;
 }
 
-export interface FailureSummary {
+/** A failed item's last failure, as listed by `dgcl failures`. */
+export interface FailureSummary extends Failure {
   itemId: string;
   status: ItemStatus;
-  stepName: string | null;
-  attempt: number;
-  errorType: string | null;
-  errorDump: string | null;
-  traceback: string | null;
-  seq: number;
 }
 
 export interface ShardStats {

@@ -2,24 +2,14 @@
  * The log on S3 (Ceph RGW) under concurrent writer processes and a faulty network.
  */
 import { randomUUID } from 'node:crypto';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openLog } from '../lib/index.ts';
-import { createLeaseTable } from '../lib/lease/dynamo.ts';
 import type { Ack } from '../lib/types.ts';
 import { startTs } from './support/proc.ts';
+import { servers, useLeaseTable } from './support/servers.ts';
 
-const bucket = process.env.DGCL_TEST_BUCKET;
-const s3 = process.env.AWS_ENDPOINT_URL_S3;
-if (!bucket || !s3 || !process.env.AWS_ENDPOINT_URL_DYNAMODB) {
-  throw new Error('these tests need RGW and DynamoDB Local: run them through `npm test` (scripts/test.sh)');
-}
-const table = `dgcl-leases-${randomUUID().slice(0, 8)}`;
-beforeAll(async () => {
-  const client = new DynamoDBClient({});
-  await createLeaseTable(client, table);
-  client.destroy();
-});
+const { bucket } = servers;
+const table = useLeaseTable();
 
 describe('s3:// root under load', () => {
   it('four writer processes, 2,000 batches plus 10% duplicate deliveries: every event once, no commit lost, no violation', async () => {

@@ -3,26 +3,16 @@
  * its process talks to S3 only through the proxy (Lance caches object stores per process).
  */
 import { randomUUID } from 'node:crypto';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DgclError } from '../lib/errors.ts';
 import { openLog } from '../lib/index.ts';
-import { createLeaseTable } from '../lib/lease/dynamo.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { startS3Proxy, type S3Proxy } from './support/s3-proxy.ts';
+import { servers, useLeaseTable } from './support/servers.ts';
 
-const bucket = process.env.DGCL_TEST_BUCKET;
-const s3 = process.env.AWS_ENDPOINT_URL_S3;
-if (!bucket || !s3 || !process.env.AWS_ENDPOINT_URL_DYNAMODB) {
-  throw new Error('these tests need RGW and DynamoDB Local: run them through `npm test` (scripts/test.sh)');
-}
-const table = `dgcl-leases-${randomUUID().slice(0, 8)}`;
-beforeAll(async () => {
-  const client = new DynamoDBClient({});
-  await createLeaseTable(client, table);
-  client.destroy();
-});
+const { bucket, s3Endpoint: s3 } = servers;
+const table = useLeaseTable();
 
 describe('s3:// root through a proxy that answers 503 or stalls on some requests', () => {
   let proxy: S3Proxy;

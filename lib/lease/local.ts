@@ -31,6 +31,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Clock, systemClock } from '../clock.ts';
 import { ConflictError, CorruptError, DgclError, UnavailableError } from '../errors.ts';
+import { errCode, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
 import {
   LeaseFencedError,
   acquiredRecord,
@@ -199,13 +200,7 @@ export class LocalLeaseStore implements LeaseStore {
     const tmp = `${path}.tmp-${randomUUID()}`;
     const body = JSON.stringify({ v: RECORD_VERSION, ...record, updatedAtMs: nowMs });
     try {
-      const fh = await fs.open(tmp, 'wx');
-      try {
-        await fh.writeFile(body, 'utf8');
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
+      await writeDurably(tmp, body);
       await this.faults.beforeCommit?.(record.key);
       const seen = await readLock(`${base}.lock`);
       if (seen?.info?.token !== token) {
@@ -363,30 +358,6 @@ async function unlock(lockPath: string, token: string): Promise<void> {
   const seen = await readLock(lockPath).catch(() => null);
   // Not ours any more: it was judged stale and broken; leave the new holder's mutex alone.
   if (seen?.info?.token === token) await unlinkQuiet(lockPath);
-}
-
-async function unlinkQuiet(path: string): Promise<void> {
-  try {
-    await fs.unlink(path);
-  } catch {
-    // absent already
-  }
-}
-
-async function syncDir(dir: string): Promise<void> {
-  let fh: fs.FileHandle | undefined;
-  try {
-    fh = await fs.open(dir, 'r');
-    await fh.sync();
-  } catch {
-    // Some platforms (Windows) cannot fsync a directory; the rename itself is still atomic.
-  } finally {
-    await fh?.close().catch(() => undefined);
-  }
-}
-
-function errCode(e: unknown): string | undefined {
-  return (e as { code?: unknown } | null)?.code as string | undefined;
 }
 
 function unavailable(message: string, cause: unknown): UnavailableError {

@@ -12,6 +12,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InvalidInputError, UnavailableError } from '../errors.ts';
+import { errCode, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
 import { checkObjectKey } from './location.ts';
 import type { ObjectStore } from './objects.ts';
 
@@ -40,8 +41,8 @@ export class LocalObjectStore implements ObjectStore {
         await writeDurably(tmp, body);
         break;
       } catch (e) {
-        if (errno(e) === 'ENOENT' && attempt < 5) continue;
-        if (errno(e) === 'EEXIST' || errno(e) === 'ENOTDIR') {
+        if (errCode(e) === 'ENOENT' && attempt < 5) continue;
+        if (errCode(e) === 'EEXIST' || errCode(e) === 'ENOTDIR') {
           // a local folder cannot also be a file (an object store could hold both)
           throw new InvalidInputError(
             `cannot create ${JSON.stringify(k)} in ${this.dir}: a parent of it is an object`,
@@ -56,10 +57,10 @@ export class LocalObjectStore implements ObjectStore {
       await syncDir(folder);
       return true;
     } catch (e) {
-      if (errno(e) === 'EEXIST') return false;
+      if (errCode(e) === 'EEXIST') return false;
       throw this.fail('put', k, e);
     } finally {
-      await fs.unlink(tmp).catch(() => undefined);
+      await unlinkQuiet(tmp);
     }
   }
 
@@ -68,7 +69,7 @@ export class LocalObjectStore implements ObjectStore {
     try {
       return await fs.readFile(this.path(k), 'utf8');
     } catch (e) {
-      const code = errno(e);
+      const code = errCode(e);
       if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return null;
       throw this.fail('get', k, e);
     }
@@ -80,7 +81,7 @@ export class LocalObjectStore implements ObjectStore {
       const names = await fs.readdir(this.path(p));
       return names.filter((n) => !n.startsWith(TMP_MARK)).sort(compare);
     } catch (e) {
-      const code = errno(e);
+      const code = errCode(e);
       if (code === 'ENOENT' || code === 'ENOTDIR') return [];
       throw this.fail('list', p, e);
     }
@@ -91,7 +92,7 @@ export class LocalObjectStore implements ObjectStore {
     try {
       await fs.unlink(this.path(k));
     } catch (e) {
-      const code = errno(e);
+      const code = errCode(e);
       // absent is fine; a "folder" is not an object, so there is nothing to delete
       if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'EPERM') {
         if (code === 'EPERM' && !(await isDir(this.path(k)))) throw this.fail('delete', k, e);
@@ -124,7 +125,7 @@ export class LocalObjectStore implements ObjectStore {
     try {
       entries = await fs.readdir(folder, { withFileTypes: true });
     } catch (e) {
-      const code = errno(e);
+      const code = errCode(e);
       if (code === 'ENOENT' || code === 'ENOTDIR') return 0;
       throw this.fail('deleteOlderThan', p, e);
     }
@@ -137,7 +138,7 @@ export class LocalObjectStore implements ObjectStore {
         await fs.unlink(file);
         count += 1;
       } catch (e) {
-        if (errno(e) === 'ENOENT') continue; // deleted meanwhile
+        if (errCode(e) === 'ENOENT') continue; // deleted meanwhile
         throw this.fail('deleteOlderThan', p === '' ? ent.name : `${p}/${ent.name}`, e);
       }
     }
@@ -170,35 +171,13 @@ export class LocalObjectStore implements ObjectStore {
   }
 }
 
-async function writeDurably(file: string, body: string): Promise<void> {
-  const fh = await fs.open(file, 'wx');
-  try {
-    await fh.writeFile(body, 'utf8');
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
-async function syncDir(dir: string): Promise<void> {
-  let fh: fs.FileHandle | undefined;
-  try {
-    fh = await fs.open(dir, 'r');
-    await fh.sync();
-  } catch {
-    // not every platform/filesystem can fsync a directory; the link is still atomic
-  } finally {
-    await fh?.close().catch(() => undefined);
-  }
-}
-
 async function countFiles(dir: string): Promise<number> {
   let n = 0;
   let entries;
   try {
     entries = await fs.readdir(dir, { withFileTypes: true });
   } catch (e) {
-    if (errno(e) === 'ENOENT') return 0;
+    if (errCode(e) === 'ENOENT') return 0;
     throw e;
   }
   for (const ent of entries) {
@@ -214,10 +193,6 @@ async function isDir(p: string): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-function errno(e: unknown): string | undefined {
-  return (e as NodeJS.ErrnoException | undefined)?.code;
 }
 
 function compare(a: string, b: string): number {

@@ -12,6 +12,7 @@ import {
   DeleteObjectsCommand,
   GetObjectCommand,
   ListObjectsV2Command,
+  type ListObjectsV2CommandOutput,
   PutObjectCommand,
   type S3Client,
 } from '@aws-sdk/client-s3';
@@ -126,16 +127,7 @@ export class S3ObjectStore implements ObjectStore {
   async list(prefix: string): Promise<string[]> {
     const p = this.folderPrefix(checkObjectKey(prefix, 'prefix'));
     const names = new Set<string>();
-    let token: string | undefined;
-    do {
-      let res;
-      try {
-        res = await this.client.send(
-          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: p, Delimiter: '/', ContinuationToken: token }),
-        );
-      } catch (e) {
-        throw this.fail('list', p, e);
-      }
+    for await (const res of this.pages(p, '/', 'list')) {
       for (const cp of res.CommonPrefixes ?? []) {
         const name = cp.Prefix?.slice(p.length).replace(/\/$/, '');
         if (name) names.add(name);
@@ -144,8 +136,7 @@ export class S3ObjectStore implements ObjectStore {
         const name = obj.Key?.slice(p.length);
         if (name && !name.includes('/')) names.add(name);
       }
-      token = res.IsTruncated ? res.NextContinuationToken : undefined;
-    } while (token);
+    }
     return [...names].sort(compare);
   }
 
@@ -162,47 +153,53 @@ export class S3ObjectStore implements ObjectStore {
   async deletePrefix(prefix: string): Promise<number> {
     const p = this.folderPrefix(checkObjectKey(prefix, 'prefix'));
     const keys: string[] = [];
-    let token: string | undefined;
-    do {
-      let res;
-      try {
-        res = await this.client.send(
-          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: p, ContinuationToken: token }),
-        );
-      } catch (e) {
-        throw this.fail('deletePrefix (list)', p, e);
-      }
+    for await (const res of this.pages(p, undefined, 'deletePrefix (list)')) {
       for (const obj of res.Contents ?? []) if (obj.Key) keys.push(obj.Key);
-      token = res.IsTruncated ? res.NextContinuationToken : undefined;
-    } while (token);
-
-    let deleted = 0;
-    for (let i = 0; i < keys.length; i += DELETE_BATCH) {
-      deleted += await this.deleteKeys(keys.slice(i, i + DELETE_BATCH));
     }
-    return deleted;
+    return this.deleteAll(keys);
   }
 
   async deleteOlderThan(prefix: string, cutoffMs: number): Promise<number> {
     const p = this.folderPrefix(checkObjectKey(prefix, 'prefix'));
     const keys: string[] = [];
-    let token: string | undefined;
-    do {
-      let res;
-      try {
-        res = await this.client.send(
-          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: p, Delimiter: '/', ContinuationToken: token }),
-        );
-      } catch (e) {
-        throw this.fail('deleteOlderThan (list)', p, e);
-      }
+    for await (const res of this.pages(p, '/', 'deleteOlderThan (list)')) {
       for (const obj of res.Contents ?? []) {
         const name = obj.Key?.slice(p.length);
         if (!obj.Key || !name || name.includes('/')) continue;
         if (obj.LastModified !== undefined && obj.LastModified.getTime() < cutoffMs) keys.push(obj.Key);
       }
+    }
+    return this.deleteAll(keys);
+  }
+
+  /**
+   * Every ListObjectsV2 page under the full prefix `p` (with `delimiter`: only its direct
+   * children, sub-folders as CommonPrefixes), following continuation tokens. A failed request
+   * throws UnavailableError naming `op`.
+   */
+  private async *pages(p: string, delimiter: '/' | undefined, op: string): AsyncGenerator<ListObjectsV2CommandOutput> {
+    let token: string | undefined;
+    do {
+      let res: ListObjectsV2CommandOutput;
+      try {
+        res = await this.client.send(
+          new ListObjectsV2Command({
+            Bucket: this.bucket,
+            Prefix: p,
+            ...(delimiter === undefined ? {} : { Delimiter: delimiter }),
+            ContinuationToken: token,
+          }),
+        );
+      } catch (e) {
+        throw this.fail(op, p, e);
+      }
+      yield res;
       token = res.IsTruncated ? res.NextContinuationToken : undefined;
     } while (token);
+  }
+
+  /** Deletes any number of full keys, DELETE_BATCH at a time; returns how many were deleted. */
+  private async deleteAll(keys: string[]): Promise<number> {
     let deleted = 0;
     for (let i = 0; i < keys.length; i += DELETE_BATCH) {
       deleted += await this.deleteKeys(keys.slice(i, i + DELETE_BATCH));

@@ -22,6 +22,22 @@ export interface LogTarget {
   newRoot(): Promise<{ root: string; env: Record<string, string> }>;
 }
 
+/**
+ * Hooks shared by two writers so that both read the item before either commits: each waits
+ * in beforeCommit until the other one gets there too.
+ */
+function bothReadBeforeEitherCommits() {
+  let arrived = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  return {
+    beforeCommit: async () => {
+      if (++arrived === 2) release();
+      await gate;
+    },
+  };
+}
+
 export function logStoreConformance(name: string, target: LogTarget): void {
   describe(`log store conformance: ${name}`, () => {
     const open: LanceCheckpointLog[] = [];
@@ -113,16 +129,7 @@ export function logStoreConformance(name: string, target: LogTarget): void {
       const a = await newLog({ owner: 'writer-a' });
       const b = await newLog({ owner: 'writer-b' });
       await a.append([createBatch('x')]);
-      // both writers read the item before either commits
-      let arrived = 0;
-      let release!: () => void;
-      const gate = new Promise<void>((r) => (release = r));
-      const hooks = {
-        beforeCommit: async () => {
-          if (++arrived === 2) release();
-          await gate;
-        },
-      };
+      const hooks = bothReadBeforeEitherCommits();
       const a2 = await newLog({ owner: 'writer-a2', hooks });
       const b2 = await newLog({ owner: 'writer-b2', hooks });
       const batch = stepBatch('x', 1);
@@ -159,15 +166,7 @@ export function logStoreConformance(name: string, target: LogTarget): void {
       await fresh();
       const seed = await newLog({ owner: 'seed' });
       await seed.append([createBatch('race')]);
-      let arrived = 0;
-      let release!: () => void;
-      const gate = new Promise<void>((r) => (release = r));
-      const hooks = {
-        beforeCommit: async () => {
-          if (++arrived === 2) release();
-          await gate;
-        },
-      };
+      const hooks = bothReadBeforeEitherCommits();
       const a = await newLog({ owner: 'racer-a', hooks });
       const b = await newLog({ owner: 'racer-b', hooks });
       const [[ackA], [ackB]] = await Promise.all([a.append([stepBatch('race', 1)]), b.append([stepBatch('race', 2)])]);

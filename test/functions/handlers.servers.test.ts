@@ -5,7 +5,6 @@
  */
 import './support/env.ts';
 import { randomUUID } from 'node:crypto';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { handler as appendHandler } from '../../functions/append.ts';
 import { handler as foldHandler } from '../../functions/fold.ts';
@@ -14,15 +13,12 @@ import { handler as resumeHandler } from '../../functions/resume.ts';
 import { sqsEvent } from '../../functions/shared/events.ts';
 import { logCache } from '../../functions/shared/logs.ts';
 import { openLog } from '../../lib/index.ts';
-import { createLeaseTable } from '../../lib/lease/dynamo.ts';
 import type { Ack } from '../../lib/types.ts';
+import { servers, useLeaseTable } from '../support/servers.ts';
 import { createBatch, ctx, stepBatch, thrown, uniq } from './support/fixtures.ts';
 import { startLocalSqs, type LocalSqs } from './support/sqs.ts';
 
-const bucket = process.env.DGCL_TEST_BUCKET;
-if (!bucket || !process.env.AWS_ENDPOINT_URL_S3 || !process.env.AWS_ENDPOINT_URL_DYNAMODB) {
-  throw new Error('the handler suite on s3:// needs RGW and DynamoDB Local: run it through `npm test` (scripts/test.sh), which starts both');
-}
+const { bucket } = servers;
 
 type Fn = (event: unknown, context: ReturnType<typeof ctx>) => Promise<any>;
 const append = appendHandler as unknown as Fn;
@@ -30,13 +26,10 @@ const fold = foldHandler as unknown as Fn;
 const resume = resumeHandler as unknown as Fn;
 const maintenance = maintenanceHandler as unknown as (event: unknown, context: ReturnType<typeof ctx>) => Promise<MaintenanceResult>;
 
-const table = `dgcl-fn-leases-${randomUUID().slice(0, 8)}`;
+const table = useLeaseTable('dgcl-fn-leases');
 let sqs: LocalSqs;
 
 beforeAll(async () => {
-  const client = new DynamoDBClient({});
-  await createLeaseTable(client, table);
-  client.destroy();
   process.env.DGCL_ROOT = `s3://${bucket}/fn-${randomUUID().slice(0, 8)}`;
   process.env.DGCL_LEASE_TABLE = table;
   sqs = await startLocalSqs();

@@ -1,0 +1,44 @@
+/**
+ * File-system helpers shared by the local stores (lib/storage/local.ts, lib/lease/local.ts):
+ * durable writes, directory fsync, quiet unlink, and the error code of a failed fs call.
+ */
+import { promises as fs } from 'node:fs';
+
+/** Creates `file` (fails with EEXIST if it exists), writes `body` and fsyncs it. */
+export async function writeDurably(file: string, body: string): Promise<void> {
+  const fh = await fs.open(file, 'wx');
+  try {
+    await fh.writeFile(body, 'utf8');
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Fsyncs a directory, so a rename or link in it is durable. Best effort. */
+export async function syncDir(dir: string): Promise<void> {
+  let fh: fs.FileHandle | undefined;
+  try {
+    fh = await fs.open(dir, 'r');
+    await fh.sync();
+  } catch {
+    // Not every platform/filesystem (e.g. Windows) can fsync a directory; the rename or link
+    // itself is still atomic.
+  } finally {
+    await fh?.close().catch(() => undefined);
+  }
+}
+
+/** Removes `path` if it is there; never throws. */
+export async function unlinkQuiet(path: string): Promise<void> {
+  try {
+    await fs.unlink(path);
+  } catch {
+    // absent already
+  }
+}
+
+/** The `code` of a failed fs call (`ENOENT`, `EEXIST`, ...), if any. */
+export function errCode(e: unknown): string | undefined {
+  return (e as { code?: unknown } | null | undefined)?.code as string | undefined;
+}
