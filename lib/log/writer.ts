@@ -45,6 +45,12 @@ export interface WriterHooks extends MergeHooks {
   afterCommit?(shard: string, version: number): void | Promise<void>;
 }
 
+interface Frozen {
+  st: SlotState;
+  name: string;
+  table: Table;
+}
+
 interface Request {
   batches: PreparedBatch[];
   resolve(acks: Ack[]): void;
@@ -98,6 +104,8 @@ export class ShardWriter {
    * cost grows with every commit until the merge).
    */
   private ownRows = new Map<string, EventRow[]>();
+  /** The background merge of a frozen generation, if one runs (one at a time). */
+  private merging: Promise<unknown> | null = null;
 
   constructor(
     private readonly ctx: { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore },
@@ -210,14 +218,28 @@ export class ShardWriter {
     }
     for (const p of plans) p.req.resolve(p.acks);
 
-    if (st.commitsInGen >= this.opts.mergeEveryCommits) await this.mergeOwnUnlocked();
+    // Merge in the background: commits go on into the next generation meanwhile. A failed
+    // merge leaves the generation visible; close() seals it and the maintainer merges it.
+    if (st.commitsInGen >= this.opts.mergeEveryCommits && !this.merging) {
+      const frozen = this.rotate();
+      if (frozen) {
+        this.merging = this.mergeFrozen(frozen)
+          .catch(() => undefined)
+          .finally(() => {
+            this.merging = null;
+          });
+      }
+    }
   }
 
   private async plan(group: Request[], writerEpoch: string) {
     const itemIds = [...new Set(group.flatMap((r) => r.batches.map((b) => b.itemId)))];
     const wanted = new Set(itemIds);
-    const existing = await this.ctx.reader.scan(sqlIn('item_id', itemIds), TRACK_COLUMNS, new Set(this.ownRows.keys()));
-    for (const rows of this.ownRows.values()) for (const r of rows) if (wanted.has(r.item_id)) existing.push(r);
+    // Snapshot the own rows before reading storage: a background merge that finishes during
+    // the read moves them into the base (maybe after we read it) and drops them from memory.
+    const own = [...this.ownRows.entries()];
+    const existing = await this.ctx.reader.scan(sqlIn('item_id', itemIds), TRACK_COLUMNS, new Set(own.map(([name]) => name)));
+    for (const [, rows] of own) for (const r of rows) if (wanted.has(r.item_id)) existing.push(r);
     const tracks = buildTracks(existing);
     const eventTsUs = this.opts.clock.nowMs() * 1000;
     const rows: EventRow[] = [];
@@ -282,31 +304,48 @@ export class ShardWriter {
     return this.exclusive(() => this.mergeOwnUnlocked());
   }
 
+  /**
+   * Merge the own shard between commits (mergeOwn, close): after any background merge, freeze
+   * the current generation and merge it.
+   */
   private async mergeOwnUnlocked(): Promise<{ mergedRows: number; shards: string[] }> {
+    await this.merging;
+    const frozen = this.rotate();
+    return frozen ? this.mergeFrozen(frozen) : { mergedRows: 0, shards: [] };
+  }
+
+  /**
+   * Freeze the current generation: later commits go to a new one. Synchronous, and only called
+   * between commits, so no commit can still land in the frozen generation.
+   */
+  private rotate(): Frozen | null {
     const st = this.state;
-    if (!st || !st.table || st.commitsInGen === 0) return { mergedRows: 0, shards: [] };
-    const name = shardName(st.writerEpoch, st.generation);
-    const version = await st.table.version();
-    // Rotate first: later commits go to a new generation, so this one is frozen at `version`.
+    if (!st || !st.table || st.commitsInGen === 0) return null;
+    const frozen = { st, name: shardName(st.writerEpoch, st.generation), table: st.table };
     st.generation++;
     st.table = null;
     st.commitsInGen = 0;
+    return frozen;
+  }
+
+  private async mergeFrozen(f: Frozen): Promise<{ mergedRows: number; shards: string[] }> {
+    const version = await f.table.version();
     // A takeover may have sealed this generation below `version` (we were a zombie for a
     // while); then only the sealed part may reach the base, and the maintainer will do it.
-    const seal = await this.ctx.reader.readSeal(st.writerEpoch);
+    const seal = await this.ctx.reader.readSeal(f.st.writerEpoch);
     if (seal) return { mergedRows: 0, shards: [] };
     try {
-      await this.ctx.leases.assertCurrent(st.lease);
+      await this.ctx.leases.assertCurrent(f.st.lease);
     } catch (e) {
       if (e instanceof FencedError) {
-        this.dropSlot();
+        if (this.state === f.st) this.dropSlot();
         return { mergedRows: 0, shards: [] };
       }
       throw e;
     }
-    const mergedRows = await mergeGeneration({ ...this.ctx, hooks: this.opts.hooks }, name, version);
-    this.ownRows.delete(name);
-    return { mergedRows, shards: [name] };
+    const mergedRows = await mergeGeneration({ ...this.ctx, hooks: this.opts.hooks }, f.name, version);
+    this.ownRows.delete(f.name);
+    return { mergedRows, shards: [f.name] };
   }
 
   /** Merge, seal the own epoch (a clean end), release the slot. */
