@@ -26,7 +26,7 @@ it("the base's compaction and version cleanup leave _dgcl/ (shards, seals, claim
   // what maintenance does to the base, with the most aggressive cleanup Lance offers
   const { LanceTables } = await import('../lib/log/tables.ts');
   const { LocalObjectStore } = await import('../lib/storage/local.ts');
-  const base = (await new LanceTables(log.uri, undefined, new LocalObjectStore(log.uri)).base())!;
+  const base = (await new LanceTables(log.uri, undefined, new LocalObjectStore(log.uri)).base(true))!;
   const stats = await base.optimize({ cleanupOlderThan: new Date(Date.now() + 1000), deleteUnverified: true });
   expect(stats.compaction.fragmentsRemoved).toBeGreaterThan(0);
   expect(readFileSync(stray, 'utf8')).toBe('keep me');

@@ -54,6 +54,10 @@ export type Raced<T> = { done: true; value: T } | { done: false };
 export async function beforeDeadline<T>(p: Promise<T>, deadline: number): Promise<Raced<T>> {
   const wait = untilDeadline(deadline);
   if (wait === Number.POSITIVE_INFINITY) return { done: true, value: await p };
+  if (wait <= 0) {
+    p.catch(() => undefined); // goes on in the background; its outcome is ignored
+    return { done: false };
+  }
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<Raced<T>>((resolve) => {
     timer = setTimeout(() => resolve({ done: false }), Math.max(0, wait));

@@ -3,8 +3,13 @@
  *
  *   log.lance/                                  base Lance dataset
  *   log.lance/_dgcl/shards/<shard>.lance        writer shard generations (plain Lance datasets)
+ *   log.lance/_dgcl/meta/base                   the base dataset exists
+ *   log.lance/_dgcl/meta/gen.<shard>            a shard generation exists (written before its first commit)
  *   log.lance/_dgcl/meta/seal.<writerEpoch>.json    an epoch's seal: which generations, which versions
  *   log.lance/_dgcl/meta/retired.<shard>        a generation merged into base (readers skip it)
+ *
+ * Readers learn everything but the data from ONE listing of the flat meta folder (listing the
+ * shard folders would list every data file on servers without delimiter skipping).
  *   log.lance/_dgcl/claims/<checkpointId>.json  first acknowledgement of a checkpoint (dup detection)
  *
  * `<shard>` is `<writerEpoch>-g<generation>`, e.g. `s03-e000007-g000002`.
@@ -42,6 +47,8 @@ export function parseShardName(name: string): ShardName | null {
 export const shardPrefix = (name: string) => `${SHARDS_DIR}/${name}.lance`;
 export const sealKey = (writerEpoch: string) => `${META_DIR}/seal.${writerEpoch}.json`;
 export const retiredKey = (shard: string) => `${META_DIR}/retired.${shard}`;
+export const genKey = (shard: string) => `${META_DIR}/gen.${shard}`;
+export const BASE_KEY = `${META_DIR}/base`;
 export const claimKey = (checkpointId: string) => `${CLAIMS_DIR}/${checkpointId}.json`;
 
 /** An epoch's seal: generations of that epoch readers may see, each up to a version. */
@@ -59,12 +66,21 @@ export interface MetaListing {
 }
 
 /** Parse a META_DIR listing (names only); seal bodies are loaded lazily by the caller. */
-export function parseMetaNames(names: readonly string[]): { sealEpochs: string[]; retired: Set<string> } {
+export function parseMetaNames(names: readonly string[]): {
+  baseExists: boolean;
+  gens: string[];
+  sealEpochs: string[];
+  retired: Set<string>;
+} {
   const sealEpochs: string[] = [];
+  const gens: string[] = [];
   const retired = new Set<string>();
+  let baseExists = false;
   for (const n of names) {
-    if (n.startsWith('seal.') && n.endsWith('.json')) sealEpochs.push(n.slice(5, -5));
+    if (n === 'base') baseExists = true;
+    else if (n.startsWith('gen.')) gens.push(n.slice(4));
+    else if (n.startsWith('seal.') && n.endsWith('.json')) sealEpochs.push(n.slice(5, -5));
     else if (n.startsWith('retired.')) retired.add(n.slice(8));
   }
-  return { sealEpochs, retired };
+  return { baseExists, gens, sealEpochs, retired };
 }

@@ -155,7 +155,7 @@ export class LanceCheckpointLog implements CheckpointLog {
     for (let attempt = 0; attempt < 5; attempt++) {
       const listing = await this.reader.listShards();
       const tables: Table[] = [];
-      const base = await this.tables.base();
+      const base = await this.tables.base(listing.baseExists);
       if (base) tables.push(base);
       for (const v of listing.visible) tables.push(await this.reader.shardTable(v));
       try {
@@ -201,8 +201,8 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   async stats(): Promise<LogStats> {
-    const base = await this.tables.base();
     const listing = await this.reader.listShards();
+    const base = await this.tables.base(listing.baseExists);
     const baseStats = base
       ? await (async () => {
           const s = await base.stats();

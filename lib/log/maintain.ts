@@ -12,7 +12,7 @@ import { isFree } from '../lease/rules.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { MaintenanceReport } from '../api.ts';
-import { CLAIMS_DIR, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, shardPrefix } from './layout.ts';
+import { CLAIMS_DIR, genKey, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, shardPrefix } from './layout.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
 import type { LogReader } from './reader.ts';
 import type { LanceTables } from './tables.ts';
@@ -95,10 +95,11 @@ export async function maintain(
     for (const z of listing.invisible) {
       ctx.tables.forget(z.name);
       await ctx.objects.deletePrefix(shardPrefix(z.name));
+      await ctx.objects.delete(genKey(z.name));
     }
 
     // 4. Base: compaction + prune, then scalar indexes.
-    const base = await ctx.tables.base();
+    const base = await ctx.tables.base((await ctx.reader.listShards()).baseExists);
     if (base) {
       const stats = await base.optimize({ cleanupOlderThan: new Date(o.clock.nowMs() - o.versionRetentionMs) });
       report.compacted = { fragmentsRemoved: stats.compaction.fragmentsRemoved, fragmentsAdded: stats.compaction.fragmentsAdded };

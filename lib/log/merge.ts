@@ -3,13 +3,13 @@
  *   1. read the generation at its visible version (all columns, blobs included);
  *   2. insert-if-absent into base keyed by event_id: one base commit, idempotent;
  *   3. write the retired marker (readers skip the generation from now on);
- *   4. delete the generation's files, then the marker.
+ *   4. delete the generation's files, then its `gen.` marker, then the retired marker.
  * A crash after any step leaves a state readers handle (duplicates dropped by event_id, retired
  * generations skipped, half-deleted generations behind a marker) and a rerun finishes the work.
  */
 import { rowsFromArrow, rowsToArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
-import { retiredKey, shardPrefix } from './layout.ts';
+import { genKey, retiredKey, shardPrefix } from './layout.ts';
 import type { LanceTables } from './tables.ts';
 
 export type MergeStep = 'read' | 'base-commit' | 'retire-marker' | 'delete-data' | 'delete-marker';
@@ -50,5 +50,8 @@ export async function retireGeneration(
   tables.forget(shard);
   await objects.deletePrefix(shardPrefix(shard));
   await hooks?.beforeMergeStep?.('delete-marker', shard);
+  // In this order: while the retired marker stands, readers skip the generation, so a
+  // listed generation without its dataset is always one being deleted right now.
+  await objects.delete(genKey(shard));
   await objects.delete(retiredKey(shard));
 }

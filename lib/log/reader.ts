@@ -17,7 +17,6 @@ import {
   META_DIR,
   parseMetaNames,
   parseShardName,
-  SHARDS_DIR,
   sealKey,
   type Seal,
   type ShardName,
@@ -32,6 +31,8 @@ export interface ShardView extends ShardName {
 }
 
 export interface ShardListing {
+  /** The base dataset exists (its marker is listed). */
+  baseExists: boolean;
   visible: ShardView[];
   /** Generations that exist but readers ignore (zombie writes after a seal). */
   invisible: ShardName[];
@@ -66,14 +67,8 @@ export class LogReader {
   }
 
   async listShards(): Promise<ShardListing> {
-    const [shardNames, metaNames] = await Promise.all([
-      this.objects.list(SHARDS_DIR),
-      this.objects.list(META_DIR),
-    ]);
-    const { sealEpochs, retired } = parseMetaNames(metaNames);
-    const shards = shardNames
-      .map((n) => parseShardName(n.replace(/\.lance$/, '')))
-      .filter((s): s is ShardName => s !== null);
+    const { baseExists, gens, sealEpochs, retired } = parseMetaNames(await this.objects.list(META_DIR));
+    const shards = gens.map((n) => parseShardName(n)).filter((s): s is ShardName => s !== null);
     const seals = new Map<string, Seal>();
     const needed = new Set(shards.map((s) => s.writerEpoch));
     await Promise.all(
@@ -90,7 +85,7 @@ export class LogReader {
       const p = parseShardName(`${e}-g000000`);
       if (p) maxSealed.set(p.slot, Math.max(maxSealed.get(p.slot) ?? 0, p.epoch));
     }
-    const listing: ShardListing = { visible: [], invisible: [], retired: [], seals, sealedEpochs: sealEpochs };
+    const listing: ShardListing = { baseExists, visible: [], invisible: [], retired: [], seals, sealedEpochs: sealEpochs };
     for (const s of shards) {
       if (retired.has(s.name)) {
         listing.retired.push(s);
@@ -125,7 +120,7 @@ export class LogReader {
       const listing = await this.listShards();
       try {
         const parts = await Promise.all([
-          this.tables.base().then((t) => (t ? query(t, filter, columns) : [])),
+          this.tables.base(listing.baseExists).then((t) => (t ? query(t, filter, columns) : [])),
           ...listing.visible
             .filter((v) => !skip?.has(v.name))
             .map(async (v) => query(await this.shardTable(v), filter, columns)),

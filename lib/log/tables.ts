@@ -7,7 +7,7 @@
 import * as lancedb from '@lancedb/lancedb';
 import { EVENT_SCHEMA } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
-import { SHARDS_DIR } from './layout.ts';
+import { BASE_KEY, genKey, SHARDS_DIR } from './layout.ts';
 
 export type Table = lancedb.Table;
 
@@ -16,7 +16,7 @@ export class LanceTables {
   private shardConn: Promise<lancedb.Connection> | null = null;
   /** For this process's own generations: only it writes them, so no version checks needed. */
   private ownShardConn: Promise<lancedb.Connection> | null = null;
-  private baseTable: Promise<Table | null> | null = null;
+  private baseTable: Promise<Table> | null = null;
   private readonly latest = new Map<string, Promise<Table>>();
   private readonly pinned = new Map<string, Promise<Table>>();
 
@@ -45,32 +45,29 @@ export class LanceTables {
     return { base: this.baseConn, shards: this.shardConn };
   }
 
-  /** The base table, or null if nothing was ever written to this experiment. */
-  async base(): Promise<Table | null> {
+  /**
+   * The base table, or null while it does not exist. `exists` comes from the meta listing the
+   * caller just made (the `base` marker), so a read of a new experiment costs no extra request
+   * and creates nothing (connecting creates folders).
+   */
+  async base(exists: boolean): Promise<Table | null> {
     if (!this.baseTable) {
-      this.baseTable = (async () => {
-        // Connecting creates folders: look first, so reads of a missing experiment write nothing.
-        if (!(await this.objects.list('')).includes('_versions')) return null;
-        const conn = await this.conns().base;
-        try {
-          return await conn.openTable(this.parentUri().name);
-        } catch (e) {
-          if (isNotFound(e)) return null;
-          throw e;
-        }
-      })();
+      if (!exists) return null;
+      this.baseTable = this.conns().base.then((c) => c.openTable(this.parentUri().name));
+      this.baseTable.catch(() => (this.baseTable = null));
     }
-    const t = await this.baseTable;
-    if (t === null) this.baseTable = null; // look again next time: a writer may have created it
-    return t;
+    return this.baseTable;
   }
 
-  /** Open or create the base table (creation is race-safe: existOk). */
+  /** Open or create the base table (race-safe: existOk), then mark that it exists. */
   async ensureBase(): Promise<Table> {
-    const existing = await this.base();
-    if (existing) return existing;
+    if (this.baseTable) {
+      const t = await this.baseTable.catch(() => null);
+      if (t) return t;
+    }
     const conn = await this.conns().base;
     const t = await conn.createEmptyTable(this.parentUri().name, EVENT_SCHEMA, { mode: 'create', existOk: true });
+    await this.objects.putIfAbsent(BASE_KEY, '');
     this.baseTable = Promise.resolve(t);
     return t;
   }
@@ -80,6 +77,8 @@ export class LanceTables {
     this.ownShardConn ??= this.connect(`${this.logUri}/${SHARDS_DIR}`, false);
     const conn = await this.ownShardConn;
     const t = await conn.createEmptyTable(name, EVENT_SCHEMA, { mode: 'create', existOk: true });
+    // The marker makes the generation visible to readers; nothing is committed to it before.
+    await this.objects.putIfAbsent(genKey(name), '');
     this.latest.set(name, Promise.resolve(t));
     return t;
   }
