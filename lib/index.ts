@@ -101,9 +101,9 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
   let leases = o.leases;
   let onClose: (() => Promise<void>) | undefined;
   if (!leases) {
-    leases = defaultLeaseStore(root, env, clock);
-    const owned = leases;
-    onClose = () => owned.close();
+    const owned = defaultLeaseStore(root, env, clock);
+    leases = owned.store;
+    onClose = owned.close;
   }
   return new LanceCheckpointLog({
     pipeline,
@@ -126,12 +126,27 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
   });
 }
 
-/** The lease store a root uses when none is given. */
-export function defaultLeaseStore(root: ReturnType<typeof parseRoot>, env: Env, clock: Clock): LeaseStore {
-  if (root.kind === 'file') return new LocalLeaseStore({ dir: path.join(root.dir, '.dgcl', 'leases'), clock });
+/** The lease store a root uses when none is given, and how to close what it opened. */
+export function defaultLeaseStore(
+  root: ReturnType<typeof parseRoot>,
+  env: Env,
+  clock: Clock,
+): { store: LeaseStore; close: () => Promise<void> } {
+  if (root.kind === 'file') {
+    const store = new LocalLeaseStore({ dir: path.join(root.dir, '.dgcl', 'leases'), clock });
+    return { store, close: () => store.close() };
+  }
   const table = env.DGCL_LEASE_TABLE;
   if (!table) {
     throw new InvalidInputError('an s3:// root needs a DynamoDB lease table: set DGCL_LEASE_TABLE (or pass `leases`)', { field: 'DGCL_LEASE_TABLE' });
   }
-  return new DynamoLeaseStore({ client: new DynamoDBClient({}), table, clock });
+  const client = new DynamoDBClient({});
+  const store = new DynamoLeaseStore({ client, table, clock });
+  return {
+    store,
+    close: async () => {
+      await store.close();
+      client.destroy();
+    },
+  };
 }

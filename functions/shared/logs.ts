@@ -79,7 +79,7 @@ export class LogCache {
     const key = `${config.root}\u0000${config.leaseTable ?? ''}`;
     let store = this.leaseStores.get(key);
     if (!store) {
-      store = defaultLeaseStore(config.location, config.env, systemClock);
+      store = defaultLeaseStore(config.location, config.env, systemClock).store; // lives as long as the container
       this.leaseStores.set(key, store);
     }
     return store;
