@@ -2,12 +2,13 @@
  * The ObjectStore conformance suite against a real S3-compatible server (CI: a local Ceph RGW
  * from scripts/services/rgw.sh). Needs the environment from `bash scripts/services/rgw.sh env`.
  */
-import { HeadBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HeadBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ObjectStore } from '../lib/storage/objects.ts';
 import { logLocation, parseRoot, s3ClientConfig, s3Endpoint } from '../lib/storage/location.ts';
 import { S3ObjectStore } from '../lib/storage/s3.ts';
 import { objectStoreConformance } from './conformance/objects.ts';
+import { s3Error, startS3Proxy, type ProxyRequest, type S3Proxy, type ScriptDecision } from './support/s3-proxy.ts';
 
 const bucket = process.env.DGCL_TEST_BUCKET;
 const endpoint = s3Endpoint(process.env);
@@ -49,175 +50,255 @@ objectStoreConformance(`S3 (${endpoint})`, {
 });
 
 // ---------------------------------------------------------------------------------------------
-// S3 answers a local RGW never gives (409 conflicts, lost answers, servers that refuse
-// conditional writes or DeleteObjects), played by a scripted client.
+// Answers a local RGW does not give on its own (409 conflicts, lost answers, servers that refuse
+// conditional writes or DeleteObjects), played by a proxy in front of it: the store talks to the
+// real server with the real S3Client, and the proxy answers some requests itself, or forwards
+// them and drops the server's answer. Everything else is the real server's.
 
-type Handler = (input: Record<string, unknown>) => unknown;
+describe('S3ObjectStore through a fault-injecting proxy in front of the real server', () => {
+  let proxy: S3Proxy;
+  let proxied: S3Client;
+  let scenes = 0;
 
-function sdkError(name: string, status: number, attempts = 1): Error {
-  return Object.assign(new Error(`${name} (scripted)`), { name, $metadata: { httpStatusCode: status, attempts } });
-}
+  beforeAll(async () => {
+    proxy = await startS3Proxy({ target: endpoint });
+    // the store's client, as the code builds it, but at the proxy; 3 tries (the SDK's default)
+    // pinned, as the lost-answer and 500 cases count the SDK's resends
+    proxied = new S3Client({ ...s3ClientConfig({ ...process.env, AWS_ENDPOINT_URL_S3: proxy.endpoint }), maxAttempts: 3 });
+  });
+  afterEach(() => {
+    proxy.set({ script: undefined });
+  });
+  afterAll(async () => {
+    proxied?.destroy();
+    await proxy?.close();
+  });
 
-function scripted(handlers: Record<string, Handler>) {
-  const calls: { op: string; input: Record<string, unknown> }[] = [];
-  const client = {
-    async send(cmd: { constructor: { name: string }; input: Record<string, unknown> }) {
-      const op = cmd.constructor.name.replace(/Command$/, '');
-      calls.push({ op, input: cmd.input });
-      const h = handlers[op];
-      if (!h) throw new Error(`unscripted ${op}`);
-      return h(cmd.input);
-    },
-  } as unknown as S3Client;
-  const store = new S3ObjectStore({ client, bucket: 'b', basePrefix: 'base/log.lance', conflictRetries: 2 });
-  return { store, calls, count: (op: string) => calls.filter((c) => c.op === op).length };
-}
-
-function body(text: string) {
-  return { Body: { transformToString: async () => text } };
-}
-
-describe('S3ObjectStore with a scripted client', () => {
-  it('retries 409 ConditionalRequestConflict, then succeeds', async () => {
-    let n = 0;
-    const { store, count, calls } = scripted({
-      PutObject: () => {
-        if (n++ < 2) throw sdkError('ConditionalRequestConflict', 409);
-        return {};
+  /**
+   * A fresh folder with two stores on it: `store` through the proxy (as the code under test sees
+   * the server) and `direct`, straight to the server (to set up and check). The proxy records
+   * every request in `seen` and lets `decide` answer it.
+   */
+  function scene(decide: (r: ProxyRequest) => ScriptDecision = () => 'forward') {
+    const base = `${runPrefix}/proxied/${++scenes}`;
+    const seen: ProxyRequest[] = [];
+    proxy.set({
+      script: (r) => {
+        seen.push(r);
+        return decide(r);
       },
     });
-    expect(await store.putIfAbsent('seal', 'x')).toBe(true);
-    expect(count('PutObject')).toBe(3);
-    expect(calls[0]?.input).toMatchObject({ Bucket: 'b', Key: 'base/log.lance/seal', IfNoneMatch: '*' });
+    proxy.reset();
+    return {
+      base,
+      seen,
+      store: new S3ObjectStore({ client: proxied, bucket: bucket!, basePrefix: base, conflictRetries: 2 }),
+      direct: new S3ObjectStore({ client, bucket: bucket!, basePrefix: base }),
+      count: (pred: (r: ProxyRequest) => boolean) => seen.filter(pred).length,
+    };
+  }
+
+  const conditionalPut = (r: ProxyRequest) => r.method === 'PUT' && r.headers['if-none-match'] === '*';
+  const listing = (r: ProxyRequest) => r.method === 'GET' && r.query.get('list-type') === '2';
+  const objectGet = (r: ProxyRequest) => r.method === 'GET' && r.key !== '' && !listing(r);
+  const bulkDelete = (r: ProxyRequest) => r.method === 'POST' && r.query.has('delete');
+  const singleDelete = (r: ProxyRequest) => r.method === 'DELETE';
+  const conflict = () =>
+    s3Error(409, 'ConditionalRequestConflict', 'A conflicting operation occurred. If using PutObject, you can retry the request.');
+
+  /** Writes full keys straight to the server, `concurrency` at a time (body: the key). */
+  async function putMany(keys: string[], concurrency = 48): Promise<void> {
+    let next = 0;
+    const worker = async () => {
+      while (next < keys.length) {
+        const Key = keys[next++]!;
+        await client.send(new PutObjectCommand({ Bucket: bucket, Key, Body: Key }));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, keys.length) }, worker));
+  }
+
+  it('retries 409 ConditionalRequestConflict, then succeeds', async () => {
+    let conflicts = 0;
+    const t = scene((r) => (conditionalPut(r) && conflicts++ < 2 ? conflict() : 'forward'));
+    expect(await t.store.putIfAbsent('seal', 'x')).toBe(true);
+    expect(t.count(conditionalPut)).toBe(3);
+    expect(t.seen[0]).toMatchObject({ method: 'PUT', bucket, key: `${t.base}/seal` });
+    expect(proxy.counts.scripted).toBe(2);
+    expect(await t.direct.get('seal')).toBe('x'); // the third try reached the server
   });
 
   it('decides a persistent 409 by reading the key', async () => {
-    const taken = scripted({
-      PutObject: () => {
-        throw sdkError('ConditionalRequestConflict', 409);
-      },
-      GetObject: () => body('theirs'),
-    });
-    expect(await taken.store.putIfAbsent('seal', 'mine')).toBe(false);
-    expect(taken.count('PutObject')).toBe(3);
+    const t = scene((r) => (conditionalPut(r) ? conflict() : 'forward'));
+    await t.direct.putIfAbsent('taken', 'theirs');
+    expect(await t.store.putIfAbsent('taken', 'mine')).toBe(false);
+    expect(t.count(conditionalPut)).toBe(3); // 1 + conflictRetries
+    expect(t.count(objectGet)).toBe(1);
+    expect(await t.direct.get('taken')).toBe('theirs');
 
-    const absent = scripted({
-      PutObject: () => {
-        throw sdkError('ConditionalRequestConflict', 409);
-      },
-      GetObject: () => {
-        throw sdkError('NoSuchKey', 404);
-      },
-    });
-    await expect(absent.store.putIfAbsent('seal', 'mine')).rejects.toMatchObject({
-      name: 'UnavailableError',
-      retryable: true,
-    });
+    const err = await t.store.putIfAbsent('absent', 'mine').catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'UnavailableError', retryable: true, cause: { name: 'ConditionalRequestConflict' } });
+    expect((err as Error).message).toMatch(/still conflicting after 3 tries/);
+    expect(await t.direct.get('absent')).toBeNull();
+  });
+
+  it('a persistent 409 after a lost answer: the key holding our body is ours', async () => {
+    let puts = 0;
+    // the first try lands but its answer is lost; the SDK resends, and that and the store's
+    // own retries meet 409s
+    const t = scene((r) => (!conditionalPut(r) ? 'forward' : puts++ === 0 ? 'forward-then-fail' : conflict()));
+    expect(await t.store.putIfAbsent('seal', 'mine')).toBe(true);
+    expect(proxy.counts.lost).toBe(1);
+    expect(t.count(conditionalPut)).toBe(4); // try, SDK resend, 2 store retries
+    expect(await t.direct.get('seal')).toBe('mine');
   });
 
   it('412 is false, read back only when the SDK had resent the request', async () => {
-    const plain = scripted({
-      PutObject: () => {
-        throw sdkError('PreconditionFailed', 412);
-      },
-    });
+    // a plain 412 from the server: the key exists, nothing to read
+    const plain = scene();
+    await plain.direct.putIfAbsent('seal', 'theirs');
     expect(await plain.store.putIfAbsent('seal', 'mine')).toBe(false);
-    expect(plain.count('GetObject')).toBe(0);
+    expect(plain.count(conditionalPut)).toBe(1);
+    expect(plain.count(objectGet)).toBe(0);
 
-    const resentOurs = scripted({
-      PutObject: () => {
-        throw sdkError('PreconditionFailed', 412, 2);
-      },
-      GetObject: () => body('mine'),
-    });
-    expect(await resentOurs.store.putIfAbsent('seal', 'mine')).toBe(true);
+    // our first try created the key but its answer was lost; the SDK's resend gets 412
+    let first = true;
+    const ours = scene((r) => (conditionalPut(r) && first ? ((first = false), 'forward-then-fail') : 'forward'));
+    expect(await ours.store.putIfAbsent('seal', 'mine')).toBe(true);
+    expect(proxy.counts.lost).toBe(1);
+    expect(ours.count(conditionalPut)).toBe(2);
+    expect(ours.count(objectGet)).toBe(1);
+    expect(await ours.direct.get('seal')).toBe('mine');
 
-    const resentTheirs = scripted({
-      PutObject: () => {
-        throw sdkError('PreconditionFailed', 412, 2);
-      },
-      GetObject: () => body('theirs'),
-    });
-    expect(await resentTheirs.store.putIfAbsent('seal', 'mine')).toBe(false);
+    // the same resend, but someone else's body was there all along
+    first = true;
+    const theirs = scene((r) => (conditionalPut(r) && first ? ((first = false), 'forward-then-fail') : 'forward'));
+    await theirs.direct.putIfAbsent('seal', 'theirs');
+    expect(await theirs.store.putIfAbsent('seal', 'mine')).toBe(false);
+    expect(theirs.count(conditionalPut)).toBe(2);
+    expect(theirs.count(objectGet)).toBe(1);
+    expect(await theirs.direct.get('seal')).toBe('theirs');
   });
 
   it('a server without conditional writes (501) is a clear, retryable error', async () => {
-    const { store } = scripted({
-      PutObject: () => {
-        throw sdkError('NotImplemented', 501);
-      },
+    const t = scene((r) =>
+      conditionalPut(r) ? s3Error(501, 'NotImplemented', 'A header you provided implies functionality that is not implemented') : 'forward',
+    );
+    const err = await t.store.putIfAbsent('seal', 'x').catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      name: 'UnavailableError',
+      retryable: true,
+      cause: { name: 'NotImplemented', $metadata: { httpStatusCode: 501 } },
     });
-    await expect(store.putIfAbsent('seal', 'x')).rejects.toThrow(/does not support conditional writes/);
+    expect((err as Error).message).toMatch(/does not support conditional writes/);
+    expect(t.count(conditionalPut)).toBe(1); // neither the SDK nor the store retries it
+    expect(await t.direct.get('seal')).toBeNull();
   });
 
   it('maps not-found to null and other failures to UnavailableError with the cause', async () => {
-    const missing = scripted({
-      GetObject: () => {
-        throw sdkError('NoSuchKey', 404);
-      },
+    const t = scene((r) => {
+      if (!objectGet(r)) return 'forward';
+      if (r.key.endsWith('/denied')) return s3Error(403, 'AccessDenied', 'Access Denied');
+      if (r.key.endsWith('/broken')) return s3Error(500, 'InternalError', 'We encountered an internal error.');
+      return 'forward';
     });
-    expect(await missing.store.get('k')).toBeNull();
-    const denied = sdkError('AccessDenied', 403);
-    const forbidden = scripted({
-      GetObject: () => {
-        throw denied;
-      },
+    expect(await t.store.get('missing')).toBeNull(); // the server's own 404 NoSuchKey
+
+    const denied = await t.store.get('denied').catch((e: unknown) => e);
+    expect(denied).toMatchObject({
+      name: 'UnavailableError',
+      code: 'UNAVAILABLE',
+      retryable: true,
+      cause: { name: 'AccessDenied', $metadata: { httpStatusCode: 403 } },
     });
-    const err = await forbidden.store.get('k').catch((e: unknown) => e);
-    expect(err).toMatchObject({ name: 'UnavailableError', code: 'UNAVAILABLE', retryable: true, cause: denied });
-    expect((err as Error).message).toContain('s3://b/base/log.lance/k');
-    expect((err as Error).message).toContain('AccessDenied');
+    expect((denied as Error).message).toContain(`s3://${bucket}/${t.base}/denied`);
+    expect((denied as Error).message).toContain('AccessDenied');
+
+    const broken = await t.store.get('broken').catch((e: unknown) => e);
+    expect(broken).toMatchObject({
+      name: 'UnavailableError',
+      cause: { name: 'InternalError', $metadata: { httpStatusCode: 500, attempts: 3 } },
+    });
+    expect(t.seen.filter((r) => r.key.endsWith('/broken'))).toHaveLength(3); // the SDK retried it
+
+    // a bucket that does not exist is a failure, not an absent key (the server's own 404)
+    const noBucket = new S3ObjectStore({ client: proxied, bucket: `${bucket}-absent-${process.pid}`, basePrefix: t.base });
+    await expect(noBucket.get('k')).rejects.toMatchObject({ name: 'UnavailableError', cause: { name: 'NoSuchBucket' } });
   });
 
-  it('lists across pages, objects and folders, deduplicated and sorted', async () => {
-    const { store, calls } = scripted({
-      ListObjectsV2: (input) =>
-        input.ContinuationToken
-          ? { Contents: [{ Key: 'base/log.lance/s/a' }], CommonPrefixes: [{ Prefix: 'base/log.lance/s/z/' }] }
-          : {
-              IsTruncated: true,
-              NextContinuationToken: 't1',
-              Contents: [{ Key: 'base/log.lance/s/c' }, { Key: 'base/log.lance/s/' }],
-              CommonPrefixes: [{ Prefix: 'base/log.lance/s/a/' }],
-            },
-    });
-    expect(await store.list('s')).toEqual(['a', 'c', 'z']);
-    expect(calls[0]?.input).toMatchObject({ Prefix: 'base/log.lance/s/', Delimiter: '/' });
+  it('lists across pages (>1,000 keys), objects and folders, deduplicated and sorted', async () => {
+    const t = scene();
+    const many = Array.from({ length: 1100 }, (_, i) => `k${String(i).padStart(4, '0')}`);
+    await putMany([
+      ...many.map((n) => `${t.base}/s/${n}`),
+      `${t.base}/s/a`, // an object and a folder of the same name
+      `${t.base}/s/a/x`,
+      `${t.base}/s/c`,
+      `${t.base}/s/z/y/deep`,
+      `${t.base}/s/`, // a folder marker: no name of its own
+      `${t.base}/s2/other`, // shares the string prefix, not the folder
+    ]);
+    expect(await t.store.list('s')).toEqual(['a', 'c', ...many, 'z']);
+    const pages = t.seen.filter(listing);
+    expect(pages.length).toBeGreaterThanOrEqual(2);
+    for (const p of pages) {
+      expect(p.query.get('prefix')).toBe(`${t.base}/s/`);
+      expect(p.query.get('delimiter')).toBe('/');
+    }
+    expect(pages[0]!.query.has('continuation-token')).toBe(false);
+    expect(pages.slice(1).every((p) => p.query.has('continuation-token'))).toBe(true);
   });
 
-  it('falls back to single deletes when a server refuses DeleteObjects', async () => {
-    const keys = Array.from({ length: 5 }, (_, i) => ({ Key: `base/log.lance/p/k${i}` }));
-    const { store, count } = scripted({
-      ListObjectsV2: () => ({ Contents: keys }),
-      DeleteObjects: () => {
-        throw sdkError('MissingContentMD5', 400);
-      },
-      DeleteObject: () => ({}),
-    });
-    expect(await store.deletePrefix('p')).toBe(5);
-    expect(count('DeleteObjects')).toBe(1);
-    expect(count('DeleteObject')).toBe(5);
-    expect(await store.deletePrefix('p')).toBe(5);
-    expect(count('DeleteObjects')).toBe(1); // remembered
+  it('falls back to single deletes when a server refuses DeleteObjects, and remembers it', async () => {
+    const t = scene((r) =>
+      bulkDelete(r) ? s3Error(400, 'MissingContentMD5', 'Missing required header for this request: Content-MD5') : 'forward',
+    );
+    const keys = (round: number) => Array.from({ length: 5 }, (_, i) => `${t.base}/p/${i % 2 ? 'd/' : ''}r${round}k${i}`);
+    await putMany(keys(1));
+    expect(await t.store.deletePrefix('p')).toBe(5);
+    expect(t.count(bulkDelete)).toBe(1);
+    expect(t.count(singleDelete)).toBe(5);
+    expect(await t.direct.list('p')).toEqual([]);
+
+    await putMany(keys(2));
+    expect(await t.store.deletePrefix('p')).toBe(5);
+    expect(t.count(bulkDelete)).toBe(1); // not asked again
+    expect(t.count(singleDelete)).toBe(10);
+    expect(await t.direct.list('p')).toEqual([]);
   });
 
-  it('deletes in chunks of 1000 and reports per-key DeleteObjects errors', async () => {
-    const keys = Array.from({ length: 2500 }, (_, i) => ({ Key: `base/log.lance/p/k${i}` }));
-    const sizes: number[] = [];
-    const ok = scripted({
-      ListObjectsV2: () => ({ Contents: keys }),
-      DeleteObjects: (input) => {
-        sizes.push((input.Delete as { Objects: unknown[] }).Objects.length);
-        return {};
-      },
-    });
-    expect(await ok.store.deletePrefix('p')).toBe(2500);
-    expect(sizes).toEqual([1000, 1000, 500]);
+  it('deletePrefix deletes >1,000 keys in chunks of 1,000', async () => {
+    const t = scene();
+    const keys = Array.from({ length: 2500 }, (_, i) => `${t.base}/p/${i % 10 === 0 ? 'sub/' : ''}k${String(i).padStart(4, '0')}`);
+    await putMany(keys);
+    await t.direct.putIfAbsent('keep/me', 'x');
+    expect(await t.store.deletePrefix('p')).toBe(2500);
+    const posts = t.seen.filter(bulkDelete);
+    expect(posts.map((r) => r.body.toString('utf8').match(/<Key>/g)?.length ?? 0)).toEqual([1000, 1000, 500]);
+    expect(t.count(singleDelete)).toBe(0); // the server took DeleteObjects
+    expect(t.seen.filter(listing).length).toBe(3); // 2,500 keys listed 1,000 a page
+    expect(await t.direct.list('p')).toEqual([]);
+    expect(await t.direct.get('keep/me')).toBe('x');
+  });
 
-    const partial = scripted({
-      ListObjectsV2: () => ({ Contents: keys.slice(0, 3) }),
-      DeleteObjects: () => ({ Errors: [{ Key: 'base/log.lance/p/k1', Code: 'AccessDenied', Message: 'no' }] }),
-    });
-    await expect(partial.store.deletePrefix('p')).rejects.toThrow(/1 of 3 objects were not deleted/);
+  it('reports per-key DeleteObjects errors, ignoring keys that were already gone', async () => {
+    const t = scene((r) =>
+      bulkDelete(r)
+        ? {
+            status: 200,
+            headers: { 'content-type': 'application/xml' },
+            body:
+              '<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">' +
+              `<Error><Key>${t.base}/q/k0</Key><Code>NoSuchKey</Code><Message>gone</Message></Error>` +
+              `<Error><Key>${t.base}/q/k1</Key><Code>AccessDenied</Code><Message>Access Denied</Message></Error>` +
+              '</DeleteResult>',
+          }
+        : 'forward',
+    );
+    await putMany([0, 1, 2].map((i) => `${t.base}/q/k${i}`));
+    const err = await t.store.deletePrefix('q').catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'UnavailableError', retryable: true });
+    expect((err as Error).message).toMatch(/1 of 3 objects were not deleted/);
+    expect((err as Error).message).toContain(`s3://${bucket}/${t.base}/q/k1: AccessDenied`);
   });
 });
