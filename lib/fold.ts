@@ -154,11 +154,20 @@ function where(r: EventRow): string {
   return `event ${r.event_id} (item ${JSON.stringify(r.item_id)}, seq ${r.item_seq})`;
 }
 
+export interface FoldOptions {
+  /**
+   * false: leave `fields` empty and do not decode values, for listings that read rows without
+   * the value columns (SUMMARY_COLUMNS). Status, cursor, failures and violations are unchanged.
+   */
+  fields?: boolean;
+}
+
 /**
  * The state of `itemId` from its (possibly duplicated, unordered) rows. Rows of other items are
  * ignored. Throws NotFoundError when there is none, CorruptError when a row cannot be decoded.
  */
-export function foldItem(itemId: string, rows: readonly EventRow[]): ItemState {
+export function foldItem(itemId: string, rows: readonly EventRow[], options: FoldOptions = {}): ItemState {
+  const withFields = options.fields !== false;
   let mine: readonly EventRow[] = rows;
   for (const r of rows) {
     if (r.item_id !== itemId) {
@@ -237,9 +246,10 @@ export function foldItem(itemId: string, rows: readonly EventRow[]): ItemState {
       case 'ITEM_CREATED':
         break;
       case 'FIELD_SET':
-        fields.set(fieldNameOf(e), decodeValue(e));
+        if (withFields) fields.set(fieldNameOf(e), decodeValue(e));
         break;
       case 'FIELD_APPEND': {
+        if (!withFields) break;
         const name = fieldNameOf(e);
         const v = decodeValue(e);
         const cur = fields.get(name);

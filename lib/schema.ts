@@ -82,6 +82,11 @@ export const EVENT_SCHEMA = new arrow.Schema(
 /** Every column but the blob bytes: what fold, trajectory and listings read. */
 export const LIGHT_COLUMNS: readonly (keyof EventRow)[] = COLUMN_NAMES.filter((c) => c !== 'value_blob');
 
+/** What item listings read: no field values (often the bulk of a log), no blobs. */
+export const SUMMARY_COLUMNS: readonly (keyof EventRow)[] = LIGHT_COLUMNS.filter(
+  (c) => !['value_i64', 'value_f64', 'value_bool', 'value_str', 'value_json', 'query_tags_json'].includes(c),
+);
+
 /** Build an Arrow table in EVENT_SCHEMA from rows (int64 columns written exactly, as bigints). */
 export function rowsToArrow(rows: readonly EventRow[]): arrow.Table {
   const children: Record<string, arrow.Vector> = {};

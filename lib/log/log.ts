@@ -9,7 +9,7 @@ import { verifyBlob } from '../codec.ts';
 import { InvalidInputError, NotFoundError } from '../errors.ts';
 import { foldItem, summarize, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
-import { LIGHT_COLUMNS } from '../schema.ts';
+import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, BlobRef, EventRow, ItemState, ItemStatus, TrajectoryEvent } from '../types.ts';
 import { ITEM_STATUSES } from '../types.ts';
@@ -97,16 +97,20 @@ export class LanceCheckpointLog implements CheckpointLog {
     return trajectory(rows);
   }
 
-  /** Every item's state (one scan of light columns). */
-  async allStates(): Promise<ItemState[]> {
-    const rows = await this.reader.scan(null, LIGHT_COLUMNS);
+  /**
+   * Every item's state from one scan. `fields: false` reads no value columns and leaves
+   * `fields` empty (listings); the default reads everything but blob bytes.
+   */
+  async allStates(options: { fields?: boolean } = {}): Promise<ItemState[]> {
+    const withFields = options.fields !== false;
+    const rows = await this.reader.scan(null, withFields ? LIGHT_COLUMNS : SUMMARY_COLUMNS);
     const byItem = new Map<string, EventRow[]>();
     for (const r of rows) {
       let list = byItem.get(r.item_id);
       if (!list) byItem.set(r.item_id, (list = []));
       list.push(r);
     }
-    return [...byItem.keys()].sort().map((id) => foldItem(id, byItem.get(id)!));
+    return [...byItem.keys()].sort().map((id) => foldItem(id, byItem.get(id)!, { fields: withFields }));
   }
 
   async items(q: { status?: ItemStatus; limit?: number; after?: string } = {}): Promise<ItemPage> {
@@ -116,7 +120,7 @@ export class LanceCheckpointLog implements CheckpointLog {
     if (q.limit !== undefined && (!Number.isSafeInteger(q.limit) || q.limit < 1)) {
       throw new InvalidInputError(`limit must be a positive integer, got ${JSON.stringify(q.limit)}`, { field: 'limit' });
     }
-    let list: ItemSummary[] = (await this.allStates()).map(summarize);
+    let list: ItemSummary[] = (await this.allStates({ fields: false })).map(summarize);
     if (q.status) list = list.filter((s) => s.status === q.status);
     if (q.after !== undefined) list = list.filter((s) => s.itemId > q.after!);
     if (q.limit !== undefined && list.length > q.limit) {
@@ -127,7 +131,7 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   async failures(): Promise<FailureSummary[]> {
-    return (await this.allStates())
+    return (await this.allStates({ fields: false }))
       .filter((s) => s.status === 'failed')
       .map((s) => {
         const f = s.failures.at(-1)!;

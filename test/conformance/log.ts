@@ -95,6 +95,22 @@ export function logStoreConformance(name: string, target: LogTarget): void {
       expect(traj.map((e) => e.itemSeq)).toEqual(traj.map((_, i) => i + 1));
     });
 
+    it('listings read no value columns and agree with full folds on everything but fields', async () => {
+      await fresh();
+      const log = await newLog();
+      await log.append([createBatch('l1', { set: { big: 'x'.repeat(10_000) } }), createBatch('l2')]);
+      await log.append([{ itemId: 'l2', runId: 'r1', step: { name: 'gen', index: 1 }, failed: { errorType: 'E', traceback: 'tb' } }]);
+      const spy = vi.spyOn(LogReader.prototype, 'scan');
+      const summaries = await log.allStates({ fields: false });
+      const columns = spy.mock.calls.map((c) => c[1]).flat();
+      spy.mockRestore();
+      expect(columns).not.toContain('value_str');
+      expect(columns).not.toContain('value_json');
+      const full = await log.allStates();
+      expect(summaries).toEqual(full.map((s) => ({ ...s, fields: {} })));
+      expect((await log.failures()).map((f) => [f.itemId, f.traceback])).toEqual([['l2', 'tb']]);
+    });
+
     it('rejects a batch for an item that was not created, or after TERMINAL, writing nothing', async () => {
       await fresh();
       const log = await newLog();
