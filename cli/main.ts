@@ -3,7 +3,9 @@
  * stderr, nothing written), 1 anything else.
  */
 import { Command, CommanderError, Option } from 'commander';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { isDgclError } from '../lib/errors.ts';
+import { createLeaseTable } from '../lib/lease/dynamo.ts';
 import { openLog, type OpenLogOptions } from '../lib/index.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
 import { ITEM_STATUSES, type ItemStatus } from '../lib/types.ts';
@@ -129,6 +131,21 @@ export function buildProgram(): Command {
       const stats = await using(flags, (log) => log.stats());
       if (flags.json) json(stats);
       else out(formatStats(stats));
+    });
+
+  program
+    .command('setup-lease-table')
+    .description('create the DynamoDB lease table (on-demand, pk String, TTL on ttl) if missing; for local or hand-made set-ups (the CDK stack creates its own)')
+    .addOption(new Option('--table <name>', 'table name').env('DGCL_LEASE_TABLE'))
+    .action(async (o: { table?: string }) => {
+      if (!o.table) throw new UsageError('missing --table (or DGCL_LEASE_TABLE)');
+      const client = new DynamoDBClient({});
+      try {
+        await createLeaseTable(client, o.table);
+      } finally {
+        client.destroy();
+      }
+      out(`lease table ${o.table} ready`);
     });
 
   return program;
