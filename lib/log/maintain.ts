@@ -16,7 +16,7 @@ import { CLAIMS_DIR, genKey, META_DIR, parseMetaNames, parseShardName, retiredKe
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
 import type { LogReader } from './reader.ts';
 import type { LanceTables } from './tables.ts';
-import { sealOwnEpoch, sealPredecessors } from './writer.ts';
+import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 
 export interface MaintainOptions {
   pipeline: string;

@@ -4,19 +4,20 @@
  * commit), and merges its own generations into the base.
  *
  * Ack protocol (docs/design/fencing.md): read the items' visible events -> assign seqs -> commit
- * rows to the shard -> claim each new checkpoint -> confirm the epoch is still the slot's
- * current one -> ack. A commit made after a takeover is above the seal, so no reader sees it,
+ * rows to the shard -> confirm the epoch is still the slot's current one -> claim each new
+ * checkpoint -> ack. A commit made after a takeover is above the seal, so no reader sees it,
  * and the confirmation fails, so nobody is told it is durable.
  */
-import { toRows } from '../batch.ts';
 import type { Clock } from '../clock.ts';
-import { CorruptError, DgclError, FencedError, InternalError, InvalidInputError, UnavailableError } from '../errors.ts';
+import { DgclError, FencedError, InternalError, UnavailableError } from '../errors.ts';
 import { acquireWriterSlot, LeaseKeeper } from '../lease/slots.ts';
 import type { Lease, LeaseStore } from '../lease/types.ts';
 import { rowsToArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
-import { claimKey, parseShardName, sealKey, shardName, type Seal } from './layout.ts';
+import { claimKey, shardName } from './layout.ts';
+import { sealOwnEpoch, sealPredecessors } from './seal.ts';
+import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
 import { mergeGeneration, type MergeHooks } from './merge.ts';
 import type { LogReader } from './reader.ts';
 import { sqlIn, type LanceTables, type Table } from './tables.ts';
@@ -57,29 +58,6 @@ interface Request {
   reject(e: unknown): void;
 }
 
-/** What the writer needs to know of an item to validate and sequence a batch. */
-interface ItemTrack {
-  created: boolean;
-  rootItemId: string | null;
-  parentItemId: string | null;
-  terminal: boolean;
-  lastSeq: number;
-  /** checkpoint_id -> (event_id -> seq) */
-  checkpoints: Map<string, Map<string, number>>;
-}
-
-/** Columns the writer reads to sequence batches: no values, no blobs. */
-export const TRACK_COLUMNS = [
-  'event_id',
-  'item_id',
-  'root_item_id',
-  'parent_item_id',
-  'item_seq',
-  'checkpoint_id',
-  'event_type',
-  'writer_epoch',
-] as const;
-
 /** Placeholder epoch for a validation pass before the slot is taken; never written. */
 const PENDING_EPOCH = 'pending';
 
@@ -106,6 +84,7 @@ export class ShardWriter {
   private ownRows = new Map<string, EventRow[]>();
   /** The background merge of a frozen generation, if one runs (one at a time). */
   private merging: Promise<unknown> | null = null;
+  private exclusiveJobs: Array<() => Promise<void>> = [];
 
   constructor(
     private readonly ctx: { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore },
@@ -125,10 +104,8 @@ export class ShardWriter {
     });
   }
 
-  private exclusiveJobs: Array<() => Promise<void>> = [];
-
   /** Run `fn` between commits (nothing is being committed while it runs). */
-  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.exclusiveJobs.push(() => fn().then(resolve, reject));
       this.kick();
@@ -367,160 +344,6 @@ export class ShardWriter {
     });
     this.closed = true;
   }
-}
-
-/** Validate one batch against its item and give it seqs; mutates the track. */
-function sequence(
-  b: PreparedBatch,
-  t: ItemTrack,
-  writerEpoch: string,
-  eventTsUs: number,
-): { ack: Ack; rows: EventRow[] } {
-  const eventIds = b.events.map((e) => e.eventId);
-  const seen = t.checkpoints.get(b.checkpointId);
-  if (seen) {
-    const seqs = eventIds.map((id) => seen.get(id));
-    if (seqs.some((s) => s === undefined)) {
-      throw new InternalError(`checkpoint ${b.checkpointId} of item ${b.itemId} is only partly in the log`);
-    }
-    return {
-      ack: { itemId: b.itemId, checkpointId: b.checkpointId, eventIds, firstSeq: seqs[0]!, lastSeq: seqs.at(-1)!, duplicate: true },
-      rows: [],
-    };
-  }
-  if (b.create && t.created) {
-    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} already exists; only its first batch may have "create"`, { field: 'create' });
-  }
-  if (!b.create && !t.created) {
-    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} does not exist: its first batch must have "create"`, { field: 'itemId' });
-  }
-  if (t.terminal) {
-    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} is terminal: no event may follow a TERMINAL event`, { field: 'itemId' });
-  }
-  const firstSeq = t.lastSeq + 1;
-  const rows = toRows(b, {
-    firstSeq,
-    writerEpoch,
-    eventTsUs,
-    ...(t.rootItemId !== null ? { rootItemId: t.rootItemId, parentItemId: t.parentItemId } : {}),
-  });
-  const ids = new Map<string, number>();
-  for (const r of rows) ids.set(r.event_id, r.item_seq);
-  t.checkpoints.set(b.checkpointId, ids);
-  t.lastSeq = firstSeq + rows.length - 1;
-  if (b.create) {
-    t.created = true;
-    t.rootItemId = b.create.rootItemId;
-    t.parentItemId = b.create.parentItemId;
-  }
-  if (b.events.some((e) => e.eventType === 'TERMINAL')) t.terminal = true;
-  return {
-    ack: { itemId: b.itemId, checkpointId: b.checkpointId, eventIds, firstSeq, lastSeq: t.lastSeq, duplicate: false },
-    rows,
-  };
-}
-
-function emptyTrack(): ItemTrack {
-  return { created: false, rootItemId: null, parentItemId: null, terminal: false, lastSeq: 0, checkpoints: new Map() };
-}
-
-function cloneTrack(t: ItemTrack | undefined): ItemTrack {
-  if (!t) return emptyTrack();
-  return { ...t, checkpoints: new Map(t.checkpoints) };
-}
-
-function buildTracks(rows: readonly EventRow[]): Map<string, ItemTrack> {
-  const tracks = new Map<string, ItemTrack>();
-  // Copies of one event: keep the smallest seq, as the fold does.
-  const best = new Map<string, EventRow>();
-  for (const r of rows) {
-    const b = best.get(r.event_id);
-    if (!b || r.item_seq < b.item_seq || (r.item_seq === b.item_seq && r.writer_epoch < b.writer_epoch)) best.set(r.event_id, r);
-  }
-  for (const r of best.values()) {
-    let t = tracks.get(r.item_id);
-    if (!t) tracks.set(r.item_id, (t = emptyTrack()));
-    if (r.event_type === 'ITEM_CREATED') {
-      t.created = true;
-      t.rootItemId = r.root_item_id;
-      t.parentItemId = r.parent_item_id;
-    } else if (t.rootItemId === null) {
-      t.rootItemId = r.root_item_id;
-      t.parentItemId = r.parent_item_id;
-    }
-    if (r.event_type === 'TERMINAL') t.terminal = true;
-    t.lastSeq = Math.max(t.lastSeq, r.item_seq);
-    let ck = t.checkpoints.get(r.checkpoint_id);
-    if (!ck) t.checkpoints.set(r.checkpoint_id, (ck = new Map()));
-    ck.set(r.event_id, r.item_seq);
-  }
-  return tracks;
-}
-
-/**
- * The takeover step of a new epoch: seal every earlier epoch of the slot that still has
- * generations and no seal, then the direct predecessor (even without generations, so that a
- * zombie of it creating one later stays invisible). Ascending order: a crash in between never
- * leaves an unsealed epoch with acknowledged data below a sealed one.
- */
-export async function sealPredecessors(
-  ctx: { objects: ObjectStore; reader: LogReader; tables: LanceTables },
-  slot: number,
-  epoch: number,
-  sealedBy: string,
-  clock: Clock,
-): Promise<void> {
-  const listing = await ctx.reader.listShards();
-  const byEpoch = new Map<number, { writerEpoch: string; gens: string[] }>();
-  for (const s of [...listing.visible, ...listing.invisible, ...listing.retired]) {
-    if (s.slot !== slot || s.epoch >= epoch) continue;
-    const e = byEpoch.get(s.epoch) ?? { writerEpoch: s.writerEpoch, gens: [] };
-    if (!listing.retired.some((r) => r.name === s.name)) e.gens.push(s.name);
-    byEpoch.set(s.epoch, e);
-  }
-  // An epoch at or below a sealed one would be read as a zombie's (e.g. after DynamoDB TTL
-  // deleted a lease record untouched for its grace period and the counter restarted).
-  for (const sealed of listing.sealedEpochs) {
-    const p = parseShardName(`${sealed}-g000000`);
-    if (p && p.slot === slot && p.epoch >= epoch) {
-      throw new CorruptError(`slot ${slot} was given epoch ${epoch}, but epoch ${p.epoch} of it is already sealed; the lease record was reset (DynamoDB TTL?). Release the slot and raise its epoch above ${p.epoch}.`);
-    }
-  }
-  const prev = `s${String(slot).padStart(2, '0')}-e${String(epoch - 1).padStart(6, '0')}`;
-  if (epoch > 1 && !byEpoch.has(epoch - 1)) byEpoch.set(epoch - 1, { writerEpoch: prev, gens: [] });
-  for (const e of [...byEpoch.keys()].sort((a, b) => a - b)) {
-    const { writerEpoch, gens } = byEpoch.get(e)!;
-    if (listing.seals.has(writerEpoch) || (await ctx.reader.readSeal(writerEpoch))) continue;
-    await writeSeal(ctx, writerEpoch, gens, sealedBy, clock);
-  }
-}
-
-/** Seal an epoch's own generations at their current versions (a writer's clean end). */
-export async function sealOwnEpoch(
-  ctx: { objects: ObjectStore; reader: LogReader; tables: LanceTables },
-  writerEpoch: string,
-  clock: Clock,
-): Promise<void> {
-  const listing = await ctx.reader.listShards();
-  const gens = [...listing.visible, ...listing.invisible].filter((s) => s.writerEpoch === writerEpoch).map((s) => s.name);
-  await writeSeal(ctx, writerEpoch, gens, writerEpoch, clock);
-}
-
-async function writeSeal(
-  ctx: { objects: ObjectStore; tables: LanceTables },
-  writerEpoch: string,
-  gens: readonly string[],
-  sealedBy: string,
-  clock: Clock,
-): Promise<void> {
-  const versions: Record<string, number> = {};
-  for (const name of gens) {
-    const t = await ctx.tables.shard(name);
-    await t.checkoutLatest();
-    versions[String(parseShardName(name)!.generation)] = await t.version();
-  }
-  const seal: Seal = { writerEpoch, gens: versions, sealedBy, sealedAtMs: clock.nowMs() };
-  await ctx.objects.putIfAbsent(sealKey(writerEpoch), JSON.stringify(seal));
 }
 
 function errMsg(e: unknown): string {

@@ -1,0 +1,77 @@
+/**
+ * Seals (docs/design/fencing.md): an epoch's generations and the versions readers may see of
+ * them, written once (put-if-absent) by whoever ends the epoch: its successor at takeover, or
+ * the writer itself when it closes.
+ */
+import type { Clock } from '../clock.ts';
+import { CorruptError } from '../errors.ts';
+import type { ObjectStore } from '../storage/objects.ts';
+import { parseShardName, sealKey, type Seal } from './layout.ts';
+import type { LogReader } from './reader.ts';
+import type { LanceTables } from './tables.ts';
+
+/**
+ * The takeover step of a new epoch: seal every earlier epoch of the slot that still has
+ * generations and no seal, then the direct predecessor (even without generations, so that a
+ * zombie of it creating one later stays invisible). Ascending order: a crash in between never
+ * leaves an unsealed epoch with acknowledged data below a sealed one.
+ */
+export async function sealPredecessors(
+  ctx: { objects: ObjectStore; reader: LogReader; tables: LanceTables },
+  slot: number,
+  epoch: number,
+  sealedBy: string,
+  clock: Clock,
+): Promise<void> {
+  const listing = await ctx.reader.listShards();
+  const byEpoch = new Map<number, { writerEpoch: string; gens: string[] }>();
+  for (const s of [...listing.visible, ...listing.invisible, ...listing.retired]) {
+    if (s.slot !== slot || s.epoch >= epoch) continue;
+    const e = byEpoch.get(s.epoch) ?? { writerEpoch: s.writerEpoch, gens: [] };
+    if (!listing.retired.some((r) => r.name === s.name)) e.gens.push(s.name);
+    byEpoch.set(s.epoch, e);
+  }
+  // An epoch at or below a sealed one would be read as a zombie's (e.g. after DynamoDB TTL
+  // deleted a lease record untouched for its grace period and the counter restarted).
+  for (const sealed of listing.sealedEpochs) {
+    const p = parseShardName(`${sealed}-g000000`);
+    if (p && p.slot === slot && p.epoch >= epoch) {
+      throw new CorruptError(`slot ${slot} was given epoch ${epoch}, but epoch ${p.epoch} of it is already sealed; the lease record was reset (DynamoDB TTL?). Release the slot and raise its epoch above ${p.epoch}.`);
+    }
+  }
+  const prev = `s${String(slot).padStart(2, '0')}-e${String(epoch - 1).padStart(6, '0')}`;
+  if (epoch > 1 && !byEpoch.has(epoch - 1)) byEpoch.set(epoch - 1, { writerEpoch: prev, gens: [] });
+  for (const e of [...byEpoch.keys()].sort((a, b) => a - b)) {
+    const { writerEpoch, gens } = byEpoch.get(e)!;
+    if (listing.seals.has(writerEpoch) || (await ctx.reader.readSeal(writerEpoch))) continue;
+    await writeSeal(ctx, writerEpoch, gens, sealedBy, clock);
+  }
+}
+
+/** Seal an epoch's own generations at their current versions (a writer's clean end). */
+export async function sealOwnEpoch(
+  ctx: { objects: ObjectStore; reader: LogReader; tables: LanceTables },
+  writerEpoch: string,
+  clock: Clock,
+): Promise<void> {
+  const listing = await ctx.reader.listShards();
+  const gens = [...listing.visible, ...listing.invisible].filter((s) => s.writerEpoch === writerEpoch).map((s) => s.name);
+  await writeSeal(ctx, writerEpoch, gens, writerEpoch, clock);
+}
+
+async function writeSeal(
+  ctx: { objects: ObjectStore; tables: LanceTables },
+  writerEpoch: string,
+  gens: readonly string[],
+  sealedBy: string,
+  clock: Clock,
+): Promise<void> {
+  const versions: Record<string, number> = {};
+  for (const name of gens) {
+    const t = await ctx.tables.shard(name);
+    await t.checkoutLatest();
+    versions[String(parseShardName(name)!.generation)] = await t.version();
+  }
+  const seal: Seal = { writerEpoch, gens: versions, sealedBy, sealedAtMs: clock.nowMs() };
+  await ctx.objects.putIfAbsent(sealKey(writerEpoch), JSON.stringify(seal));
+}

@@ -1,0 +1,119 @@
+/**
+ * Sequencing, pure: what a writer knows of an item (built from its visible rows), the checks
+ * a batch must pass against it, and the seqs it gets. Duplicates are answered from the item's
+ * rows with the seqs of the first copy.
+ */
+import { toRows } from '../batch.ts';
+import { InternalError, InvalidInputError } from '../errors.ts';
+import type { Ack, EventRow, PreparedBatch } from '../types.ts';
+
+/** What the writer needs to know of an item to validate and sequence a batch. */
+export interface ItemTrack {
+  created: boolean;
+  rootItemId: string | null;
+  parentItemId: string | null;
+  terminal: boolean;
+  lastSeq: number;
+  /** checkpoint_id -> (event_id -> seq) */
+  checkpoints: Map<string, Map<string, number>>;
+}
+
+/** Columns the writer reads to sequence batches: no values, no blobs. */
+export const TRACK_COLUMNS = [
+  'event_id',
+  'item_id',
+  'root_item_id',
+  'parent_item_id',
+  'item_seq',
+  'checkpoint_id',
+  'event_type',
+  'writer_epoch',
+] as const;
+
+/** Validate one batch against its item and give it seqs; mutates the track. */
+export function sequence(
+  b: PreparedBatch,
+  t: ItemTrack,
+  writerEpoch: string,
+  eventTsUs: number,
+): { ack: Ack; rows: EventRow[] } {
+  const eventIds = b.events.map((e) => e.eventId);
+  const seen = t.checkpoints.get(b.checkpointId);
+  if (seen) {
+    const seqs = eventIds.map((id) => seen.get(id));
+    if (seqs.some((s) => s === undefined)) {
+      throw new InternalError(`checkpoint ${b.checkpointId} of item ${b.itemId} is only partly in the log`);
+    }
+    return {
+      ack: { itemId: b.itemId, checkpointId: b.checkpointId, eventIds, firstSeq: seqs[0]!, lastSeq: seqs.at(-1)!, duplicate: true },
+      rows: [],
+    };
+  }
+  if (b.create && t.created) {
+    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} already exists; only its first batch may have "create"`, { field: 'create' });
+  }
+  if (!b.create && !t.created) {
+    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} does not exist: its first batch must have "create"`, { field: 'itemId' });
+  }
+  if (t.terminal) {
+    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} is terminal: no event may follow a TERMINAL event`, { field: 'itemId' });
+  }
+  const firstSeq = t.lastSeq + 1;
+  const rows = toRows(b, {
+    firstSeq,
+    writerEpoch,
+    eventTsUs,
+    ...(t.rootItemId !== null ? { rootItemId: t.rootItemId, parentItemId: t.parentItemId } : {}),
+  });
+  const ids = new Map<string, number>();
+  for (const r of rows) ids.set(r.event_id, r.item_seq);
+  t.checkpoints.set(b.checkpointId, ids);
+  t.lastSeq = firstSeq + rows.length - 1;
+  if (b.create) {
+    t.created = true;
+    t.rootItemId = b.create.rootItemId;
+    t.parentItemId = b.create.parentItemId;
+  }
+  if (b.events.some((e) => e.eventType === 'TERMINAL')) t.terminal = true;
+  return {
+    ack: { itemId: b.itemId, checkpointId: b.checkpointId, eventIds, firstSeq, lastSeq: t.lastSeq, duplicate: false },
+    rows,
+  };
+}
+
+function emptyTrack(): ItemTrack {
+  return { created: false, rootItemId: null, parentItemId: null, terminal: false, lastSeq: 0, checkpoints: new Map() };
+}
+
+export function cloneTrack(t: ItemTrack | undefined): ItemTrack {
+  if (!t) return emptyTrack();
+  return { ...t, checkpoints: new Map(t.checkpoints) };
+}
+
+export function buildTracks(rows: readonly EventRow[]): Map<string, ItemTrack> {
+  const tracks = new Map<string, ItemTrack>();
+  // Copies of one event: keep the smallest seq, as the fold does.
+  const best = new Map<string, EventRow>();
+  for (const r of rows) {
+    const b = best.get(r.event_id);
+    if (!b || r.item_seq < b.item_seq || (r.item_seq === b.item_seq && r.writer_epoch < b.writer_epoch)) best.set(r.event_id, r);
+  }
+  for (const r of best.values()) {
+    let t = tracks.get(r.item_id);
+    if (!t) tracks.set(r.item_id, (t = emptyTrack()));
+    if (r.event_type === 'ITEM_CREATED') {
+      t.created = true;
+      t.rootItemId = r.root_item_id;
+      t.parentItemId = r.parent_item_id;
+    } else if (t.rootItemId === null) {
+      t.rootItemId = r.root_item_id;
+      t.parentItemId = r.parent_item_id;
+    }
+    if (r.event_type === 'TERMINAL') t.terminal = true;
+    t.lastSeq = Math.max(t.lastSeq, r.item_seq);
+    let ck = t.checkpoints.get(r.checkpoint_id);
+    if (!ck) t.checkpoints.set(r.checkpoint_id, (ck = new Map()));
+    ck.set(r.event_id, r.item_seq);
+  }
+  return tracks;
+}
