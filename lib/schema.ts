@@ -1,5 +1,5 @@
 /**
- * The seed's 34 columns as an Arrow schema, and the conversion between EventRow and Arrow.
+ * The seed's 33 columns as an Arrow schema, and the conversion between EventRow and Arrow.
  *
  * Deviation (README): the seed's large_string/large_binary columns are Utf8/Binary here, because
  * LanceDB 0.39's JS API rejects LargeUtf8/LargeBinary on every write path (notes/lancedb-0.39-

@@ -1,6 +1,6 @@
 /**
  * The public shapes of CONTRACT.md (camelCase JSON) and the stored row (snake_case, the seed's
- * 34 columns). Everything else in lib/ is written against these.
+ * 33 columns). Everything else in lib/ is written against these.
  */
 
 export const EVENT_TYPES = [
@@ -22,14 +22,15 @@ export type TerminalKind = (typeof TERMINALS)[number];
 export const ITEM_STATUSES = ['in_progress', 'failed', 'completed', 'filtered'] as const;
 export type ItemStatus = (typeof ITEM_STATUSES)[number];
 
-/** Version of the 34-column layout written to `schema_version`. */
+/** Version of the 33-column layout written to `schema_version`. */
 export const SCHEMA_VERSION = 1;
 
 export type JsonPrimitive = string | number | boolean | null;
 export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue };
 
 /**
- * One stored event: the seed's 34 columns, in order. int64 columns that can never exceed 2^53
+ * One stored event: the seed's 33 columns (its table lists 33; the issue text says 34), in
+ * order. int64 columns that can never exceed 2^53
  * in practice (seqs, step positions, sizes, timestamps in microseconds) are JS numbers here and
  * int64 in Lance; `value_i64` is a bigint because user integers must round-trip exactly.
  */

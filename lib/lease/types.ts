@@ -17,7 +17,9 @@ export interface Lease {
 export interface LeaseStore {
   /**
    * Take the key if it is free, released, or expired; the new lease has epoch = previous + 1
-   * (1 for a never-seen key). Throws LeaseHeldError while another unexpired holder has it.
+   * (1 for a never-seen key). Throws LeaseHeldError while an unexpired holder has it, the same
+   * owner string included (two writers of one process may share it; neither may silently
+   * fence the other).
    */
   acquire(key: string, owner: string, ttlMs: number): Promise<Lease>;
   /** Extend a lease still held at the same epoch. Throws FencedError otherwise. */
