@@ -58,6 +58,8 @@ export interface OpenLogOptions {
   mergeEveryCommits?: number;
   /** Most batches combined into one Lance commit (default 512). */
   maxBatchesPerCommit?: number;
+  /** Items whose state a writer keeps in memory between their batches (default 100,000). */
+  cachedItems?: number;
   /** Base versions younger than this survive maintenance (default 1 h). */
   versionRetentionMs?: number;
   /** Claims older than this are deleted by maintenance (default 1 h). */
@@ -73,6 +75,7 @@ export const DEFAULTS = {
   leaseTtlMs: 60_000,
   mergeEveryCommits: 64,
   maxBatchesPerCommit: 512,
+  cachedItems: 100_000,
   versionRetentionMs: 3_600_000,
   claimRetentionMs: 3_600_000,
 } as const;
@@ -119,6 +122,7 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     leaseTtlMs: o.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
     mergeEveryCommits: o.mergeEveryCommits ?? DEFAULTS.mergeEveryCommits,
     maxBatchesPerCommit: o.maxBatchesPerCommit ?? DEFAULTS.maxBatchesPerCommit,
+    cachedItems: o.cachedItems ?? DEFAULTS.cachedItems,
     versionRetentionMs: o.versionRetentionMs ?? DEFAULTS.versionRetentionMs,
     claimRetentionMs: o.claimRetentionMs ?? DEFAULTS.claimRetentionMs,
     ...(o.hooks ? { hooks: o.hooks } : {}),

@@ -11,12 +11,16 @@
  * Readers learn everything but the data from ONE listing of the flat meta folder (listing the
  * shard folders would list every data file on servers without delimiter skipping).
  *   log.lance/_dgcl/claims/<checkpointId>.json  first acknowledgement of a checkpoint (dup detection)
+ *   log.lance/_dgcl/items/<hash of itemId>      the writer epoch that last began writing the item
  *
  * `<shard>` is `<writerEpoch>-g<generation>`, e.g. `s03-e000007-g000002`.
  */
+import { createHash } from 'node:crypto';
+
 export const SHARDS_DIR = '_dgcl/shards';
 export const META_DIR = '_dgcl/meta';
 export const CLAIMS_DIR = '_dgcl/claims';
+export const ITEMS_DIR = '_dgcl/items';
 
 export interface ShardName {
   name: string;
@@ -50,6 +54,8 @@ export const retiredKey = (shard: string) => `${META_DIR}/retired.${shard}`;
 export const genKey = (shard: string) => `${META_DIR}/gen.${shard}`;
 export const BASE_KEY = `${META_DIR}/base`;
 export const claimKey = (checkpointId: string) => `${CLAIMS_DIR}/${checkpointId}.json`;
+/** Item ids may hold any character: the marker is named by a hash of it. */
+export const itemKey = (itemId: string) => `${ITEMS_DIR}/${createHash('sha256').update(itemId).digest('hex').slice(0, 40)}`;
 
 /** An epoch's seal: generations of that epoch readers may see, each up to a version. */
 export interface Seal {

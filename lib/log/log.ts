@@ -33,6 +33,7 @@ export interface LanceLogOptions {
   leaseTtlMs: number;
   mergeEveryCommits: number;
   maxBatchesPerCommit: number;
+  cachedItems: number;
   versionRetentionMs: number;
   claimRetentionMs: number;
   hooks?: WriterHooks & MergeHooks;
@@ -66,6 +67,7 @@ export class LanceCheckpointLog implements CheckpointLog {
       leaseTtlMs: this.o.leaseTtlMs,
       mergeEveryCommits: this.o.mergeEveryCommits,
       maxBatchesPerCommit: this.o.maxBatchesPerCommit,
+      cachedItems: this.o.cachedItems,
       clock: this.o.clock,
       ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
     });

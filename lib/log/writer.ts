@@ -15,7 +15,7 @@ import type { Lease, LeaseStore } from '../lease/types.ts';
 import { rowsToArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
-import { claimKey, shardName } from './layout.ts';
+import { claimKey, itemKey, shardName } from './layout.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
 import { mergeGeneration, type MergeHooks } from './merge.ts';
@@ -35,6 +35,8 @@ export interface WriterOptions {
   mergeEveryCommits: number;
   /** Upper bound of batches combined into one commit (one request is never split). */
   maxBatchesPerCommit: number;
+  /** Items whose state the writer keeps in memory between batches. */
+  cachedItems: number;
   clock: Clock;
   hooks?: WriterHooks;
 }
@@ -82,6 +84,8 @@ export class ShardWriter {
    * cost grows with every commit until the merge).
    */
   private ownRows = new Map<string, EventRow[]>();
+  /** Tracks of items this writer sequenced (LRU, `cachedItems`); see plan(). */
+  private tracks = new Map<string, ItemTrack>();
   /** The background merge of a frozen generation, if one runs (one at a time). */
   private merging: Promise<unknown> | null = null;
   private exclusiveJobs: Array<() => Promise<void>> = [];
@@ -156,6 +160,14 @@ export class ShardWriter {
     const st = await this.ensureSlot();
     if (plan.epoch !== st.writerEpoch) plan = await this.plan(plan.plans.map((p) => p.req), st.writerEpoch);
     const { rows, plans } = plan;
+    // Items we begin writing: mark them ours before the commit, so a writer that cached them
+    // reads them again instead of trusting its copy.
+    const writing = new Set(rows.map((r) => r.item_id));
+    await Promise.all(
+      [...writing]
+        .filter((id) => plan.markers.get(id) !== st.writerEpoch)
+        .map((id) => this.ctx.objects.put(itemKey(id), st.writerEpoch)),
+    );
     if (rows.length > 0) {
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(shardName(st.writerEpoch, st.generation)));
@@ -193,6 +205,15 @@ export class ShardWriter {
         ),
       );
     }
+    for (const [id, t] of plan.tracks) {
+      if (!writing.has(id) && plan.markers.get(id) !== st.writerEpoch) continue;
+      this.tracks.delete(id); // re-insert: the Map's order is the LRU order
+      this.tracks.set(id, t);
+    }
+    for (const old of this.tracks.keys()) {
+      if (this.tracks.size <= this.opts.cachedItems) break;
+      this.tracks.delete(old);
+    }
     for (const p of plans) p.req.resolve(p.acks);
 
     // Merge in the background: commits go on into the next generation meanwhile. A failed
@@ -211,13 +232,33 @@ export class ShardWriter {
 
   private async plan(group: Request[], writerEpoch: string) {
     const itemIds = [...new Set(group.flatMap((r) => r.batches.map((b) => b.itemId)))];
-    const wanted = new Set(itemIds);
-    // Snapshot the own rows before reading storage: a background merge that finishes during
-    // the read moves them into the base (maybe after we read it) and drops them from memory.
-    const own = [...this.ownRows.entries()];
-    const existing = await this.ctx.reader.scan(sqlIn('item_id', itemIds), TRACK_COLUMNS, new Set(own.map(([name]) => name)));
-    for (const [, rows] of own) for (const r of rows) if (wanted.has(r.item_id)) existing.push(r);
-    const tracks = buildTracks(existing);
+    // Item markers say which writer epoch last began writing each item. A cached track is
+    // good while the marker names us (nobody else wrote the item since); no marker means no
+    // writer ever wrote it. Only the other items are read from storage (base + other writers'
+    // shards, which is what makes an ack's cost grow with the number of writers).
+    const markers = new Map<string, string | null>();
+    const tracks = new Map<string, ItemTrack>();
+    const toRead: string[] = [];
+    await Promise.all(
+      itemIds.map(async (id) => {
+        const marker = await this.ctx.objects.get(itemKey(id));
+        markers.set(id, marker);
+        const cached = this.tracks.get(id);
+        if (marker === null) tracks.set(id, cloneTrack(undefined));
+        else if (marker === writerEpoch && cached) tracks.set(id, cached);
+        else toRead.push(id);
+      }),
+    );
+    if (toRead.length > 0) {
+      const wanted = new Set(toRead);
+      // Snapshot the own rows before reading storage: a background merge that finishes during
+      // the read moves them into the base (maybe after we read it) and drops them from memory.
+      const own = [...this.ownRows.entries()];
+      const existing = await this.ctx.reader.scan(sqlIn('item_id', toRead), TRACK_COLUMNS, new Set(own.map(([name]) => name)));
+      for (const [, rows] of own) for (const r of rows) if (wanted.has(r.item_id)) existing.push(r);
+      const read = buildTracks(existing);
+      for (const id of toRead) tracks.set(id, read.get(id) ?? cloneTrack(undefined));
+    }
     const eventTsUs = this.opts.clock.nowMs() * 1000;
     const rows: EventRow[] = [];
     const plans: Array<{ req: Request; acks: Ack[]; fresh: Ack[] }> = [];
@@ -244,7 +285,7 @@ export class ShardWriter {
         req.reject(e);
       }
     }
-    return { epoch: writerEpoch, itemIds, rows, plans };
+    return { epoch: writerEpoch, itemIds, rows, plans, tracks, markers };
   }
 
   private async ensureSlot(): Promise<SlotState> {
@@ -274,6 +315,7 @@ export class ShardWriter {
     this.state = null;
     // A takeover decides what of our generations is visible (the seal): read them from storage.
     this.ownRows.clear();
+    this.tracks.clear();
   }
 
   /** Merge the own shard into the base now (between commits). */

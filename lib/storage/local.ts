@@ -29,6 +29,22 @@ export class LocalObjectStore implements ObjectStore {
     this.baseUri = pathToFileURL(this.dir).href;
   }
 
+  async put(key: string, body: string): Promise<void> {
+    const k = checkObjectKey(key, 'key');
+    const final = this.path(k);
+    const folder = path.dirname(final);
+    const tmp = path.join(folder, `${TMP_MARK}${process.pid}-${randomBytes(6).toString('hex')}`);
+    try {
+      await fs.mkdir(folder, { recursive: true });
+      await writeDurably(tmp, body);
+      await fs.rename(tmp, final);
+      await syncDir(folder);
+    } catch (e) {
+      await unlinkQuiet(tmp);
+      throw this.fail('put', k, e);
+    }
+  }
+
   async putIfAbsent(key: string, body: string): Promise<boolean> {
     const k = checkObjectKey(key, 'key');
     const final = this.path(k);

@@ -12,6 +12,8 @@ export interface ObjectStore {
    * no object). Returns false, writing nothing, if it already exists.
    */
   putIfAbsent(key: string, body: string): Promise<boolean>;
+  /** Create or replace `key` (atomic: readers see the old or the new body, whole). */
+  put(key: string, body: string): Promise<void>;
   /** Read a whole object; null if absent. */
   get(key: string): Promise<string | null>;
   /** Names directly below `prefix` (no trailing slash), both objects and "folders", sorted. */

@@ -58,6 +58,16 @@ export class S3ObjectStore implements ObjectStore {
     return new S3ObjectStore({ client, bucket: loc.bucket, basePrefix: loc.prefix });
   }
 
+  async put(key: string, body: string): Promise<void> {
+    const k = this.key(checkObjectKey(key, 'key'));
+    const bytes = Buffer.from(body, 'utf8');
+    try {
+      await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: k, Body: bytes, ContentLength: bytes.length }));
+    } catch (e) {
+      throw this.fail('put', k, e);
+    }
+  }
+
   /**
    * Conditional create (`If-None-Match: *`): 412 means the key exists (false). A 409
    * ConditionalRequestConflict (a concurrent write to the same key in flight) is retried with

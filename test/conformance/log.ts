@@ -178,6 +178,23 @@ export function logStoreConformance(name: string, target: LogTarget): void {
       expect((await log.fold('p2')).violations).toEqual([]);
     });
 
+    it('an item moving between writers and back continues its seqs (no stale copy of it is trusted)', async () => {
+      await fresh();
+      const a = await newLog({ owner: 'mover-a' });
+      const b = await newLog({ owner: 'mover-b' });
+      await a.append([createBatch('mv')]);
+      await a.append([stepBatch('mv', 1)]); // a now holds the item's state in memory
+      const [fromB] = await b.append([stepBatch('mv', 2)]);
+      const [backToA] = await a.append([stepBatch('mv', 3)]);
+      expect(backToA!.firstSeq).toBe(fromB!.lastSeq + 1);
+      const [again] = await a.append([stepBatch('mv', 2)]); // B's batch, redelivered to A
+      expect(again).toEqual({ ...fromB, duplicate: true });
+      const s = await b.fold('mv');
+      expect(s.violations).toEqual([]);
+      expect(s.cursor?.stepIndex).toBe(3);
+      expect(s.lastSeq).toBe(backToA!.lastSeq);
+    });
+
     it('two writers racing on one item without item ownership produce a reported violation', async () => {
       await fresh();
       const seed = await newLog({ owner: 'seed' });

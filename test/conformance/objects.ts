@@ -52,6 +52,17 @@ export function objectStoreConformance(label: string, fixture: StoreFixture): vo
       expect(await store.get('claims/item-1')).toBe(bodies[winner]);
     });
 
+    it('put creates and replaces; concurrent puts leave one whole body', async () => {
+      await store.put('m/owner', 'first');
+      expect(await store.get('m/owner')).toBe('first');
+      await store.put('m/owner', 'second');
+      expect(await store.get('m/owner')).toBe('second');
+      const bodies = Array.from({ length: 8 }, (_, i) => `body-${i}-${'x'.repeat(i * 100)}`);
+      await Promise.all(bodies.map((b) => store.put('m/owner', b)));
+      expect(bodies).toContain(await store.get('m/owner'));
+      expect(await store.list('m')).toEqual(['owner']);
+    });
+
     it('get of an absent key is null', async () => {
       expect(await store.get('nope')).toBeNull();
       expect(await store.get('no/such/deep/key.json')).toBeNull();
