@@ -130,7 +130,7 @@ mon data = $STATE/mon/\$cluster-\$id
 osd data = $STATE/osd/\$cluster-\$id
 
 [$RGW_NAME]
-rgw frontends = beast endpoint=127.0.0.1:$PORT
+rgw frontends = beast endpoint=127.0.0.1:$PORT tcp_nodelay=1
 rgw data = $STATE/rgw
 rgw dynamic resharding = false
 rgw enable usage log = false
