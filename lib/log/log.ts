@@ -4,7 +4,6 @@
  */
 import type { CheckpointLog, FailureSummary, ItemPage, ItemSummary, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
-import type { Clock } from '../clock.ts';
 import { verifyBlob } from '../codec.ts';
 import { InvalidInputError, NotFoundError } from '../errors.ts';
 import { foldItem, summarize, trajectory } from '../fold.ts';
@@ -14,29 +13,18 @@ import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, BlobRef, EventRow, ItemState, ItemStatus, TrajectoryEvent } from '../types.ts';
 import { ITEM_STATUSES } from '../types.ts';
 import { maintain } from './maintain.ts';
-import type { MergeHooks } from './merge.ts';
 import { LogReader } from './reader.ts';
 import { LanceTables, sqlString, type Table } from './tables.ts';
-import { ShardWriter, type WriterHooks } from './writer.ts';
+import { ShardWriter, type WriterOptions } from './writer.ts';
 
-export interface LanceLogOptions {
-  pipeline: string;
-  experiment: string;
+/** The writer's options, plus where the log lives and what maintenance keeps. */
+export interface LanceLogOptions extends WriterOptions {
   uri: string;
   objects: ObjectStore;
   storageOptions: Record<string, string> | undefined;
   leases: LeaseStore;
-  owner: string;
-  clock: Clock;
-  slots: number;
-  slot?: number;
-  leaseTtlMs: number;
-  mergeEveryCommits: number;
-  maxBatchesPerCommit: number;
-  cachedItems: number;
   versionRetentionMs: number;
   claimRetentionMs: number;
-  hooks?: WriterHooks & MergeHooks;
   /** Called by close() after the log's own resources (e.g. to close a lease store it owns). */
   onClose?: () => Promise<void>;
 }
@@ -58,19 +46,7 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   private getWriter(): ShardWriter {
-    this.writer ??= new ShardWriter(this.ctx(), {
-      pipeline: this.o.pipeline,
-      experiment: this.o.experiment,
-      owner: this.o.owner,
-      slots: this.o.slots,
-      ...(this.o.slot !== undefined ? { slot: this.o.slot } : {}),
-      leaseTtlMs: this.o.leaseTtlMs,
-      mergeEveryCommits: this.o.mergeEveryCommits,
-      maxBatchesPerCommit: this.o.maxBatchesPerCommit,
-      cachedItems: this.o.cachedItems,
-      clock: this.o.clock,
-      ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
-    });
+    this.writer ??= new ShardWriter(this.ctx(), this.o);
     return this.writer;
   }
 
