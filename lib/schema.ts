@@ -125,7 +125,7 @@ function buildVector(kind: ColumnKind, values: unknown[]): arrow.Vector {
  * Read rows back from an Arrow table holding any subset of the columns (missing columns read as
  * null). Throws CorruptError when a required column holds a null.
  */
-export function arrowToRows(table: arrow.Table): EventRow[] {
+function arrowToRows(table: arrow.Table): EventRow[] {
   const n = table.numRows;
   const rows: EventRow[] = Array.from({ length: n }, () => ({}) as EventRow);
   for (const [name, kind, nullable] of COLUMNS) {
@@ -171,7 +171,7 @@ function readCell(col: arrow.Vector, kind: ColumnKind, i: number): unknown {
 }
 
 /** Narrow int64 cells the model keeps as numbers (seqs, positions, sizes, timestamps). */
-export function normalizeRow(raw: EventRow): EventRow {
+function normalizeRow(raw: EventRow): EventRow {
   const r = raw as unknown as Record<string, unknown>;
   for (const k of ['item_seq', 'step_index', 'iteration', 'payload_size', 'event_ts'] as const) {
     const v = r[k];

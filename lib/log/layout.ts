@@ -66,11 +66,6 @@ export interface Seal {
   sealedAtMs: number;
 }
 
-export interface MetaListing {
-  seals: Map<string, Seal | null>;
-  retired: Set<string>;
-}
-
 /** Parse a META_DIR listing (names only); seal bodies are loaded lazily by the caller. */
 export function parseMetaNames(names: readonly string[]): {
   baseExists: boolean;
