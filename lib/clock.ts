@@ -1,12 +1,17 @@
-/** Time only through an injected clock, so lease and expiry logic is testable. */
+/** Time only through an injected clock, so lease, expiry and back-off logic is testable. */
 export interface Clock {
   /** Milliseconds since the Unix epoch. */
   nowMs(): number;
+  /** Wait `ms` (back-off between retries). A simulated clock may let simulated time pass instead. */
+  sleep(ms: number): Promise<void>;
 }
 
-export const systemClock: Clock = { nowMs: () => Date.now() };
+export const systemClock: Clock = {
+  nowMs: () => Date.now(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+};
 
-/** A clock tests move by hand. */
+/** A clock tests move by hand; sleeping moves it forward (and yields to other tasks). */
 export class ManualClock implements Clock {
   constructor(private ms = 1_700_000_000_000) {}
   nowMs(): number {
@@ -14,5 +19,9 @@ export class ManualClock implements Clock {
   }
   advance(ms: number): void {
     this.ms += ms;
+  }
+  async sleep(ms: number): Promise<void> {
+    this.ms += Math.max(0, ms);
+    await new Promise<void>((resolve) => setImmediate(resolve));
   }
 }

@@ -14,7 +14,7 @@ import type { Ack, BlobRef, EventRow, ItemState, ItemStatus, TrajectoryEvent } f
 import { ITEM_STATUSES } from '../types.ts';
 import { maintain } from './maintain.ts';
 import { LogReader } from './reader.ts';
-import { LanceTables, sqlString, type Table } from './tables.ts';
+import { LanceTables, sqlString, type Table, type TableWrapper } from './tables.ts';
 import { ShardWriter, type WriterOptions } from './writer.ts';
 
 /** The writer's options, plus where the log lives and what maintenance keeps. */
@@ -27,6 +27,8 @@ export interface LanceLogOptions extends WriterOptions {
   claimRetentionMs: number;
   /** Called by close() after the log's own resources (e.g. to close a lease store it owns). */
   onClose?: () => Promise<void>;
+  /** Wraps every Lance table handle (the simulation harness's fault and scheduling point). */
+  wrapTable?: TableWrapper;
 }
 
 export class LanceCheckpointLog implements CheckpointLog {
@@ -37,7 +39,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   constructor(private readonly o: LanceLogOptions) {
     this.uri = o.uri;
-    this.tables = new LanceTables(o.uri, o.storageOptions, o.objects);
+    this.tables = new LanceTables(o.uri, o.storageOptions, o.objects, o.wrapTable);
     this.reader = new LogReader(o.objects, this.tables);
   }
 

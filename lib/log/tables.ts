@@ -11,6 +11,12 @@ import { BASE_KEY, genKey, SHARDS_DIR } from './layout.ts';
 
 export type Table = lancedb.Table;
 
+/**
+ * Wraps every table handle this process opens (the simulation harness gates and faults Lance
+ * calls through it). `name` is the shard generation, or `base`.
+ */
+export type TableWrapper = (table: Table, name: string) => Table;
+
 export class LanceTables {
   private baseConn: Promise<lancedb.Connection> | null = null;
   private shardConn: Promise<lancedb.Connection> | null = null;
@@ -25,6 +31,7 @@ export class LanceTables {
     readonly logUri: string,
     private readonly storageOptions: Record<string, string> | undefined,
     private readonly objects: ObjectStore,
+    private readonly wrap: TableWrapper = (t) => t,
   ) {}
 
   private parentUri(): { dir: string; name: string } {
@@ -53,7 +60,7 @@ export class LanceTables {
   async base(exists: boolean): Promise<Table | null> {
     if (!this.baseTable) {
       if (!exists) return null;
-      this.baseTable = this.conns().base.then((c) => c.openTable(this.parentUri().name));
+      this.baseTable = this.conns().base.then(async (c) => this.wrap(await c.openTable(this.parentUri().name), 'base'));
       this.baseTable.catch(() => (this.baseTable = null));
     }
     return this.baseTable;
@@ -66,7 +73,7 @@ export class LanceTables {
       if (t) return t;
     }
     const conn = await this.conns().base;
-    const t = await conn.createEmptyTable(this.parentUri().name, EVENT_SCHEMA, { mode: 'create', existOk: true });
+    const t = this.wrap(await conn.createEmptyTable(this.parentUri().name, EVENT_SCHEMA, { mode: 'create', existOk: true }), 'base');
     await this.objects.putIfAbsent(BASE_KEY, '');
     this.baseTable = Promise.resolve(t);
     return t;
@@ -76,7 +83,7 @@ export class LanceTables {
   async createShard(name: string): Promise<Table> {
     this.ownShardConn ??= this.connect(`${this.logUri}/${SHARDS_DIR}`, false);
     const conn = await this.ownShardConn;
-    const t = await conn.createEmptyTable(name, EVENT_SCHEMA, { mode: 'create', existOk: true });
+    const t = this.wrap(await conn.createEmptyTable(name, EVENT_SCHEMA, { mode: 'create', existOk: true }), name);
     // The marker makes the generation visible to readers; nothing is committed to it before.
     await this.objects.putIfAbsent(genKey(name), '');
     this.latest.set(name, Promise.resolve(t));
@@ -87,7 +94,7 @@ export class LanceTables {
   shard(name: string): Promise<Table> {
     let t = this.latest.get(name);
     if (!t) {
-      t = this.conns().shards.then((c) => c.openTable(name));
+      t = this.conns().shards.then(async (c) => this.wrap(await c.openTable(name), name));
       t.catch(() => this.latest.delete(name));
       this.latest.set(name, t);
     }
@@ -100,7 +107,7 @@ export class LanceTables {
     let t = this.pinned.get(key);
     if (!t) {
       t = this.conns()
-        .shards.then((c) => c.openTable(name))
+        .shards.then(async (c) => this.wrap(await c.openTable(name), name))
         .then(async (table) => {
           await table.checkout(version);
           return table;
