@@ -50,7 +50,16 @@ export interface MaintenanceReport {
   indexes: string[];
   prunedVersions: number;
   deletedClaims: number;
+  /** Dataset folders of generations no reader may see (zombie writes, crashed creations), deleted. */
+  sweptShards: string[];
+  /**
+   * Steps that failed; the other steps still ran. A failed step is retried by the next run
+   * (every step is idempotent). Empty when everything succeeded.
+   */
+  failures: Array<{ step: MaintenanceStep; code: string; message: string }>;
 }
+
+export type MaintenanceStep = 'orphans' | 'retirements' | 'merge' | 'zombies' | 'compaction' | 'indexes' | 'claims' | 'meta';
 
 /**
  * One experiment's log. Obtained from `openLog` (lib/index.ts). Writing takes a writer shard

@@ -5,6 +5,7 @@
  *   log.lance/_dgcl/shards/<shard>.lance        writer shard generations (plain Lance datasets)
  *   log.lance/_dgcl/meta/base                   the base dataset exists
  *   log.lance/_dgcl/meta/gen.<shard>            a shard generation exists (written before its first commit)
+ *   log.lance/_dgcl/meta/fence.<writerEpoch>   an epoch is being sealed (written before its versions are read)
  *   log.lance/_dgcl/meta/seal.<writerEpoch>.json    an epoch's seal: which generations, which versions
  *   log.lance/_dgcl/meta/retired.<shard>        a generation merged into base (readers skip it)
  *
@@ -50,6 +51,7 @@ export function parseShardName(name: string): ShardName | null {
 
 export const shardPrefix = (name: string) => `${SHARDS_DIR}/${name}.lance`;
 export const sealKey = (writerEpoch: string) => `${META_DIR}/seal.${writerEpoch}.json`;
+export const fenceKey = (writerEpoch: string) => `${META_DIR}/fence.${writerEpoch}`;
 export const retiredKey = (shard: string) => `${META_DIR}/retired.${shard}`;
 export const genKey = (shard: string) => `${META_DIR}/gen.${shard}`;
 export const BASE_KEY = `${META_DIR}/base`;
@@ -67,13 +69,17 @@ export interface Seal {
 }
 
 /** Parse a META_DIR listing (names only); seal bodies are loaded lazily by the caller. */
-export function parseMetaNames(names: readonly string[]): {
+export interface MetaNames {
   baseExists: boolean;
   gens: string[];
   sealEpochs: string[];
+  fenceEpochs: string[];
   retired: Set<string>;
-} {
+}
+
+export function parseMetaNames(names: readonly string[]): MetaNames {
   const sealEpochs: string[] = [];
+  const fenceEpochs: string[] = [];
   const gens: string[] = [];
   const retired = new Set<string>();
   let baseExists = false;
@@ -81,7 +87,8 @@ export function parseMetaNames(names: readonly string[]): {
     if (n === 'base') baseExists = true;
     else if (n.startsWith('gen.')) gens.push(n.slice(4));
     else if (n.startsWith('seal.') && n.endsWith('.json')) sealEpochs.push(n.slice(5, -5));
+    else if (n.startsWith('fence.')) fenceEpochs.push(n.slice(6));
     else if (n.startsWith('retired.')) retired.add(n.slice(8));
   }
-  return { baseExists, gens, sealEpochs, retired };
+  return { baseExists, gens, sealEpochs, fenceEpochs, retired };
 }

@@ -5,7 +5,7 @@
 import type { CheckpointLog, FailureSummary, ItemPage, ItemSummary, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { verifyBlob } from '../codec.ts';
-import { InvalidInputError, NotFoundError } from '../errors.ts';
+import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
 import { foldItem, summarize, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
@@ -40,7 +40,7 @@ export class LanceCheckpointLog implements CheckpointLog {
   constructor(private readonly o: LanceLogOptions) {
     this.uri = o.uri;
     this.tables = new LanceTables(o.uri, o.storageOptions, o.objects, o.wrapTable);
-    this.reader = new LogReader(o.objects, this.tables);
+    this.reader = new LogReader(o.objects, this.tables, o.clock);
   }
 
   private ctx() {
@@ -131,38 +131,37 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   /**
-   * Locate the event by light columns, then take exactly its row's blob (the seed's
-   * two-step read). The row may move (merge, compaction) between the steps: start over then.
+   * Locate the event by light columns, then take exactly its row's blob (the seed's two-step
+   * read). A consistent read (LogReader.read): if the row moved meanwhile (merge, retirement,
+   * compaction), it starts over.
    */
   async loadBlob(eventId: string): Promise<Uint8Array> {
     const filter = `event_id = ${sqlString(eventId)}`;
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const listing = await this.reader.listShards();
+    return this.reader.read(async (listing) => {
       const tables: Table[] = [];
       const base = await this.tables.base(listing.baseExists);
       if (base) tables.push(base);
       for (const v of listing.visible) tables.push(await this.reader.shardTable(v));
-      try {
-        for (const t of tables) {
-          const hit = await t.query().where(filter).withRowId().select(['event_id', 'payload_size', 'payload_checksum']).limit(1).toArrow();
-          if (hit.numRows === 0) continue;
-          const rowId = hit.getChild('_rowid')!.get(0) as bigint;
-          const checksum = hit.getChild('payload_checksum')!.get(0) as string | null;
-          const size = hit.getChild('payload_size')!.get(0) as bigint | number | null;
-          if (checksum === null) throw new InvalidInputError(`event ${eventId} holds no blob`, { field: 'eventId' });
-          const taken = await t.takeRowIds([rowId]).select(['event_id', 'value_blob']).toArrow();
-          if (taken.numRows !== 1 || taken.getChild('event_id')!.get(0) !== eventId) throw new Error('row moved');
-          const bytes = new Uint8Array(taken.getChild('value_blob')!.get(0) as Uint8Array);
-          verifyBlob(bytes, checksum, size === null ? null : Number(size), `blob of event ${eventId}`);
-          return bytes;
+      for (const t of tables) {
+        const hit = await t.query().where(filter).withRowId().select(['event_id', 'payload_size', 'payload_checksum']).limit(1).toArrow();
+        if (hit.numRows === 0) continue;
+        const rowId = hit.getChild('_rowid')!.get(0) as bigint;
+        const checksum = hit.getChild('payload_checksum')!.get(0) as string | null;
+        const size = hit.getChild('payload_size')!.get(0) as bigint | number | null;
+        if (checksum === null) throw new InvalidInputError(`event ${eventId} holds no blob`, { field: 'eventId' });
+        const taken = await t.takeRowIds([rowId]).select(['event_id', 'value_blob']).toArrow();
+        if (taken.numRows !== 1 || taken.getChild('event_id')!.get(0) !== eventId) {
+          throw new UnavailableError(`the row of event ${eventId} moved while it was read`);
         }
-        throw new NotFoundError(`no event ${eventId} in ${this.uri}`);
-      } catch (e) {
-        if (e instanceof NotFoundError || e instanceof InvalidInputError || attempt === 4) throw e;
-        for (const v of listing.visible) this.tables.forget(v.name);
+        const bytes = new Uint8Array(taken.getChild('value_blob')!.get(0) as Uint8Array);
+        verifyBlob(bytes, checksum, size === null ? null : Number(size), `blob of event ${eventId}`);
+        return bytes;
       }
-    }
-    throw new NotFoundError(`no event ${eventId} in ${this.uri}`);
+      return null;
+    }).then((bytes) => {
+      if (bytes === null) throw new NotFoundError(`no event ${eventId} in ${this.uri}`);
+      return bytes;
+    });
   }
 
   async mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }> {

@@ -2,19 +2,20 @@
  * The elected maintainer's pass over one experiment (docs/design/shards.md, "Maintenance"):
  * finish interrupted retirements, merge sealed generations, take over and merge slots whose
  * writer died, delete zombie generations, compact the base, refresh its scalar indexes, prune old
- * versions, and delete stale claims and seals.
+ * versions, and delete stale claims, seals and fences. Steps are independent: one that fails is
+ * reported and the others still run (each is idempotent; the next pass retries it).
  */
 import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../clock.ts';
-import { LeaseHeldError } from '../errors.ts';
+import { DgclError, LeaseHeldError } from '../errors.ts';
 import { acquireMaintainer, acquireWriterSlot, LeaseKeeper, slotKey } from '../lease/slots.ts';
 import { isFree } from '../lease/rules.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
-import type { MaintenanceReport } from '../api.ts';
-import { CLAIMS_DIR, genKey, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, shardPrefix } from './layout.ts';
+import type { MaintenanceReport, MaintenanceStep } from '../api.ts';
+import { CLAIMS_DIR, fenceKey, genKey, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix } from './layout.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
-import type { LogReader } from './reader.ts';
+import type { LogReader, ShardListing } from './reader.ts';
 import type { LanceTables } from './tables.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 
@@ -34,10 +35,9 @@ export interface MaintainOptions {
 
 export const INDEXED_COLUMNS = ['item_id', 'event_id'] as const;
 
-export async function maintain(
-  ctx: { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore },
-  o: MaintainOptions,
-): Promise<MaintenanceReport> {
+type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore };
+
+export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<MaintenanceReport> {
   const report: MaintenanceReport = {
     experiment: `${o.pipeline}/${o.experiment}`,
     ran: false,
@@ -47,6 +47,8 @@ export async function maintain(
     indexes: [],
     prunedVersions: 0,
     deletedClaims: 0,
+    sweptShards: [],
+    failures: [],
   };
   let lease;
   try {
@@ -57,84 +59,142 @@ export async function maintain(
   }
   const keeper = new LeaseKeeper(ctx.leases, lease, o.leaseTtlMs);
   const mctx = { ...ctx, hooks: o.hooks };
+  const step = async (name: MaintenanceStep, fn: () => Promise<void>): Promise<void> => {
+    try {
+      await fn();
+    } catch (e) {
+      report.failures.push({ step: name, code: e instanceof DgclError ? e.code : 'INTERNAL', message: e instanceof Error ? e.message : String(e) });
+    }
+  };
   try {
     report.ran = true;
     // 1. Orphaned slots: unsealed generations whose writer's lease is free. Take the slot (a new
     //    epoch seals the old one), so its data becomes immutable and mergeable below.
-    let listing = await ctx.reader.listShards();
-    const orphanSlots = new Set(listing.visible.filter((v) => !v.sealed).map((v) => v.slot));
-    for (const slot of orphanSlots) {
-      const rec = await ctx.leases.read(slotKey(o.pipeline, o.experiment, slot));
-      if (rec && !isFree(rec, o.clock.nowMs())) continue;
-      try {
-        const taken = await acquireWriterSlot(ctx.leases, {
-          pipeline: o.pipeline,
-          experiment: o.experiment,
-          owner: o.owner,
-          slots: o.slots,
-          ttlMs: o.leaseTtlMs,
-          slot,
+    await step('orphans', () => takeOrphans(ctx, o));
+    let listing: ShardListing | null = null;
+    await step('retirements', async () => {
+      listing = await ctx.reader.listShards();
+      // 2. Finish retirements a crash interrupted.
+      for (const r of listing.retired) await retireGeneration(mctx, r.name, null);
+    });
+    if (listing) {
+      const l: ShardListing = listing;
+      // 3. Merge sealed generations (each on its own: one failure does not stop the others).
+      for (const v of l.visible.filter((s) => s.sealed)) {
+        await step('merge', async () => {
+          report.mergedRows += await mergeGeneration(mctx, v.name, v.version);
+          report.mergedShards.push(v.name);
         });
-        await sealPredecessors(ctx, slot, taken.lease.epoch, taken.writerEpoch, o.clock);
-        await sealOwnEpoch(ctx, taken.writerEpoch, o.clock);
-        await ctx.leases.release(taken.lease);
-      } catch (e) {
-        if (!(e instanceof LeaseHeldError)) throw e;
       }
-    }
-    if (orphanSlots.size > 0) listing = await ctx.reader.listShards();
-
-    // 2. Finish retirements a crash interrupted.
-    for (const r of listing.retired) await retireGeneration(mctx, r.name, null);
-
-    // 3. Merge sealed generations; delete generations no reader may see.
-    for (const v of listing.visible.filter((s) => s.sealed)) {
-      report.mergedRows += await mergeGeneration(mctx, v.name, v.version);
-      report.mergedShards.push(v.name);
-    }
-    for (const z of listing.invisible) {
-      ctx.tables.forget(z.name);
-      await ctx.objects.deletePrefix(shardPrefix(z.name));
-      await ctx.objects.delete(genKey(z.name));
+      // Generations no reader may see: a zombie's writes after its seal.
+      await step('zombies', async () => {
+        for (const z of l.invisible) {
+          ctx.tables.forget(z.name);
+          await ctx.objects.deletePrefix(shardPrefix(z.name));
+          await ctx.objects.delete(genKey(z.name));
+        }
+        report.sweptShards.push(...(await sweepUnlisted(ctx)));
+      });
     }
 
     // 4. Base: compaction + prune, then scalar indexes.
-    const base = await ctx.tables.base((await ctx.reader.listShards()).baseExists);
-    if (base) {
+    await step('compaction', async () => {
+      const base = await ctx.tables.base((await ctx.reader.listShards()).baseExists);
+      if (!base) return;
       const stats = await base.optimize({ cleanupOlderThan: new Date(o.clock.nowMs() - o.versionRetentionMs) });
       report.compacted = { fragmentsRemoved: stats.compaction.fragmentsRemoved, fragmentsAdded: stats.compaction.fragmentsAdded };
       report.prunedVersions = stats.prune.oldVersionsRemoved;
+    });
+    await step('indexes', async () => {
+      const base = await ctx.tables.base((await ctx.reader.listShards()).baseExists);
+      if (!base) return;
       const have = new Set((await base.listIndices()).flatMap((i) => i.columns));
       for (const col of INDEXED_COLUMNS) {
         if (!have.has(col) && (await base.countRows()) > 0) await base.createIndex(col, { config: Index.btree() });
       }
       report.indexes = (await base.listIndices()).map((i) => i.name);
-    }
+    });
 
     // 5. Clean-up of small objects.
-    report.deletedClaims = await ctx.objects.deleteOlderThan(CLAIMS_DIR, o.clock.nowMs() - o.claimRetentionMs);
-    await cleanupMeta(ctx);
+    await step('claims', async () => {
+      report.deletedClaims = await ctx.objects.deleteOlderThan(CLAIMS_DIR, o.clock.nowMs() - o.claimRetentionMs);
+    });
+    await step('meta', () => cleanupMeta(ctx));
     return report;
   } finally {
-    keeper.stop();
+    await keeper.stop();
     await ctx.leases.release(keeper.current()).catch(() => undefined);
   }
 }
 
+async function takeOrphans(ctx: Ctx, o: MaintainOptions): Promise<void> {
+  const listing = await ctx.reader.listShards();
+  const orphanSlots = new Set([...listing.visible.filter((v) => !v.sealed), ...listing.pending].map((v) => v.slot));
+  for (const slot of orphanSlots) {
+    const rec = await ctx.leases.read(slotKey(o.pipeline, o.experiment, slot));
+    if (rec && !isFree(rec, o.clock.nowMs())) continue;
+    try {
+      const taken = await acquireWriterSlot(ctx.leases, {
+        pipeline: o.pipeline,
+        experiment: o.experiment,
+        owner: o.owner,
+        slots: o.slots,
+        ttlMs: o.leaseTtlMs,
+        slot,
+      });
+      await sealPredecessors(ctx, slot, taken.lease.epoch, taken.writerEpoch, o.clock);
+      await sealOwnEpoch(ctx, taken.writerEpoch, o.clock);
+      await ctx.leases.release(taken.lease);
+    } catch (e) {
+      if (!(e instanceof LeaseHeldError)) throw e;
+    }
+  }
+}
+
+/**
+ * Dataset folders without a `gen.` marker whose epoch is over (a later or equal epoch of its slot
+ * is sealed or fenced): a zombie's commit after its generation was deleted, or a writer that died
+ * between creating a generation and marking it. A live epoch's folder without a marker is a
+ * generation being created right now: left alone.
+ */
+async function sweepUnlisted(ctx: Ctx): Promise<string[]> {
+  const meta = parseMetaNames(await ctx.objects.list(META_DIR));
+  const listed = new Set(meta.gens);
+  const ended = new Map<number, number>();
+  for (const e of [...meta.sealEpochs, ...meta.fenceEpochs]) {
+    const p = parseShardName(`${e}-g000000`);
+    if (p) ended.set(p.slot, Math.max(ended.get(p.slot) ?? 0, p.epoch));
+  }
+  const swept: string[] = [];
+  for (const entry of await ctx.objects.list(SHARDS_DIR)) {
+    const name = entry.replace(/\/$/, '').replace(/\.lance$/, '');
+    const p = parseShardName(name);
+    if (!p || listed.has(name) || (ended.get(p.slot) ?? 0) < p.epoch) continue;
+    ctx.tables.forget(name);
+    await ctx.objects.deletePrefix(shardPrefix(name));
+    swept.push(name);
+  }
+  return swept;
+}
+
 /**
  * Delete seals of epochs with no generation left (keeping each slot's highest, which hides any
- * later zombie generation of older epochs) and retired markers whose data is gone.
+ * later zombie generation of older epochs), fences of sealed epochs (the seal decides), and
+ * retired markers whose data is gone.
  */
 async function cleanupMeta(ctx: { objects: ObjectStore; reader: LogReader }): Promise<void> {
   const listing = await ctx.reader.listShards();
-  const live = new Set([...listing.visible, ...listing.invisible, ...listing.retired].map((s) => s.writerEpoch));
-  const liveShards = new Set([...listing.visible, ...listing.invisible, ...listing.retired].map((s) => s.name));
-  const { sealEpochs, retired } = parseMetaNames(await ctx.objects.list(META_DIR));
+  const all = [...listing.visible, ...listing.invisible, ...listing.pending, ...listing.retired];
+  const live = new Set(all.map((s) => s.writerEpoch));
+  const liveShards = new Set(all.map((s) => s.name));
+  const { sealEpochs, fenceEpochs, retired } = parseMetaNames(await ctx.objects.list(META_DIR));
   const maxPerSlot = new Map<number, number>();
   for (const e of sealEpochs) {
     const p = parseShardName(`${e}-g000000`);
     if (p) maxPerSlot.set(p.slot, Math.max(maxPerSlot.get(p.slot) ?? 0, p.epoch));
   }
+  const sealed = new Set(sealEpochs);
+  for (const e of fenceEpochs) if (sealed.has(e)) await ctx.objects.delete(fenceKey(e));
   for (const e of sealEpochs) {
     const p = parseShardName(`${e}-g000000`);
     if (!p || live.has(e) || maxPerSlot.get(p.slot) === p.epoch) continue;

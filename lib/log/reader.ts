@@ -8,8 +8,17 @@
  *  - its epoch has a seal: visible up to the sealed version if the seal lists it, else invisible;
  *  - its epoch has no seal but a later epoch of the same slot has one: invisible (a zombie
  *    created it after the takeover);
+ *  - its epoch has a fence but no seal yet: being sealed; readers wait for the seal;
  *  - otherwise (the slot's live epoch): visible at its latest version.
+ *
+ * Every read that touched a shard generation lists the meta folder again afterwards and starts
+ * over if what it read changed meanwhile (docs/design/invariants.md, "Reads"): a generation
+ * retired or deleted under it (its newest versions may already be gone, and Lance would open an
+ * older one without error), or an epoch it read at the latest version fenced (the versions it saw
+ * may be above the seal about to be written). So a read returns only rows every later read keeps.
  */
+import type { Clock } from '../clock.ts';
+import { CorruptError, DgclError, UnavailableError } from '../errors.ts';
 import { rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
@@ -18,11 +27,12 @@ import {
   parseMetaNames,
   parseShardName,
   sealKey,
+  type MetaNames,
   type Seal,
   type ShardName,
 } from './layout.ts';
+import { writeSeal } from './seal.ts';
 import type { LanceTables, Table } from './tables.ts';
-import { CorruptError } from '../errors.ts';
 
 export interface ShardView extends ShardName {
   /** Version readers see; null = latest. */
@@ -37,11 +47,20 @@ export interface ShardListing {
   /** Generations that exist but readers ignore (zombie writes after a seal). */
   invisible: ShardName[];
   retired: ShardName[];
+  /** Generations of epochs that are fenced and not yet sealed (a takeover in progress). */
+  pending: ShardName[];
   /** Seals of epochs that still have generations. */
   seals: Map<string, Seal>;
   /** Every sealed writer epoch (names only). */
   sealedEpochs: string[];
+  /** Every fenced writer epoch (names only; sealed ones included). */
+  fencedEpochs: string[];
 }
+
+/** Attempts of one read before it gives up on a layout that keeps changing under it. */
+const READ_ATTEMPTS = 10;
+/** Attempts that wait for a takeover to write its seal before the reader writes it itself. */
+const SEAL_WAITS = 4;
 
 export class LogReader {
   private readonly sealCache = new Map<string, Seal>();
@@ -49,6 +68,7 @@ export class LogReader {
   constructor(
     private readonly objects: ObjectStore,
     private readonly tables: LanceTables,
+    private readonly clock: Clock,
   ) {}
 
   async readSeal(writerEpoch: string): Promise<Seal | null> {
@@ -67,7 +87,11 @@ export class LogReader {
   }
 
   async listShards(): Promise<ShardListing> {
-    const { baseExists, gens, sealEpochs, retired } = parseMetaNames(await this.objects.list(META_DIR));
+    return this.listingOf(parseMetaNames(await this.objects.list(META_DIR)));
+  }
+
+  private async listingOf(meta: MetaNames): Promise<ShardListing> {
+    const { baseExists, gens, sealEpochs, fenceEpochs, retired } = meta;
     const shards = gens.map((n) => parseShardName(n)).filter((s): s is ShardName => s !== null);
     const seals = new Map<string, Seal>();
     const needed = new Set(shards.map((s) => s.writerEpoch));
@@ -85,7 +109,17 @@ export class LogReader {
       const p = parseShardName(`${e}-g000000`);
       if (p) maxSealed.set(p.slot, Math.max(maxSealed.get(p.slot) ?? 0, p.epoch));
     }
-    const listing: ShardListing = { baseExists, visible: [], invisible: [], retired: [], seals, sealedEpochs: sealEpochs };
+    const fenced = new Set(fenceEpochs);
+    const listing: ShardListing = {
+      baseExists,
+      visible: [],
+      invisible: [],
+      retired: [],
+      pending: [],
+      seals,
+      sealedEpochs: sealEpochs,
+      fencedEpochs: fenceEpochs,
+    };
     for (const s of shards) {
       if (retired.has(s.name)) {
         listing.retired.push(s);
@@ -98,6 +132,8 @@ export class LogReader {
         else listing.visible.push({ ...s, version: v, sealed: true });
       } else if ((maxSealed.get(s.slot) ?? 0) >= s.epoch) {
         listing.invisible.push(s);
+      } else if (fenced.has(s.writerEpoch)) {
+        listing.pending.push(s);
       } else {
         listing.visible.push({ ...s, version: null, sealed: false });
       }
@@ -110,32 +146,84 @@ export class LogReader {
   }
 
   /**
+   * Run `fn` on a listing and check afterwards that nothing it may have read changed; start over
+   * (with back-off) otherwise. `fn` reads the base and the listing's visible generations but
+   * those in `skip` (whose rows the caller has in memory). Errors that are not about the layout
+   * (corrupt data, bad input) are thrown at once, never retried.
+   */
+  async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>): Promise<T> {
+    let lastError: unknown;
+    for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+      if (attempt > 0) await this.clock.sleep(Math.min(400, 5 * 2 ** attempt));
+      const listing = await this.listShards();
+      if (listing.pending.length > 0) {
+        // A takeover is between its fence and its seal. Give it a moment, then finish it: the
+        // fence proves the old epoch can no longer be confirmed, so any version read now covers
+        // everything it acknowledged.
+        if (attempt < SEAL_WAITS) continue;
+        await this.completeSeals(listing);
+        continue;
+      }
+      const read = listing.visible.filter((v) => !skip?.has(v.name));
+      let result: T | undefined;
+      let failed = false;
+      try {
+        result = await fn(listing);
+      } catch (e) {
+        if (e instanceof DgclError && !(e instanceof UnavailableError)) throw e;
+        failed = true;
+        lastError = e;
+      }
+      if (read.length > 0 && !stable(read, parseMetaNames(await this.objects.list(META_DIR)))) {
+        for (const v of read) this.tables.forget(v.name);
+        lastError ??= new UnavailableError('the log layout changed during the read');
+        continue;
+      }
+      if (!failed) return result as T;
+      // The layout held still: an I/O error of storage or Lance; try again on fresh handles.
+      for (const v of read) this.tables.forget(v.name);
+    }
+    if (lastError instanceof DgclError) throw lastError;
+    throw new UnavailableError(`read of ${this.objects.baseUri} did not settle after ${READ_ATTEMPTS} attempts: ${errMsg(lastError)}`, { cause: lastError });
+  }
+
+  /**
    * Rows matching `filter` (a Lance SQL predicate, or null for all) from base + visible shards
    * (but those in `skip`, whose rows the caller has in memory).
-   * A shard retired between listing and reading makes the whole read start over, so rows that
-   * moved into the base meanwhile are not missed.
    */
-  async scan(filter: string | null, columns: readonly string[], skip?: ReadonlySet<string>): Promise<EventRow[]> {
-    for (let attempt = 0; ; attempt++) {
-      const listing = await this.listShards();
-      try {
-        const parts = await Promise.all([
-          this.tables.base(listing.baseExists).then((t) => (t ? query(t, filter, columns) : [])),
-          ...listing.visible
-            .filter((v) => !skip?.has(v.name))
-            .map(async (v) => query(await this.shardTable(v), filter, columns)),
-        ]);
-        return parts.flat();
-      } catch (e) {
-        if (attempt >= 4) throw e;
-        for (const v of listing.visible) this.tables.forget(v.name);
-      }
+  scan(filter: string | null, columns: readonly string[], skip?: ReadonlySet<string>): Promise<EventRow[]> {
+    return this.read(async (listing) => {
+      const parts = await Promise.all([
+        this.tables.base(listing.baseExists).then((t) => (t ? query(t, filter, columns) : [])),
+        ...listing.visible.filter((v) => !skip?.has(v.name)).map(async (v) => query(await this.shardTable(v), filter, columns)),
+      ]);
+      return parts.flat();
+    }, skip);
+  }
+
+  /** Seal every fenced epoch whose seal is missing (a takeover that stalled or died). */
+  private async completeSeals(listing: ShardListing): Promise<void> {
+    const epochs = [...new Set(listing.pending.map((s) => s.writerEpoch))];
+    for (const e of epochs) {
+      const gens = listing.pending.filter((s) => s.writerEpoch === e).map((s) => s.name);
+      await writeSeal({ objects: this.objects, tables: this.tables }, e, gens, 'reader', this.clock);
     }
   }
+}
+
+/** Whether every generation `read` saw is still there, unretired, and (if read at latest) unfenced. */
+function stable(read: readonly ShardView[], now: MetaNames): boolean {
+  const gens = new Set(now.gens);
+  const ended = new Set([...now.fenceEpochs, ...now.sealEpochs]);
+  return read.every((v) => gens.has(v.name) && !now.retired.has(v.name) && (v.version !== null || !ended.has(v.writerEpoch)));
 }
 
 async function query(t: Table, filter: string | null, columns: readonly string[]): Promise<EventRow[]> {
   let q = t.query().select([...columns]);
   if (filter) q = q.where(filter);
   return rowsFromArrow(await q.toArrow());
+}
+
+function errMsg(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }

@@ -1,14 +1,22 @@
 /**
  * Seals (docs/design/fencing.md): an epoch's generations and the versions readers may see of
- * them, written once (put-if-absent) by whoever ends the epoch: its successor at takeover, or
- * the writer itself when it closes.
+ * them, written once (put-if-absent) by whoever ends the epoch: its successor at takeover, the
+ * writer itself when it closes or gives up after a failed commit, or a reader that found a
+ * takeover stalled between fence and seal.
+ *
+ * Every seal is preceded by a fence (`fence.<epoch>`, put-if-absent) written before the versions
+ * are read. A reader that read an unsealed generation at its latest version checks afterwards
+ * that no fence appeared; if none did, the versions any sealer reads later are at least the ones
+ * it saw, so the rows it returned stay visible forever.
  */
 import type { Clock } from '../clock.ts';
 import { CorruptError } from '../errors.ts';
 import type { ObjectStore } from '../storage/objects.ts';
-import { parseShardName, sealKey, type Seal } from './layout.ts';
+import { fenceKey, META_DIR, parseMetaNames, parseShardName, sealKey, type Seal } from './layout.ts';
 import type { LogReader } from './reader.ts';
 import type { LanceTables } from './tables.ts';
+
+type SealCtx = { objects: ObjectStore; reader: LogReader; tables: LanceTables };
 
 /**
  * The takeover step of a new epoch: seal every earlier epoch of the slot that still has
@@ -16,16 +24,10 @@ import type { LanceTables } from './tables.ts';
  * zombie of it creating one later stays invisible). Ascending order: a crash in between never
  * leaves an unsealed epoch with acknowledged data below a sealed one.
  */
-export async function sealPredecessors(
-  ctx: { objects: ObjectStore; reader: LogReader; tables: LanceTables },
-  slot: number,
-  epoch: number,
-  sealedBy: string,
-  clock: Clock,
-): Promise<void> {
+export async function sealPredecessors(ctx: SealCtx, slot: number, epoch: number, sealedBy: string, clock: Clock): Promise<void> {
   const listing = await ctx.reader.listShards();
   const byEpoch = new Map<number, { writerEpoch: string; gens: string[] }>();
-  for (const s of [...listing.visible, ...listing.invisible, ...listing.retired]) {
+  for (const s of [...listing.visible, ...listing.invisible, ...listing.pending, ...listing.retired]) {
     if (s.slot !== slot || s.epoch >= epoch) continue;
     const e = byEpoch.get(s.epoch) ?? { writerEpoch: s.writerEpoch, gens: [] };
     if (!listing.retired.some((r) => r.name === s.name)) e.gens.push(s.name);
@@ -48,29 +50,41 @@ export async function sealPredecessors(
   }
 }
 
-/** Seal an epoch's own generations at their current versions (a writer's clean end). */
-export async function sealOwnEpoch(
-  ctx: { objects: ObjectStore; reader: LogReader; tables: LanceTables },
-  writerEpoch: string,
-  clock: Clock,
-): Promise<void> {
+/**
+ * Seal an epoch's own generations at their current versions: a writer's clean end, or its end
+ * after a commit whose outcome it does not know (a commit landing later stays invisible).
+ */
+export async function sealOwnEpoch(ctx: SealCtx, writerEpoch: string, clock: Clock): Promise<void> {
+  if (await ctx.reader.readSeal(writerEpoch)) return;
   const listing = await ctx.reader.listShards();
-  const gens = [...listing.visible, ...listing.invisible].filter((s) => s.writerEpoch === writerEpoch).map((s) => s.name);
+  const gens = [...listing.visible, ...listing.invisible, ...listing.pending]
+    .filter((s) => s.writerEpoch === writerEpoch)
+    .map((s) => s.name);
   await writeSeal(ctx, writerEpoch, gens, writerEpoch, clock);
 }
 
-async function writeSeal(
+/** Fence, read the generations' latest versions, seal (each step put-if-absent: any sealer may race). */
+export async function writeSeal(
   ctx: { objects: ObjectStore; tables: LanceTables },
   writerEpoch: string,
   gens: readonly string[],
   sealedBy: string,
   clock: Clock,
 ): Promise<void> {
+  await ctx.objects.putIfAbsent(fenceKey(writerEpoch), sealedBy);
   const versions: Record<string, number> = {};
   for (const name of gens) {
-    const t = await ctx.tables.shard(name);
-    await t.checkoutLatest();
-    versions[String(parseShardName(name)!.generation)] = await t.version();
+    // A fresh handle: a cached one (e.g. the writer's own, without read consistency) may lag.
+    ctx.tables.forget(name);
+    try {
+      const t = await ctx.tables.shard(name);
+      await t.checkoutLatest();
+      versions[String(parseShardName(name)!.generation)] = await t.version();
+    } catch (e) {
+      // Merged and retired meanwhile: its rows are in the base, readers skip it either way.
+      const meta = parseMetaNames(await ctx.objects.list(META_DIR));
+      if (meta.gens.includes(name) && !meta.retired.has(name)) throw e;
+    }
   }
   const seal: Seal = { writerEpoch, gens: versions, sealedBy, sealedAtMs: clock.nowMs() };
   await ctx.objects.putIfAbsent(sealKey(writerEpoch), JSON.stringify(seal));

@@ -46,10 +46,14 @@ export class LanceTables {
     });
   }
 
-  private conns(): { base: Promise<lancedb.Connection>; shards: Promise<lancedb.Connection> } {
-    this.baseConn ??= this.connect(this.parentUri().dir);
-    this.shardConn ??= this.connect(`${this.logUri}/${SHARDS_DIR}`);
-    return { base: this.baseConn, shards: this.shardConn };
+  // Each connection is made only once something of it is known to exist: connecting to a local
+  // folder creates it, and reads must not write.
+  private baseConnection(): Promise<lancedb.Connection> {
+    return (this.baseConn ??= this.connect(this.parentUri().dir));
+  }
+
+  private shardConnection(): Promise<lancedb.Connection> {
+    return (this.shardConn ??= this.connect(`${this.logUri}/${SHARDS_DIR}`));
   }
 
   /**
@@ -60,7 +64,7 @@ export class LanceTables {
   async base(exists: boolean): Promise<Table | null> {
     if (!this.baseTable) {
       if (!exists) return null;
-      this.baseTable = this.conns().base.then(async (c) => this.wrap(await c.openTable(this.parentUri().name), 'base'));
+      this.baseTable = this.baseConnection().then(async (c) => this.wrap(await c.openTable(this.parentUri().name), 'base'));
       this.baseTable.catch(() => (this.baseTable = null));
     }
     return this.baseTable;
@@ -72,7 +76,7 @@ export class LanceTables {
       const t = await this.baseTable.catch(() => null);
       if (t) return t;
     }
-    const conn = await this.conns().base;
+    const conn = await this.baseConnection();
     const t = this.wrap(await conn.createEmptyTable(this.parentUri().name, EVENT_SCHEMA, { mode: 'create', existOk: true }), 'base');
     await this.objects.putIfAbsent(BASE_KEY, '');
     this.baseTable = Promise.resolve(t);
@@ -94,7 +98,7 @@ export class LanceTables {
   shard(name: string): Promise<Table> {
     let t = this.latest.get(name);
     if (!t) {
-      t = this.conns().shards.then(async (c) => this.wrap(await c.openTable(name), name));
+      t = this.shardConnection().then(async (c) => this.wrap(await c.openTable(name), name));
       t.catch(() => this.latest.delete(name));
       this.latest.set(name, t);
     }
@@ -106,8 +110,8 @@ export class LanceTables {
     const key = `${name}@${version}`;
     let t = this.pinned.get(key);
     if (!t) {
-      t = this.conns()
-        .shards.then(async (c) => this.wrap(await c.openTable(name), name))
+      t = this.shardConnection()
+       .then(async (c) => this.wrap(await c.openTable(name), name))
         .then(async (table) => {
           await table.checkout(version);
           return table;

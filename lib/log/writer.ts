@@ -3,14 +3,20 @@
  * batches to its own shard generation, one Lance commit per group of queued requests (group
  * commit), and merges its own generations into the base.
  *
- * Ack protocol (docs/design/fencing.md): read the items' visible events -> assign seqs -> commit
- * rows to the shard -> confirm the epoch is still the slot's current one -> claim each new
- * checkpoint -> ack. A commit made after a takeover is above the seal, so no reader sees it,
- * and the confirmation fails, so nobody is told it is durable.
+ * Ack protocol (docs/design/fencing.md, docs/design/invariants.md): read the items' visible
+ * events -> assign seqs -> commit rows to the shard -> confirm the epoch is still the slot's
+ * current one -> claim each new checkpoint -> ack. A commit made after a takeover is above the
+ * seal, so no reader sees it, and the confirmation fails, so nobody is told it is durable.
+ *
+ * What the writer keeps in memory (its own rows, item tracks) only ever holds confirmed commits.
+ * A commit whose outcome is unknown (the add or the epoch check failed) ends the epoch: the
+ * writer seals it at whatever landed, forgets its memory, and continues under a new epoch, so a
+ * late-landing commit can never surface, and a retry reads the truth from storage.
  */
 import type { Clock } from '../clock.ts';
 import { DgclError, FencedError, InternalError, UnavailableError } from '../errors.ts';
 import { acquireWriterSlot, LeaseKeeper } from '../lease/slots.ts';
+import { randomUUID } from 'node:crypto';
 import type { Lease, LeaseStore } from '../lease/types.ts';
 import { rowsToArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
@@ -77,7 +83,14 @@ export class ShardWriter {
   private queue: Request[] = [];
   private running: Promise<void> | null = null;
   private state: SlotState | null = null;
+  private closing = false;
   private closed = false;
+  /** An epoch ended by a failed commit whose seal is not written yet: sealed before any new commit. */
+  private unsealed: SlotState | null = null;
+  /** Frozen generations waiting for their merge (a failed merge is retried after later commits). */
+  private frozen: Frozen[] = [];
+  /** Tells this writer's claims from another's (a retried claim PUT may find its own body). */
+  private readonly claimNonce = randomUUID();
   /**
    * Light rows this writer committed to its own not-yet-merged generations, by generation. It
    * is their only writer, so sequencing reads them from here instead of from storage (whose
@@ -100,7 +113,7 @@ export class ShardWriter {
   }
 
   append(batches: PreparedBatch[]): Promise<Ack[]> {
-    if (this.closed) return Promise.reject(new InternalError('the log was closed'));
+    if (this.closing) return Promise.reject(new InternalError('the log is closed (or closing): open it again to append'));
     if (batches.length === 0) return Promise.resolve([]);
     return new Promise<Ack[]>((resolve, reject) => {
       this.queue.push({ batches, resolve, reject });
@@ -126,7 +139,8 @@ export class ShardWriter {
 
   private async loop(): Promise<void> {
     while (this.queue.length > 0 || this.exclusiveJobs.length > 0) {
-      const job = this.exclusiveJobs.shift();
+      // Closing: requests that were queued before close() are served before it runs.
+      const job = this.closing && this.queue.length > 0 ? undefined : this.exclusiveJobs.shift();
       if (job) {
         await job();
         continue;
@@ -160,51 +174,41 @@ export class ShardWriter {
     const st = await this.ensureSlot();
     if (plan.epoch !== st.writerEpoch) plan = await this.plan(plan.plans.map((p) => p.req), st.writerEpoch);
     const { rows, plans } = plan;
-    // Items we begin writing: mark them ours before the commit, so a writer that cached them
-    // reads them again instead of trusting its copy.
+    if (rows.length === 0) {
+      for (const p of plans) p.req.resolve(p.acks);
+      return;
+    }
+    const gen = shardName(st.writerEpoch, st.generation);
     const writing = new Set(rows.map((r) => r.item_id));
-    await Promise.all(
-      [...writing]
-        .filter((id) => plan.markers.get(id) !== st.writerEpoch)
-        .map((id) => this.ctx.objects.put(itemKey(id), st.writerEpoch)),
-    );
-    if (rows.length > 0) {
+    let committing = false;
+    try {
+      // Items we begin writing: mark them ours before the commit, so a writer that cached them
+      // reads them again instead of trusting its copy.
+      await Promise.all(
+        [...writing]
+          .filter((id) => plan.markers.get(id) !== st.writerEpoch)
+          .map((id) => this.ctx.objects.put(itemKey(id), st.writerEpoch)),
+      );
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
-      const table = st.table ?? (st.table = await this.ctx.tables.createShard(shardName(st.writerEpoch, st.generation)));
-      try {
-        await table.add(rowsToArrow(rows) as never);
-      } catch (e) {
-        throw new UnavailableError(`commit to shard ${shardName(st.writerEpoch, st.generation)} failed: ${errMsg(e)}`, { cause: e });
-      }
+      const table = st.table ?? (st.table = await this.ctx.tables.createShard(gen));
+      committing = true;
+      await table.add(rowsToArrow(rows) as never);
       st.commitsInGen++;
-      const gen = shardName(st.writerEpoch, st.generation);
-      const mine = this.ownRows.get(gen) ?? [];
-      for (const r of rows) mine.push({ ...r, value_blob: null });
-      this.ownRows.set(gen, mine);
-      if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(shardName(st.writerEpoch, st.generation), await table.version());
+      if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(gen, await table.version());
       // The epoch check comes before the claims: a zombie (its commit above the seal, never
       // visible) must not leave a claim that would later answer for the real copy.
-      try {
-        await this.ctx.leases.assertCurrent(st.lease);
-      } catch (e) {
-        if (e instanceof FencedError) this.dropSlot();
-        throw e instanceof DgclError ? e : new UnavailableError(`epoch check failed: ${errMsg(e)}`, { cause: e });
-      }
-      // Claims: the first writer of a checkpoint to claim it defines its ack; a concurrent
-      // duplicate (another writer committed the same batch) reports that ack as a duplicate.
-      await Promise.all(
-        plans.flatMap((p) =>
-          p.fresh.map(async (ack) => {
-            const won = await this.ctx.objects.putIfAbsent(claimKey(ack.checkpointId), JSON.stringify(ack));
-            if (won) return;
-            const body = await this.ctx.objects.get(claimKey(ack.checkpointId));
-            if (body === null) return;
-            const first = JSON.parse(body) as Ack;
-            Object.assign(ack, { ...first, duplicate: true });
-          }),
-        ),
-      );
+      await this.ctx.leases.assertCurrent(st.lease);
+    } catch (e) {
+      // Whatever we knew of these items may be stale now (our marker may name us although
+      // another writer wrote them since we cached them; our commit may have landed).
+      for (const id of plan.itemIds) this.tracks.delete(id);
+      if (committing) await this.endEpoch(st, e);
+      throw e instanceof DgclError ? e : new UnavailableError(`commit to shard ${gen} failed: ${errMsg(e)}`, { cause: e });
     }
+    // Confirmed: from here on the rows are visible to every read, forever.
+    const mine = this.ownRows.get(gen) ?? [];
+    for (const r of rows) mine.push({ ...r, value_blob: null });
+    this.ownRows.set(gen, mine);
     for (const [id, t] of plan.tracks) {
       if (!writing.has(id) && plan.markers.get(id) !== st.writerEpoch) continue;
       this.tracks.delete(id); // re-insert: the Map's order is the LRU order
@@ -214,20 +218,72 @@ export class ShardWriter {
       if (this.tracks.size <= this.opts.cachedItems) break;
       this.tracks.delete(old);
     }
-    for (const p of plans) p.req.resolve(p.acks);
+    // Claims: the first writer of a checkpoint to claim it defines its ack; a concurrent
+    // duplicate (another writer committed the same batch) reports that ack as a duplicate.
+    // A claim that fails fails only its own request: the data is durable, and a retry is
+    // answered from the log as a duplicate.
+    await Promise.all(
+      plans.map(async (p) => {
+        try {
+          await Promise.all(p.fresh.map((ack) => this.claim(ack, st.writerEpoch)));
+          p.req.resolve(p.acks);
+        } catch (e) {
+          p.req.reject(e instanceof DgclError ? e : new UnavailableError(`claim failed: ${errMsg(e)}`, { cause: e }));
+        }
+      }),
+    );
 
     // Merge in the background: commits go on into the next generation meanwhile. A failed
-    // merge leaves the generation visible; close() seals it and the maintainer merges it.
-    if (st.commitsInGen >= this.opts.mergeEveryCommits && !this.merging) {
-      const frozen = this.rotate();
-      if (frozen) {
-        this.merging = this.mergeFrozen(frozen)
-          .catch(() => undefined)
-          .finally(() => {
-            this.merging = null;
-          });
-      }
+    // merge is tried again after a later commit, and by close(); the maintainer merges what is
+    // left once the epoch is sealed.
+    if (st.commitsInGen >= this.opts.mergeEveryCommits) {
+      const f = this.rotate();
+      if (f) this.frozen.push(f);
     }
+    if (this.frozen.length > 0 && !this.merging) {
+      this.merging = this.mergeFrozenAll()
+        .catch(() => undefined)
+        .finally(() => {
+          this.merging = null;
+        });
+    }
+  }
+
+  /** Claim a checkpoint's first ack; turns `ack` into the winner's duplicate if another writer won. */
+  private async claim(ack: Ack, writerEpoch: string): Promise<void> {
+    const by = `${writerEpoch}/${this.claimNonce}`;
+    const key = claimKey(ack.checkpointId);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      if (await this.ctx.objects.putIfAbsent(key, JSON.stringify({ ...ack, claimedBy: by }))) return;
+      const body = await this.ctx.objects.get(key);
+      if (body === null) continue; // deleted by maintenance meanwhile: claim again
+      const first = JSON.parse(body) as Ack & { claimedBy?: string };
+      if (first.claimedBy === by) return; // our own earlier attempt landed
+      Object.assign(ack, { itemId: first.itemId, checkpointId: first.checkpointId, eventIds: first.eventIds, firstSeq: first.firstSeq, lastSeq: first.lastSeq, duplicate: true });
+      return;
+    }
+    throw new UnavailableError(`claim of checkpoint ${ack.checkpointId} kept vanishing`);
+  }
+
+  /**
+   * After a commit whose outcome is unknown: end the epoch. Seal it at whatever landed (a commit
+   * landing later stays invisible), drop the slot and everything remembered of it. If the seal
+   * cannot be written now, no commit happens before it is.
+   */
+  private async endEpoch(st: SlotState, cause: unknown): Promise<void> {
+    if (this.state === st) this.dropSlot();
+    this.frozen = this.frozen.filter((f) => f.st !== st);
+    if (cause instanceof FencedError) return; // the new owner seals it
+    this.unsealed = st;
+    await this.sealUnsealed().catch(() => undefined);
+  }
+
+  private async sealUnsealed(): Promise<void> {
+    const st = this.unsealed;
+    if (!st) return;
+    await sealOwnEpoch(this.ctx, st.writerEpoch, this.opts.clock);
+    this.unsealed = null;
+    await this.ctx.leases.release(st.lease).catch(() => undefined);
   }
 
   private async plan(group: Request[], writerEpoch: string) {
@@ -244,8 +300,14 @@ export class ShardWriter {
         const marker = await this.ctx.objects.get(itemKey(id));
         markers.set(id, marker);
         const cached = this.tracks.get(id);
+        if (marker === writerEpoch && cached) {
+          tracks.set(id, cached);
+          return;
+        }
+        // Not (or no longer) ours alone: forget the copy before anything else can fail, so no
+        // later attempt trusts it once our marker is back.
+        this.tracks.delete(id);
         if (marker === null) tracks.set(id, cloneTrack(undefined));
-        else if (marker === writerEpoch && cached) tracks.set(id, cached);
         else toRead.push(id);
       }),
     );
@@ -291,6 +353,7 @@ export class ShardWriter {
   private async ensureSlot(): Promise<SlotState> {
     if (this.state && !this.state.keeper.lost) return this.state;
     if (this.state) this.dropSlot();
+    await this.sealUnsealed();
     const { slot, lease, writerEpoch } = await acquireWriterSlot(this.ctx.leases, {
       pipeline: this.opts.pipeline,
       experiment: this.opts.experiment,
@@ -313,7 +376,9 @@ export class ShardWriter {
   private dropSlot(): void {
     this.state?.keeper.stop();
     this.state = null;
-    // A takeover decides what of our generations is visible (the seal): read them from storage.
+    // A takeover decides what of our generations is visible (the seal): read them from storage,
+    // on fresh handles (ours were opened without read consistency).
+    for (const gen of this.ownRows.keys()) this.ctx.tables.forget(gen);
     this.ownRows.clear();
     this.tracks.clear();
   }
@@ -325,12 +390,26 @@ export class ShardWriter {
 
   /**
    * Merge the own shard between commits (mergeOwn, close): after any background merge, freeze
-   * the current generation and merge it.
+   * the current generation and merge every frozen one.
    */
   private async mergeOwnUnlocked(): Promise<{ mergedRows: number; shards: string[] }> {
     await this.merging;
-    const frozen = this.rotate();
-    return frozen ? this.mergeFrozen(frozen) : { mergedRows: 0, shards: [] };
+    const f = this.rotate();
+    if (f) this.frozen.push(f);
+    return this.mergeFrozenAll();
+  }
+
+  /** Merge frozen generations oldest first; one that fails stays queued (and stops the round). */
+  private async mergeFrozenAll(): Promise<{ mergedRows: number; shards: string[] }> {
+    const out = { mergedRows: 0, shards: [] as string[] };
+    while (this.frozen.length > 0) {
+      const f = this.frozen[0]!;
+      const r = await this.mergeFrozen(f);
+      if (this.frozen[0] === f) this.frozen.shift();
+      out.mergedRows += r.mergedRows;
+      out.shards.push(...r.shards);
+    }
+    return out;
   }
 
   /**
@@ -367,22 +446,22 @@ export class ShardWriter {
     return { mergedRows, shards: [f.name] };
   }
 
-  /** Merge, seal the own epoch (a clean end), release the slot. */
+  /**
+   * Serve what was queued, merge (best effort: the maintainer merges what is left), seal the own
+   * epoch (a clean end), release the slot. Appends after close() began are refused.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
+    this.closing = true;
     await this.exclusive(async () => {
+      await this.mergeOwnUnlocked().catch(() => undefined);
       const st = this.state;
-      if (!st) return;
-      try {
-        await this.mergeOwnUnlocked();
-        const s = this.state;
-        if (s) {
-          await sealOwnEpoch(this.ctx, s.writerEpoch, this.opts.clock);
-          await this.ctx.leases.release(s.lease);
-        }
-      } finally {
+      if (st) {
         this.dropSlot();
+        this.unsealed = st;
       }
+      this.frozen = [];
+      await this.sealUnsealed();
     });
     this.closed = true;
   }
