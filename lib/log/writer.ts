@@ -366,7 +366,9 @@ export class ShardWriter {
     try {
       await sealPredecessors(this.ctx, slot, lease.epoch, writerEpoch, this.opts.clock);
     } catch (e) {
-      keeper.stop();
+      await keeper.stop();
+      // Nothing was written under the new epoch: give the slot back rather than hold it till expiry.
+      await this.ctx.leases.release(lease).catch(() => undefined);
       throw e;
     }
     this.state = { slot, lease, writerEpoch, keeper, generation: 1, table: null, commitsInGen: 0 };
