@@ -11,9 +11,16 @@ import {
   GetItemCommand,
   ThrottlingException,
 } from '@aws-sdk/client-dynamodb';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../lib/clock.ts';
-import { ConflictError, FencedError, InternalError, NotFoundError, UnavailableError } from '../lib/errors.ts';
+import {
+  ConflictError,
+  FencedError,
+  InternalError,
+  LeaseHeldError,
+  NotFoundError,
+  UnavailableError,
+} from '../lib/errors.ts';
 import {
   DEFAULT_TTL_GRACE_MS,
   DynamoLeaseStore,
@@ -22,6 +29,7 @@ import {
   ttlFor,
 } from '../lib/lease/dynamo.ts';
 import { leaseStoreConformance } from './conformance/lease.ts';
+import { type FaultDecision, type FaultRequest, type HttpFaultProxy, startHttpFaultProxy } from './support/http-fault-proxy.ts';
 
 const endpoint = process.env.AWS_ENDPOINT_URL_DYNAMODB;
 if (!endpoint) {
@@ -92,6 +100,8 @@ describe('DynamoLeaseStore specifics', () => {
       expiresAtMs: { N: String(lease.expiresAtMs) },
       ttl: { N: String(Math.ceil(lease.expiresAtMs / 1000) + graceSec) },
       updatedAtMs: { N: String(clock.nowMs()) },
+      // the acquire call's own token (rules.isOwnAcquire), a fresh one per call
+      acquireToken: { S: expect.stringMatching(/^[0-9a-f-]{36}$/) },
     });
     clock.advance(5_000);
     await store.release(lease);
@@ -99,6 +109,7 @@ describe('DynamoLeaseStore specifics', () => {
     expect(released?.owner).toEqual({ S: '' });
     expect(released?.expiresAtMs).toEqual({ N: '0' });
     expect(released?.epoch).toEqual({ N: '1' });
+    expect(released?.acquireToken).toBeUndefined(); // a released record is nobody's acquire
     expect(Number(released?.ttl?.N)).toBe(ttlFor(0, clock.nowMs(), graceSec));
     expect(Number(released?.ttl?.N)).toBeGreaterThan(clock.nowMs() / 1000 + graceSec - 1);
   });
@@ -145,5 +156,170 @@ describe('DynamoLeaseStore specifics', () => {
     const fenced = new FencedError('f');
     expect(classifyDynamoError(fenced, 'x')).toBe(fenced);
     expect(new ConflictError('c').retryable).toBe(true);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// "The request landed, the answer was lost": a proxy in front of DynamoDB Local forwards a
+// request, waits for the server's answer, drops it and answers 500, so the SDK resends a write
+// the server already applied. Every lease operation must still end as if it ran once.
+
+describe('DynamoLeaseStore when an answer is lost and the SDK resends', () => {
+  let proxy: HttpFaultProxy;
+  let proxied: DynamoDBClient;
+
+  beforeAll(async () => {
+    proxy = await startHttpFaultProxy({
+      target: endpoint!,
+      // a DynamoDB server fault as the JSON protocol sends it: the SDK retries any 5xx
+      lostAnswer: {
+        status: 500,
+        headers: { 'content-type': 'application/x-amz-json-1.0' },
+        body: JSON.stringify({ __type: 'com.amazonaws.dynamodb.v20120810#InternalServerError', message: 'answer lost' }),
+      },
+    });
+    proxied = new DynamoDBClient({
+      endpoint: proxy.endpoint,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'x', secretAccessKey: 'x' },
+      maxAttempts: 3, // pinned: the tests count the resends
+    });
+  });
+  afterEach(() => proxy.setScript(undefined));
+  afterAll(async () => {
+    proxied?.destroy();
+    await proxy?.close();
+  });
+
+  const op = (r: FaultRequest) => String(r.headers['x-amz-target'] ?? '').replace('DynamoDB_20120810.', '');
+
+  /** Loses the answer to the first request of kind `kind`; forwards everything else. */
+  function loseFirst(kind: string): void {
+    let lost = false;
+    proxy.setScript((r): FaultDecision => {
+      if (!lost && op(r) === kind) {
+        lost = true;
+        return 'forward-then-fail';
+      }
+      return 'forward';
+    });
+  }
+
+  /** What the server answered to each try of kind `kind`: status and error type. */
+  function tries(kind: string): Array<{ status?: number; error?: string }> {
+    return proxy.log
+      .filter((e) => op(e.req) === kind)
+      .map((e) => ({
+        status: e.upstreamStatus,
+        ...(e.upstreamStatus === 200 ? {} : { error: String(JSON.parse(e.upstreamBody ?? '{}').__type).split('#')[1] }),
+      }));
+  }
+
+  async function scene() {
+    const table = await freshTable();
+    const clock = new ManualClock(Date.now());
+    return {
+      store: new DynamoLeaseStore({ client: proxied, table, clock }),
+      direct: new DynamoLeaseStore({ client, table, clock }),
+      clock,
+    };
+  }
+
+  it('acquire: the resend meets its own landed write and returns that lease, not LeaseHeldError', async () => {
+    const { store, direct, clock } = await scene();
+    loseFirst('UpdateItem');
+    const lease = await store.acquire('k', 'a', 30_000);
+    // the first try created the lease at epoch 1; the resend failed its condition on it
+    expect(tries('UpdateItem')).toEqual([{ status: 200 }, { status: 400, error: 'ConditionalCheckFailedException' }]);
+    expect(lease).toEqual({ key: 'k', owner: 'a', epoch: 1, expiresAtMs: clock.nowMs() + 30_000 });
+    expect(await direct.read('k')).toEqual(lease);
+    await direct.assertCurrent(lease);
+    // recognising its own write is per call: a second acquire by the same owner is refused
+    proxy.setScript(undefined);
+    await expect(store.acquire('k', 'a', 30_000)).rejects.toBeInstanceOf(LeaseHeldError);
+    // and the lease works as any other: renew, release, then the next epoch
+    await store.renew(lease, 30_000);
+    await store.release(lease);
+    expect((await store.acquire('k', 'b', 30_000)).epoch).toBe(2);
+  });
+
+  it('acquire: every answer lost (the SDK gives up) yet the first try landed: one read finds the lease', async () => {
+    const { store, direct, clock } = await scene();
+    proxy.setScript((r) => (op(r) === 'UpdateItem' ? 'forward-then-fail' : 'forward'));
+    const lease = await store.acquire('k', 'a', 30_000);
+    expect(tries('UpdateItem')).toEqual([
+      { status: 200 },
+      { status: 400, error: 'ConditionalCheckFailedException' },
+      { status: 400, error: 'ConditionalCheckFailedException' },
+    ]);
+    expect(tries('GetItem')).toEqual([{ status: 200 }]);
+    expect(lease).toEqual({ key: 'k', owner: 'a', epoch: 1, expiresAtMs: clock.nowMs() + 30_000 });
+    expect(await direct.read('k')).toEqual(lease);
+    // nothing landed (the server never saw the write): the SDK's error, the key untouched
+    proxy.setScript((r) => (op(r) === 'UpdateItem' ? { status: 500, body: '{}' } : 'forward'));
+    await expect(store.acquire('k2', 'a', 30_000)).rejects.toBeInstanceOf(UnavailableError);
+    expect(tries('GetItem')).toEqual([{ status: 200 }]);
+    expect(await direct.read('k2')).toBeNull();
+  });
+
+  it('acquire of a taken key: a resend that finds another holder is still LeaseHeldError', async () => {
+    const { store, direct } = await scene();
+    const theirs = await direct.acquire('k', 'a', 30_000);
+    loseFirst('UpdateItem');
+    const err = await store.acquire('k', 'a', 30_000).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LeaseHeldError);
+    expect((err as LeaseHeldError).holder).toEqual(theirs);
+    expect(tries('UpdateItem')).toEqual([
+      { status: 400, error: 'ConditionalCheckFailedException' },
+      { status: 400, error: 'ConditionalCheckFailedException' },
+    ]);
+  });
+
+  it('acquire over an expired holder: the resend returns the lease its first try took', async () => {
+    const { store, direct, clock } = await scene();
+    const old = await direct.acquire('k', 'a', 1_000);
+    clock.advance(1_000);
+    loseFirst('UpdateItem');
+    const lease = await store.acquire('k', 'b', 30_000);
+    expect(lease).toMatchObject({ owner: 'b', epoch: old.epoch + 1 });
+    expect(tries('UpdateItem')).toEqual([{ status: 200 }, { status: 400, error: 'ConditionalCheckFailedException' }]);
+    expect(await direct.read('k')).toEqual(lease);
+    await expect(direct.assertCurrent(old)).rejects.toBeInstanceOf(FencedError);
+  });
+
+  it('renew: the resend of a landed renewal succeeds (not FencedError) and the expiry is the new one', async () => {
+    const { store, direct, clock } = await scene();
+    const lease = await direct.acquire('k', 'a', 10_000);
+    clock.advance(5_000);
+    loseFirst('UpdateItem');
+    const renewed = await store.renew(lease, 10_000);
+    expect(tries('UpdateItem')).toEqual([{ status: 200 }, { status: 200 }]);
+    expect(renewed).toEqual({ ...lease, expiresAtMs: clock.nowMs() + 10_000 });
+    expect(await direct.read('k')).toEqual(renewed);
+  });
+
+  it('release: the resend of a landed release is a no-op; the key is free at the same epoch', async () => {
+    const { store, direct } = await scene();
+    const lease = await direct.acquire('k', 'a', 10_000);
+    loseFirst('UpdateItem');
+    await store.release(lease);
+    expect(tries('UpdateItem')).toEqual([{ status: 200 }, { status: 400, error: 'ConditionalCheckFailedException' }]);
+    expect(await direct.read('k')).toEqual({ key: 'k', owner: '', epoch: 1, expiresAtMs: 0 });
+    expect((await direct.acquire('k', 'b', 10_000)).epoch).toBe(2);
+  });
+
+  it('assertCurrent: a lost read is re-read; current stays current, fenced stays fenced', async () => {
+    const { store, direct, clock } = await scene();
+    const lease = await direct.acquire('k', 'a', 10_000);
+    loseFirst('GetItem');
+    await store.assertCurrent(lease);
+    expect(tries('GetItem')).toEqual([{ status: 200 }, { status: 200 }]);
+    clock.advance(10_000);
+    const next = await direct.acquire('k', 'b', 10_000);
+    loseFirst('GetItem');
+    const err = await store.assertCurrent(lease).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(FencedError);
+    expect(tries('GetItem')).toHaveLength(2);
+    await store.assertCurrent(next);
   });
 });

@@ -59,12 +59,71 @@ describe('lease rules (pure)', () => {
     expect(rules.isCurrent(rules.releasedRecord(held), held)).toBe(false);
     expect(rules.isCurrent(null, held)).toBe(false);
   });
+  it('own acquire = the record carries the token of this call and is not released', () => {
+    const mine = { ...held, acquireToken: 't1' };
+    expect(rules.isOwnAcquire(mine, 't1')).toBe(true);
+    expect(rules.isOwnAcquire(mine, 't2')).toBe(false);
+    expect(rules.isOwnAcquire(held, 't1')).toBe(false); // a record without a token is nobody's
+    expect(rules.isOwnAcquire({ ...rules.releasedRecord(held), acquireToken: 't1' }, 't1')).toBe(false);
+    expect(rules.isOwnAcquire(null, 't1')).toBe(false);
+    expect(rules.newAcquireToken()).not.toBe(rules.newAcquireToken());
+  });
   it('validates ttl, owner and key', () => {
     expect(() => rules.validateTtl(0)).toThrow(InvalidInputError);
     expect(() => rules.validateTtl(1.5)).toThrow(InvalidInputError);
     expect(() => rules.validateTtl(rules.MAX_TTL_MS + 1)).toThrow(InvalidInputError);
     expect(() => rules.validateOwner('')).toThrow(InvalidInputError);
     expect(() => rules.validateKey('')).toThrow(InvalidInputError);
+  });
+});
+
+describe('LocalLeaseStore when a write fails after its commit', () => {
+  it('acquire returns the lease its commit made (not an error that leaks the key until expiry)', async () => {
+    const dir = await tempDir();
+    const clock = new ManualClock();
+    let failures = 1;
+    // the record is renamed into place, then the step after it fails (as a failing fsync would)
+    const store = new LocalLeaseStore({
+      dir,
+      clock,
+      faultInjection: {
+        afterCommit: () => {
+          if (failures-- > 0) throw new Error('EIO after the commit');
+        },
+      },
+    });
+    try {
+      const lease = await store.acquire('k', 'a', 10_000);
+      expect(lease).toEqual({ key: 'k', owner: 'a', epoch: 1, expiresAtMs: clock.nowMs() + 10_000 });
+      expect(await store.read('k')).toEqual(lease);
+      await store.assertCurrent(lease);
+      // a later call by the same owner is another acquire: refused while the lease is held
+      await expect(store.acquire('k', 'a', 10_000)).rejects.toBeInstanceOf(LeaseHeldError);
+      // renew keeps working and release frees the key at once
+      await store.renew(lease, 10_000);
+      await store.release(lease);
+      expect((await store.acquire('k', 'b', 10_000)).epoch).toBe(2);
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a failure before the commit is still an error, and the key stays free', async () => {
+    const dir = await tempDir();
+    const store = new LocalLeaseStore({
+      dir,
+      faultInjection: {
+        beforeCommit: () => {
+          throw new Error('EIO before the commit');
+        },
+      },
+    });
+    try {
+      await expect(store.acquire('k', 'a', 10_000)).rejects.toThrow(/EIO before the commit/);
+      expect(await store.read('k')).toBeNull();
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

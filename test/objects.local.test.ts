@@ -24,4 +24,44 @@ describe('LocalObjectStore specifics', () => {
     await Promise.all(Array.from({ length: 5 }, (_, i) => store.putIfAbsent('seal', String(i))));
     expect(await fs.readdir(dir)).toEqual(['seal']);
   });
+
+  /** Every path below `dir` (folders end with '/'), or null if `dir` does not exist. */
+  async function tree(dir: string): Promise<string[] | null> {
+    try {
+      const entries = await fs.readdir(dir, { recursive: true, withFileTypes: true });
+      return entries
+        .map((e) => path.relative(dir, path.join(e.parentPath, e.name)) + (e.isDirectory() ? '/' : ''))
+        .sort();
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw e;
+    }
+  }
+
+  it('reads must not write: get, list and deletes on a fresh root create no folder', async () => {
+    const parent = path.join(root, 'reads-fresh');
+    const dir = path.join(parent, 'log.lance');
+    const store = new LocalObjectStore(dir);
+    await store.get('_dgcl/shards/s00-e000001.lance/x');
+    await store.list('_dgcl/shards');
+    await store.list('');
+    await store.delete('_dgcl/claims/c1');
+    await store.deletePrefix('_dgcl/shards/s00-e000001.lance');
+    await store.deleteOlderThan('_dgcl/retired', Date.now() + 3_600_000);
+    expect(await tree(parent)).toBeNull(); // not even the base folder
+  });
+
+  it('reads must not write: on an existing root the folder tree is unchanged', async () => {
+    const dir = path.join(root, 'reads-existing', 'log.lance');
+    const store = new LocalObjectStore(dir);
+    await store.putIfAbsent('_dgcl/meta/s00-e000001', '');
+    const before = await tree(dir);
+    expect(before).toEqual(['_dgcl/', '_dgcl/meta/', '_dgcl/meta/s00-e000001']);
+    expect(await store.get('_dgcl/shards/s00-e000001.lance/x')).toBeNull();
+    expect(await store.list('_dgcl/shards')).toEqual([]);
+    expect(await store.list('_dgcl/meta/s00-e000001')).toEqual([]); // an object, not a folder
+    await store.delete('_dgcl/shards/none');
+    expect(await store.deletePrefix('_dgcl/retired')).toBe(0);
+    expect(await tree(dir)).toEqual(before);
+  });
 });

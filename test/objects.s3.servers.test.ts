@@ -79,7 +79,7 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
    * the server) and `direct`, straight to the server (to set up and check). The proxy records
    * every request in `seen` and lets `decide` answer it.
    */
-  function scene(decide: (r: ProxyRequest) => ScriptDecision = () => 'forward') {
+  function scene(decide: (r: ProxyRequest) => ScriptDecision | Promise<ScriptDecision> = () => 'forward') {
     const base = `${runPrefix}/proxied/${++scenes}`;
     const seen: ProxyRequest[] = [];
     proxy.set({
@@ -142,42 +142,77 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
     expect(await t.direct.get('absent')).toBeNull();
   });
 
-  it('a persistent 409 after a lost answer: the key holding our body is ours', async () => {
+  it('a persistent 409 after a lost answer: the key exists, so false (never "won" by its body)', async () => {
     let puts = 0;
     // the first try lands but its answer is lost; the SDK resends, and that and the store's
     // own retries meet 409s
     const t = scene((r) => (!conditionalPut(r) ? 'forward' : puts++ === 0 ? 'forward-then-fail' : conflict()));
-    expect(await t.store.putIfAbsent('seal', 'mine')).toBe(true);
+    expect(await t.store.putIfAbsent('seal', 'mine')).toBe(false);
     expect(proxy.counts.lost).toBe(1);
     expect(t.count(conditionalPut)).toBe(4); // try, SDK resend, 2 store retries
-    expect(await t.direct.get('seal')).toBe('mine');
+    expect(t.count(objectGet)).toBe(1); // the 409s are decided by whether the key exists
+    expect(await t.direct.get('seal')).toBe('mine'); // the caller recognises its own body (nonce)
   });
 
-  it('412 is false, read back only when the SDK had resent the request', async () => {
-    // a plain 412 from the server: the key exists, nothing to read
+  it('412 is false, on the first try or after a resend, without reading the key', async () => {
+    // a plain 412 from the server: the key exists
     const plain = scene();
     await plain.direct.putIfAbsent('seal', 'theirs');
     expect(await plain.store.putIfAbsent('seal', 'mine')).toBe(false);
     expect(plain.count(conditionalPut)).toBe(1);
     expect(plain.count(objectGet)).toBe(0);
 
-    // our first try created the key but its answer was lost; the SDK's resend gets 412
+    // our first try created the key but its answer was lost; the SDK's resend gets 412: false,
+    // the key holds our body, and it is the caller's job to recognise it
     let first = true;
     const ours = scene((r) => (conditionalPut(r) && first ? ((first = false), 'forward-then-fail') : 'forward'));
-    expect(await ours.store.putIfAbsent('seal', 'mine')).toBe(true);
+    expect(await ours.store.putIfAbsent('seal', 'mine')).toBe(false);
     expect(proxy.counts.lost).toBe(1);
     expect(ours.count(conditionalPut)).toBe(2);
-    expect(ours.count(objectGet)).toBe(1);
+    expect(ours.count(objectGet)).toBe(0);
     expect(await ours.direct.get('seal')).toBe('mine');
+  });
 
-    // the same resend, but someone else's body was there all along
-    first = true;
-    const theirs = scene((r) => (conditionalPut(r) && first ? ((first = false), 'forward-then-fail') : 'forward'));
-    await theirs.direct.putIfAbsent('seal', 'theirs');
-    expect(await theirs.store.putIfAbsent('seal', 'mine')).toBe(false);
-    expect(theirs.count(conditionalPut)).toBe(2);
-    expect(theirs.count(objectGet)).toBe(1);
-    expect(await theirs.direct.get('seal')).toBe('theirs');
+  it('two concurrent identical claims, one answer lost: never two trues', async () => {
+    // Both PUTs are held at the proxy until both arrived (proof of overlap). A's lands and its
+    // answer is lost; B's first try is refused with a 500 once A's has landed, so both resends
+    // meet 412. Comparing bodies made both "win"; neither may say it created the key.
+    let arrived = 0;
+    let bothArrived!: () => void;
+    const overlap = new Promise<void>((r) => (bothArrived = r));
+    let n = 0;
+    const t = scene(async (r) => {
+      if (!conditionalPut(r)) return 'forward';
+      const i = n++;
+      if (i >= 2) return 'forward'; // the SDK's resends
+      if (++arrived === 2) bothArrived();
+      await overlap;
+      if (i === 0) return 'forward-then-fail';
+      while ((await t.direct.get('claim')) === null) await new Promise((res) => setTimeout(res, 5));
+      return s3Error(500, 'InternalError', 'refused by the test proxy');
+    });
+    const body = '{"checkpoint":"c1","ack":[1,2]}';
+    const results = await Promise.all([t.store.putIfAbsent('claim', body), t.store.putIfAbsent('claim', body)]);
+    expect(t.count(conditionalPut)).toBe(4);
+    expect(results.filter((x) => x)).toHaveLength(0); // at most one true; here none: both resent
+    expect(await t.direct.get('claim')).toBe(body);
+  });
+
+  it('two concurrent identical bodies without faults: exactly one true', async () => {
+    let arrived = 0;
+    let bothArrived!: () => void;
+    const overlap = new Promise<void>((r) => (bothArrived = r));
+    const t = scene(async (r): Promise<ScriptDecision> => {
+      if (!conditionalPut(r)) return 'forward';
+      if (++arrived === 2) bothArrived();
+      await overlap; // both requests are in flight before either reaches the server
+      return 'forward';
+    });
+    const body = '{"checkpoint":"c2"}';
+    const results = await Promise.all([t.store.putIfAbsent('claim', body), t.store.putIfAbsent('claim', body)]);
+    expect(t.count(conditionalPut)).toBe(2);
+    expect(results.filter((x) => x)).toHaveLength(1);
+    expect(await t.direct.get('claim')).toBe(body);
   });
 
   it('a server without conditional writes (501) is a clear, retryable error', async () => {

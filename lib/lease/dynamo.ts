@@ -16,6 +16,8 @@
  *   ttl          N  epoch seconds after which DynamoDB TTL may delete the item:
  *                   max(expiresAtMs, now) in seconds + the grace (see `ttlFor`)
  *   updatedAtMs  N  the store clock at the last write (diagnostics only)
+ *   acquireToken S  the token of the acquire call that made this epoch (rules.isOwnAcquire);
+ *                   removed on release
  */
 import {
   type AttributeValue,
@@ -42,11 +44,15 @@ import {
 } from '../errors.ts';
 import {
   LeaseFencedError,
+  type LeaseRecord,
   RELEASED_OWNER,
   canAcquire,
   expiryAt,
   isCurrent,
+  isOwnAcquire,
   leaseHeld,
+  newAcquireToken,
+  pick,
   renewedRecord,
   validateKey,
   validateLease,
@@ -89,6 +95,7 @@ const NAMES = {
   '#expiresAtMs': 'expiresAtMs',
   '#ttl': 'ttl',
   '#updatedAtMs': 'updatedAtMs',
+  '#acquireToken': 'acquireToken',
 } as const;
 
 /**
@@ -119,21 +126,29 @@ export class DynamoLeaseStore implements LeaseStore {
     this.graceSec = grace === null ? null : Math.ceil(grace / 1000);
   }
 
-  /** 1 request: UpdateItem if keyIsFree, epoch = if_not_exists(epoch, 0) + 1. */
+  /**
+   * 1 request: UpdateItem if keyIsFree, epoch = if_not_exists(epoch, 0) + 1, stamped with a
+   * token of this call. The SDK may resend the request after its first try landed (answer lost);
+   * the resend then fails the condition on our own new lease, which ALL_OLD shows by the token
+   * (rules.isOwnAcquire): that lease is returned instead of LeaseHeldError.
+   */
   async acquire(key: string, owner: string, ttlMs: number): Promise<Lease> {
     validateKey(key);
     validateOwner(owner);
     validateTtl(ttlMs);
     const now = this.clock.nowMs();
     const expiresAtMs = expiryAt(now, ttlMs);
+    const token = newAcquireToken();
     const sets = [
       '#owner = :owner',
       '#expiresAtMs = :exp',
       '#updatedAtMs = :now',
       '#epoch = if_not_exists(#epoch, :zero) + :one', // rules.nextEpoch, atomically
+      '#acquireToken = :token',
     ];
     const values: Record<string, AttributeValue> = {
       ':owner': { S: owner },
+      ':token': { S: token },
       ':exp': num(expiresAtMs),
       ':now': num(now),
       ':released': { S: RELEASED_OWNER },
@@ -154,6 +169,7 @@ export class DynamoLeaseStore implements LeaseStore {
             '#epoch',
             '#expiresAtMs',
             '#updatedAtMs',
+            '#acquireToken',
             ...this.ttlName(),
           ]),
           ExpressionAttributeValues: values,
@@ -165,9 +181,15 @@ export class DynamoLeaseStore implements LeaseStore {
       if (lease === null) throw new CorruptError(`acquire of ${JSON.stringify(key)} returned no item`);
       return lease;
     } catch (e) {
-      if (!isConditionFailed(e)) throw this.classify(e, 'acquire', key);
+      if (!isConditionFailed(e)) {
+        const err = this.classify(e, 'acquire', key);
+        const landed = err instanceof UnavailableError ? await this.landedAcquire(key, token) : null;
+        if (landed) return landed;
+        throw err;
+      }
       // ALL_OLD carries the holder; a server that omits it costs one extra consistent read.
-      const holder = e.Item ? fromItem(e.Item, key) : await this.read(key);
+      const holder = e.Item ? recordFromItem(e.Item, key) : await this.readRecord(key);
+      if (isOwnAcquire(holder, token)) return pick(holder); // our first try landed
       if (holder !== null && !canAcquire(holder, now)) throw leaseHeld(key, holder, now, e);
       throw new ConflictError(`acquire of ${JSON.stringify(key)} lost a race; retry`, { cause: e });
     }
@@ -191,7 +213,10 @@ export class DynamoLeaseStore implements LeaseStore {
     return next;
   }
 
-  /** 1 request: UpdateItem if leaseIsCurrent, owner '' and expiry 0; a no-op otherwise. */
+  /**
+   * 1 request: UpdateItem if leaseIsCurrent, owner '' and expiry 0, token removed; a no-op
+   * otherwise (also when the SDK resends a release that landed: the resend finds it released).
+   */
   async release(lease: Lease): Promise<void> {
     const l = validateLease(lease);
     const now = this.clock.nowMs();
@@ -205,7 +230,7 @@ export class DynamoLeaseStore implements LeaseStore {
     };
     this.addTtl(sets, values, 0, now);
     try {
-      await this.updateCurrent(l, sets, values, 'release', now);
+      await this.updateCurrent(l, sets, values, 'release', now, ['#acquireToken']);
     } catch (e) {
       if (e instanceof LeaseFencedError) return; // superseded or already released
       throw e;
@@ -215,14 +240,8 @@ export class DynamoLeaseStore implements LeaseStore {
   /** 1 request: GetItem with ConsistentRead. */
   async read(key: string): Promise<Lease | null> {
     validateKey(key);
-    try {
-      const out = await this.client.send(
-        new GetItemCommand({ TableName: this.table, Key: { pk: { S: key } }, ConsistentRead: true }),
-      );
-      return fromItem(out.Item, key);
-    } catch (e) {
-      throw this.classify(e, 'read', key);
-    }
+    const record = await this.readRecord(key);
+    return record === null ? null : pick(record);
   }
 
   /** 1 request: a consistent read compared with rules.isCurrent (via LeaseFencedError). */
@@ -235,20 +254,45 @@ export class DynamoLeaseStore implements LeaseStore {
   /** The client is the caller's: nothing to close here. */
   async close(): Promise<void> {}
 
+  private async readRecord(key: string): Promise<LeaseRecord | null> {
+    try {
+      const out = await this.client.send(
+        new GetItemCommand({ TableName: this.table, Key: { pk: { S: key } }, ConsistentRead: true }),
+      );
+      return recordFromItem(out.Item, key);
+    } catch (e) {
+      throw this.classify(e, 'read', key);
+    }
+  }
+
+  /**
+   * After an acquire whose every try failed without a verdict (UnavailableError): a try may
+   * still have landed (all answers lost). One consistent read tells; our own new lease is
+   * returned rather than left to block the key, and the caller, until it expires. null when it
+   * did not land, or when the read fails too (the caller throws the original error).
+   */
+  private async landedAcquire(key: string, token: string): Promise<Lease | null> {
+    const record = await this.readRecord(key).catch(() => null);
+    return isOwnAcquire(record, token) ? pick(record) : null;
+  }
+
+  /** One conditional UpdateItem (leaseIsCurrent): SET `sets`, REMOVE `removes`. */
   private async updateCurrent(
     l: Lease,
     sets: string[],
     values: Record<string, AttributeValue>,
     op: string,
     now: number,
+    removes: Array<keyof typeof NAMES> = [],
   ): Promise<void> {
-    const used = ['#pk', '#owner', '#epoch', '#expiresAtMs', '#updatedAtMs', ...this.ttlName()] as const;
+    const used = ['#pk', '#owner', '#epoch', '#expiresAtMs', '#updatedAtMs', ...removes, ...this.ttlName()] as const;
+    const remove = removes.length > 0 ? ` REMOVE ${removes.join(', ')}` : '';
     try {
       await this.client.send(
         new UpdateItemCommand({
           TableName: this.table,
           Key: { pk: { S: l.key } },
-          UpdateExpression: `SET ${sets.join(', ')}`,
+          UpdateExpression: `SET ${sets.join(', ')}${remove}`,
           ConditionExpression: conditions.leaseIsCurrent,
           ExpressionAttributeNames: pickNames([...used]),
           ExpressionAttributeValues: values,
@@ -428,6 +472,12 @@ function pickNames(used: Array<keyof typeof NAMES>): Record<string, string> {
 
 /** An item as a Lease (null for no item); `key` guards against a mismatched item. */
 function fromItem(item: Record<string, AttributeValue> | undefined, key: string): Lease | null {
+  const record = recordFromItem(item, key);
+  return record === null ? null : pick(record);
+}
+
+/** An item as the stored record, token included (null for no item). */
+function recordFromItem(item: Record<string, AttributeValue> | undefined, key: string): LeaseRecord | null {
   if (!item || Object.keys(item).length === 0) return null;
   const pk = item.pk?.S;
   const owner = item.owner?.S;
@@ -436,5 +486,6 @@ function fromItem(item: Record<string, AttributeValue> | undefined, key: string)
   if (pk !== key || owner === undefined || !Number.isSafeInteger(epoch) || !Number.isFinite(expiresAtMs)) {
     throw new CorruptError(`lease item ${JSON.stringify(key)} is malformed: ${JSON.stringify(item)}`);
   }
-  return { key: pk, owner, epoch, expiresAtMs };
+  const token = item.acquireToken?.S;
+  return token === undefined ? { key: pk, owner, epoch, expiresAtMs } : { key: pk, owner, epoch, expiresAtMs, acquireToken: token };
 }

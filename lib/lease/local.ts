@@ -5,7 +5,7 @@
  *
  * Layout of `dir` (h = sha256 of the key, hex; the key itself is inside the record, so any key
  * works and case-insensitive file systems cannot merge two keys):
- *   <h>.json         the record {v, key, owner, epoch, expiresAtMs, updatedAtMs}
+ *   <h>.json         the record {v, key, owner, epoch, expiresAtMs, updatedAtMs, acquireToken?}
  *   <h>.lock         the mutex: a file created atomically with link(2), content
  *                    {pid, host, token, createdAtMs}; present only while someone holds it
  *   <h>.lock.break   the breaker mutex, held only while a stale mutex is removed
@@ -34,11 +34,15 @@ import { ConflictError, CorruptError, DgclError, UnavailableError } from '../err
 import { errCode, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
 import {
   LeaseFencedError,
+  type LeaseRecord,
   acquiredRecord,
   canAcquire,
   canRenew,
   isCurrent,
+  isOwnAcquire,
   leaseHeld,
+  newAcquireToken,
+  pick,
   releasedRecord,
   renewedRecord,
   validateKey,
@@ -111,13 +115,24 @@ export class LocalLeaseStore implements LeaseStore {
     validateKey(key);
     validateOwner(owner);
     validateTtl(ttlMs);
-    return this.withLock(key, async (token) => {
+    return this.withLock(key, async (lockToken) => {
       const record = await this.readRecord(key);
       const now = this.clock.nowMs();
       if (!canAcquire(record, now)) throw leaseHeld(key, record as Lease, now);
       const next = acquiredRecord(record, key, owner, now, ttlMs);
-      await this.writeRecord(next, token, now);
-      await this.faults.afterCommit?.(key);
+      const token = newAcquireToken();
+      try {
+        await this.writeRecord({ ...next, acquireToken: token }, lockToken, now);
+        await this.faults.afterCommit?.(key);
+      } catch (e) {
+        // A step after the rename failed (e.g. the folder's fsync): the record is in place and
+        // every other process already sees us holding the key. Report what they see, our lease,
+        // rather than an error that leaves the key blocked by a lease nobody holds. (The mutex
+        // is still ours, so nobody can have written in between.)
+        const now2 = await this.readRecord(key).catch(() => null);
+        if (isOwnAcquire(now2, token)) return next;
+        throw e;
+      }
       return next;
     });
   }
@@ -128,9 +143,11 @@ export class LocalLeaseStore implements LeaseStore {
     return this.withLock(l.key, async (token) => {
       const record = await this.readRecord(l.key);
       const now = this.clock.nowMs();
-      if (!canRenew(record, l)) throw new LeaseFencedError(l, record, { nowMs: now });
+      if (!canRenew(record, l)) throw new LeaseFencedError(l, record && pick(record), { nowMs: now });
       const next = renewedRecord(l, now, ttlMs);
-      await this.writeRecord(next, token, now);
+      // the epoch is still the one that acquire made: keep its token (rules.isOwnAcquire)
+      const kept = record?.acquireToken === undefined ? {} : { acquireToken: record.acquireToken };
+      await this.writeRecord({ ...next, ...kept }, token, now);
       return next;
     });
   }
@@ -147,13 +164,14 @@ export class LocalLeaseStore implements LeaseStore {
   /** Records are replaced by rename, so a plain read sees a whole committed record. */
   async read(key: string): Promise<Lease | null> {
     validateKey(key);
-    return this.readRecord(key);
+    const record = await this.readRecord(key);
+    return record && pick(record);
   }
 
   async assertCurrent(lease: Lease): Promise<void> {
     const l = validateLease(lease);
     const record = await this.readRecord(l.key);
-    if (!isCurrent(record, l)) throw new LeaseFencedError(l, record, { nowMs: this.clock.nowMs() });
+    if (!isCurrent(record, l)) throw new LeaseFencedError(l, record && pick(record), { nowMs: this.clock.nowMs() });
   }
 
   /** Nothing is held between calls. */
@@ -165,7 +183,7 @@ export class LocalLeaseStore implements LeaseStore {
     return join(this.dir, createHash('sha256').update(key, 'utf8').digest('hex'));
   }
 
-  private async readRecord(key: string): Promise<Lease | null> {
+  private async readRecord(key: string): Promise<LeaseRecord | null> {
     const path = `${this.base(key)}.json`;
     let raw: string;
     try {
@@ -190,11 +208,12 @@ export class LocalLeaseStore implements LeaseStore {
     ) {
       throw new CorruptError(`lease record ${path} is not a record of key ${JSON.stringify(key)}`);
     }
-    return { key, owner: r.owner, epoch: r.epoch as number, expiresAtMs: r.expiresAtMs };
+    const lease = { key, owner: r.owner, epoch: r.epoch as number, expiresAtMs: r.expiresAtMs };
+    return typeof r.acquireToken === 'string' ? { ...lease, acquireToken: r.acquireToken } : lease;
   }
 
   /** Durable replace: temp file + fsync, ownership check of the mutex, rename, fsync dir. */
-  private async writeRecord(record: Lease, token: string, nowMs: number): Promise<void> {
+  private async writeRecord(record: LeaseRecord, token: string, nowMs: number): Promise<void> {
     const base = this.base(record.key);
     const path = `${base}.json`;
     const tmp = `${path}.tmp-${randomUUID()}`;

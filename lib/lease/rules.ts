@@ -7,8 +7,18 @@
  * Backends whose conditions run on a server (DynamoDB) restate `isFree`/`isCurrent` as
  * condition expressions; keep the two in step (see lib/lease/dynamo.ts `conditions`).
  */
+import { randomUUID } from 'node:crypto';
 import { FencedError, InvalidInputError, LeaseHeldError } from '../errors.ts';
 import type { Lease } from './types.ts';
+
+/**
+ * A record as a backend stores it: the lease plus the token of the acquire call that wrote it.
+ * The token is never part of a Lease handed to callers.
+ */
+export interface LeaseRecord extends Lease {
+  /** Unique per acquire call (not per request); absent on records written before tokens. */
+  acquireToken?: string;
+}
 
 /** The `owner` of a released record. */
 export const RELEASED_OWNER = '';
@@ -37,6 +47,25 @@ export function isExpired(record: Lease, nowMs: number): boolean {
  */
 export function canAcquire(record: Lease | null, nowMs: number): boolean {
   return isFree(record, nowMs);
+}
+
+/** A fresh token for one acquire call; every resend of that call's request carries the same one. */
+export function newAcquireToken(): string {
+  return randomUUID();
+}
+
+/**
+ * Whether `record` is this very acquire call's own write: a request whose answer was lost and
+ * that the SDK resent finds the key held by the lease its first try created, and must return
+ * that lease instead of LeaseHeldError (else the caller's own slot leaks until expiry).
+ *
+ * Why the token is enough: only an acquire writes `acquireToken`, and a record keeps the token
+ * of the acquire that made its current epoch (renew keeps it, release drops it). So a record
+ * with our token, not released, is the epoch our call created and nobody took since. The owner
+ * string cannot stand in for it: owners may be shared by two writers of one process.
+ */
+export function isOwnAcquire(record: LeaseRecord | null, token: string): record is LeaseRecord {
+  return record !== null && !isReleased(record) && record.acquireToken === token;
 }
 
 /** The epoch a new acquire gets: previous + 1, or 1 for a never-seen key. */

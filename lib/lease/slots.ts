@@ -29,9 +29,22 @@ export interface AcquireWriterSlotOptions {
   ttlMs: number;
   /** Take exactly this slot (0..slots-1) instead of searching; LeaseHeldError if it is held. */
   slot?: number;
-  /** Source of the random first slot, in [0, 1) (tests pin it). Default Math.random. */
+  /** Source of the random first slot and back-off jitter, in [0, 1) (tests pin it). Default Math.random. */
   random?: () => number;
+  /**
+   * How long to keep trying while every slot (or the pinned `slot`) is held, in ms of `clock`.
+   * Default: `ttlMs` when searching (a crashed holder's slot frees within one ttl), 0 with a
+   * pinned `slot` (a takeover of one slot is a decision the caller makes again, e.g. the
+   * maintainer skips a slot a writer just took). 0 tries once.
+   */
+  waitMs?: number;
+  /** Deadline and back-off sleeps (Clock.sleep); default the system clock. */
+  clock?: Clock;
 }
+
+/** Back-off between passes over the slots: 50 ms doubling to 1 s, with jitter (x0.5..1.5). */
+export const SLOT_WAIT_FIRST_MS = 50;
+export const SLOT_WAIT_MAX_MS = 1000;
 
 export function slotKey(pipeline: string, experiment: string, slot: number): string {
   return `${validateName('pipeline', pipeline)}/${validateName('experiment', experiment)}/slot/${slot}`;
@@ -70,10 +83,14 @@ export function parseWriterEpoch(writerEpoch: string): { slot: number; epoch: nu
 }
 
 /**
- * Takes a free writer slot: tries every slot once, starting at a random one (so writers spread
- * out instead of all fighting over slot 0). Throws LeaseHeldError if all are held (its holder:
- * the one that expires first), or the first error that is not LeaseHeldError.
- * Requests: 1 per slot tried (DynamoDB: one conditional UpdateItem each).
+ * Takes a free writer slot ("writers beyond the slots wait for a free slot"). A pass tries
+ * every slot once, starting at a random one (so writers spread out instead of all fighting over
+ * slot 0); while all are held, passes repeat with back-off (SLOT_WAIT_FIRST_MS doubling to
+ * SLOT_WAIT_MAX_MS, jittered, never sleeping past the first holder's expiry or the deadline)
+ * until `waitMs` has passed on `clock`. Then LeaseHeldError naming every slot's holder and when
+ * the first frees (its `holder`: the one that expires first). Any other error is thrown at once.
+ * With a pinned `slot`, only that slot is tried, with the same waiting.
+ * Requests: 1 per slot tried per pass (DynamoDB: one conditional UpdateItem each).
  */
 export async function acquireWriterSlot(store: LeaseStore, options: AcquireWriterSlotOptions): Promise<WriterSlot> {
   const { pipeline, experiment, owner, ttlMs } = options;
@@ -84,31 +101,71 @@ export async function acquireWriterSlot(store: LeaseStore, options: AcquireWrite
   validateOwner(owner);
   validateTtl(ttlMs);
   slotKey(pipeline, experiment, 0); // validates the names before any I/O
-  if (options.slot !== undefined) {
-    const slot = options.slot;
-    if (!Number.isSafeInteger(slot) || slot < 0 || slot >= slots) {
-      throw new InvalidInputError(`slot must be an integer in 0..${slots - 1}`, { field: 'slot' });
-    }
-    const lease = await store.acquire(slotKey(pipeline, experiment, slot), owner, ttlMs);
-    return { slot, lease, writerEpoch: formatWriterEpoch(slot, lease.epoch) };
+  const pinned = options.slot;
+  if (pinned !== undefined && (!Number.isSafeInteger(pinned) || pinned < 0 || pinned >= slots)) {
+    throw new InvalidInputError(`slot must be an integer in 0..${slots - 1}`, { field: 'slot' });
   }
-  const start = Math.min(slots - 1, Math.floor((options.random ?? Math.random)() * slots));
-  let soonest: LeaseHeldError | undefined;
-  for (let i = 0; i < slots; i++) {
-    const slot = (start + i) % slots;
-    try {
-      const lease = await store.acquire(slotKey(pipeline, experiment, slot), owner, ttlMs);
-      return { slot, lease, writerEpoch: formatWriterEpoch(slot, lease.epoch) };
-    } catch (e) {
-      if (!(e instanceof LeaseHeldError)) throw e;
-      if (!soonest || (e.holder?.expiresAtMs ?? Infinity) < (soonest.holder?.expiresAtMs ?? Infinity)) soonest = e;
-    }
+  const waitMs = options.waitMs ?? (pinned === undefined ? ttlMs : 0);
+  if (!Number.isSafeInteger(waitMs) || waitMs < 0) {
+    throw new InvalidInputError('waitMs must be an integer >= 0', { field: 'waitMs' });
   }
-  throw new LeaseHeldError(
-    `all ${slots} writer slots of ${pipeline}/${experiment} are held; ` +
-      `the first frees at ${soonest?.holder?.expiresAtMs ?? 'unknown'}`,
-    soonest?.holder,
-    { cause: soonest },
+  const clock = options.clock ?? systemClock;
+  const random = options.random ?? Math.random;
+  const candidates = pinned === undefined ? slots : 1;
+  const startMs = clock.nowMs();
+  const deadline = startMs + waitMs;
+  let backoff = SLOT_WAIT_FIRST_MS;
+  for (;;) {
+    const start = pinned ?? Math.min(slots - 1, Math.floor(random() * slots));
+    const held: Array<{ slot: number; error: LeaseHeldError }> = [];
+    for (let i = 0; i < candidates; i++) {
+      const slot = (start + i) % slots;
+      try {
+        const lease = await store.acquire(slotKey(pipeline, experiment, slot), owner, ttlMs);
+        return { slot, lease, writerEpoch: formatWriterEpoch(slot, lease.epoch) };
+      } catch (e) {
+        if (!(e instanceof LeaseHeldError)) throw e;
+        held.push({ slot, error: e });
+      }
+    }
+    held.sort((a, b) => (a.error.holder?.expiresAtMs ?? Infinity) - (b.error.holder?.expiresAtMs ?? Infinity));
+    const now = clock.nowMs();
+    if (now >= deadline) throw allHeld(pipeline, experiment, slots, pinned, held, now - startMs);
+    // Wake when the first holder expires if that is sooner than the back-off (a crashed writer's
+    // slot is taken as soon as it frees), never before 1 ms, never past the deadline.
+    const firstFree = held[0]?.error.holder?.expiresAtMs ?? Infinity;
+    const jittered = Math.round(backoff * (0.5 + random()));
+    await clock.sleep(Math.max(1, Math.min(jittered, firstFree - now, deadline - now)));
+    backoff = Math.min(backoff * 2, SLOT_WAIT_MAX_MS);
+  }
+}
+
+/** The LeaseHeldError of a wait that ran out: every slot tried, its holder, the first to free. */
+function allHeld(
+  pipeline: string,
+  experiment: string,
+  slots: number,
+  pinned: number | undefined,
+  held: Array<{ slot: number; error: LeaseHeldError }>,
+  waitedMs: number,
+): LeaseHeldError {
+  const first = held[0];
+  const holders = held
+    .slice()
+    .sort((a, b) => a.slot - b.slot)
+    .map(({ slot, error: e }) =>
+      e.holder ? `slot ${slot}: ${JSON.stringify(e.holder.owner)} until ${e.holder.expiresAtMs}` : `slot ${slot}: held`,
+    )
+    .join('; ');
+  const what =
+    pinned === undefined
+      ? `all ${slots} writer slots of ${pipeline}/${experiment} are held`
+      : `writer slot ${pinned} of ${pipeline}/${experiment} is held`;
+  return new LeaseHeldError(
+    `${what} (waited ${waitedMs} ms): ${holders}; the first frees at ${first?.error.holder?.expiresAtMs ?? 'unknown'}` +
+      (first ? ` (slot ${first.slot})` : ''),
+    first?.error.holder,
+    { cause: first?.error },
   );
 }
 

@@ -6,6 +6,12 @@
  * the name exists, so exactly one of many racing writers wins and readers never see a partial
  * body). Empty folders left behind by deletes are pruned, so listings match an object store's
  * (where a "folder" exists only while something is below it).
+ *
+ * Reads never write: get, list and the deletes of missing keys create no folder (only put and
+ * putIfAbsent create their parents). putIfAbsent is true only for the call whose link made the
+ * object, never decided by comparing bodies; the one ambiguous case is a link that succeeded
+ * followed by a failed folder fsync: UnavailableError although the object exists, and a retry
+ * then answers false (ObjectStore: the caller recognises its own body).
  */
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';

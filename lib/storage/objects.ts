@@ -9,7 +9,14 @@ export interface ObjectStore {
   readonly baseUri: string;
   /**
    * Create `key` with `body` only if it does not exist (atomic: readers see the whole body or
-   * no object). Returns false, writing nothing, if it already exists.
+   * no object). Returns true only if this call created it; false, writing nothing, if it
+   * exists, whoever wrote it. At most one call per key ever returns true.
+   *
+   * Ambiguity is the caller's to resolve: a call that failed (or timed out) may still have
+   * created the key, and a call whose request was resent after its first try landed returns
+   * false for its own object. A caller that retries after such a failure must recognise its own
+   * earlier write by reading the key and finding a nonce of its own in the body; identical
+   * bodies from two callers are never told apart here.
    */
   putIfAbsent(key: string, body: string): Promise<boolean>;
   /** Create or replace `key` (atomic: readers see the old or the new body, whole). */

@@ -69,16 +69,18 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   /**
-   * Conditional create (`If-None-Match: *`): 412 means the key exists (false). A 409
+   * Conditional create (`If-None-Match: *`): 412 means the key exists, so false. A 409
    * ConditionalRequestConflict (a concurrent write to the same key in flight) is retried with
-   * backoff, then decided by reading the key. When the SDK had to resend the request (our first
-   * try may have landed though its answer was lost), a 412 is resolved by reading: the key
-   * holding exactly our body counts as ours.
+   * backoff, then decided by whether the key exists (false) or not (UnavailableError).
+   *
+   * True only when this call's own request was answered 200. When the SDK resends (our first
+   * try may have landed though its answer was lost) and meets 412, the answer is still false:
+   * the body is never compared, because two callers putting identical bodies would then both
+   * "win" (see ObjectStore.putIfAbsent: a caller recognises its own write by a nonce in the body).
    */
   async putIfAbsent(key: string, body: string): Promise<boolean> {
     const k = this.key(checkObjectKey(key, 'key'));
     const bytes = Buffer.from(body, 'utf8');
-    let ambiguous = false;
     for (let attempt = 0; ; attempt++) {
       try {
         await this.client.send(
@@ -92,20 +94,15 @@ export class S3ObjectStore implements ObjectStore {
         );
         return true;
       } catch (e) {
-        if ((meta(e).attempts ?? 1) > 1) ambiguous = true;
         const status = meta(e).httpStatusCode;
         const name = errName(e);
-        if (status === 412 || name === 'PreconditionFailed') {
-          if (!ambiguous) return false;
-          return (await this.get(key)) === body;
-        }
+        if (status === 412 || name === 'PreconditionFailed') return false;
         if (status === 409 || name === 'ConditionalRequestConflict') {
           if (attempt < this.conflictRetries) {
             await sleep(backoffMs(attempt));
             continue;
           }
-          const current = await this.get(key);
-          if (current !== null) return ambiguous && current === body;
+          if ((await this.get(key)) !== null) return false;
           throw new UnavailableError(
             `S3 putIfAbsent ${this.uri(k)}: still conflicting after ${attempt + 1} tries (${describe(e)})`,
             { cause: e },

@@ -9,6 +9,7 @@ import { FencedError, InvalidInputError, LeaseHeldError } from '../../lib/errors
 import { LeaseFencedError } from '../../lib/lease/rules.ts';
 import {
   LeaseKeeper,
+  SLOT_WAIT_FIRST_MS,
   acquireMaintainer,
   acquireWriterSlot,
   maintainerKey,
@@ -235,14 +236,14 @@ export function leaseStoreConformance(name: string, factory: LeaseStoreFactory):
         expect(t.writerEpoch).toBe(`s0${t.slot}-e000001`);
         expect(parseWriterEpoch(t.writerEpoch)).toEqual({ slot: t.slot, epoch: 1 });
       }
-      const full = await rejection(acquireWriterSlot(store, { ...o, owner: 'w4' }));
+      const full = await rejection(acquireWriterSlot(store, { ...o, owner: 'w4', waitMs: 0, clock }));
       expect(full).toBeInstanceOf(LeaseHeldError);
       expect((full as LeaseHeldError).holder).toBeDefined();
       // one writer dies; after expiry the newcomer gets exactly its slot at the next epoch
       const dead = taken[2]!;
       for (const t of taken) if (t !== dead) await store.renew(t.lease, TTL * 10);
       clock.advance(TTL);
-      const again = await acquireWriterSlot(store, { ...o, owner: 'w4' });
+      const again = await acquireWriterSlot(store, { ...o, owner: 'w4', clock });
       expect(again.slot).toBe(dead.slot);
       expect(again.writerEpoch).toBe(`s0${dead.slot}-e000002`);
       expect(await rejection(store.assertCurrent(dead.lease))).toBeInstanceOf(FencedError);
@@ -252,6 +253,79 @@ export function leaseStoreConformance(name: string, factory: LeaseStoreFactory):
       expect(pinned.writerEpoch).toBe(`s0${dead.slot}-e000003`);
       expect(await rejection(acquireWriterSlot(store, { ...o, owner: 'w6', slot: dead.slot }))).toBeInstanceOf(
         LeaseHeldError,
+      );
+    });
+
+    it('writer slots: a writer beyond the slots waits, and takes the first slot to expire', async () => {
+      const o = { pipeline: 'pipe', experiment: 'exp', slots: 2, ttlMs: TTL, clock };
+      const a = await acquireWriterSlot(store, { ...o, owner: 'a', slot: 0 });
+      const b = await acquireWriterSlot(store, { ...o, owner: 'b', slot: 1 });
+      await store.renew(a.lease, TTL * 3); // slot 1 (b) expires first, slot 0 much later
+      const start = clock.nowMs();
+      const c = await acquireWriterSlot(store, { ...o, owner: 'c', waitMs: TTL * 2 });
+      expect(c.slot).toBe(1);
+      expect(c.writerEpoch).toBe('s01-e000002');
+      // it woke at b's expiry, not a back-off step later
+      expect(clock.nowMs()).toBe(b.lease.expiresAtMs);
+      expect(clock.nowMs() - start).toBe(TTL);
+      expect(await rejection(store.assertCurrent(b.lease))).toBeInstanceOf(FencedError);
+      await store.assertCurrent(a.lease);
+    });
+
+    it('writer slots: a slot released during the wait is taken without waiting for an expiry', async () => {
+      const o = { pipeline: 'pipe', experiment: 'exp', slots: 2, ttlMs: TTL };
+      const a = await acquireWriterSlot(store, { ...o, owner: 'a', slot: 0 });
+      await acquireWriterSlot(store, { ...o, owner: 'b', slot: 1 });
+      // the waiter's first sleep proves it found both slots held; a holder lets go right then
+      let sleeps = 0;
+      let released: Promise<void> | undefined;
+      const watching = {
+        nowMs: () => clock.nowMs(),
+        sleep: async (ms: number) => {
+          if (sleeps++ === 0) released = store.release(a.lease);
+          await released;
+          await clock.sleep(ms);
+        },
+      };
+      const start = clock.nowMs();
+      const c = await acquireWriterSlot(store, { ...o, owner: 'c', clock: watching, random: () => 0.5 });
+      expect(sleeps).toBe(1);
+      expect(c.slot).toBe(0);
+      expect(c.writerEpoch).toBe('s00-e000002');
+      expect(clock.nowMs() - start).toBeLessThanOrEqual(SLOT_WAIT_FIRST_MS); // one back-off step
+      expect(clock.nowMs() - start).toBeLessThan(TTL);
+    });
+
+    it('writer slots: the wait ends at its deadline with LeaseHeldError naming every slot and the first to free', async () => {
+      const o = { pipeline: 'pipe', experiment: 'exp', slots: 3, ttlMs: TTL, clock };
+      const taken = [];
+      for (const slot of [0, 1, 2]) taken.push(await acquireWriterSlot(store, { ...o, owner: `h${slot}`, slot }));
+      await store.renew(taken[0]!.lease, TTL * 9);
+      await store.renew(taken[2]!.lease, TTL * 5); // the first to free
+      await store.renew(taken[1]!.lease, TTL * 7);
+      const first = await store.read(slotKey('pipe', 'exp', 2));
+      const start = clock.nowMs();
+      // default wait: one lease ttl
+      const err = await rejection(acquireWriterSlot(store, { ...o, owner: 'late' }));
+      expect(err).toBeInstanceOf(LeaseHeldError);
+      expect(clock.nowMs() - start).toBe(TTL); // waited exactly up to the deadline
+      const held = err as LeaseHeldError;
+      expect(held.holder).toEqual(first);
+      expect(held.message).toContain('all 3 writer slots of pipe/exp are held (waited 10000 ms)');
+      for (const slot of [0, 1, 2]) expect(held.message).toContain(`slot ${slot}: "h${slot}" until`);
+      expect(held.message).toContain(`the first frees at ${first!.expiresAtMs} (slot 2)`);
+      // waitMs 0: one pass, no sleep
+      const before = clock.nowMs();
+      expect(await rejection(acquireWriterSlot(store, { ...o, owner: 'late', waitMs: 0 }))).toBeInstanceOf(LeaseHeldError);
+      expect(clock.nowMs()).toBe(before);
+      // a pinned slot does not wait unless asked to
+      expect(await rejection(acquireWriterSlot(store, { ...o, owner: 'late', slot: 1 }))).toBeInstanceOf(LeaseHeldError);
+      expect(clock.nowMs()).toBe(before);
+      const pinned = await rejection(acquireWriterSlot(store, { ...o, owner: 'late', slot: 1, waitMs: 2_000 }));
+      expect((pinned as LeaseHeldError).message).toContain('writer slot 1 of pipe/exp is held (waited 2000 ms)');
+      expect(clock.nowMs() - before).toBe(2_000);
+      expect(await rejection(acquireWriterSlot(store, { ...o, owner: 'late', waitMs: -1 }))).toBeInstanceOf(
+        InvalidInputError,
       );
     });
 

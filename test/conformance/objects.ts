@@ -52,6 +52,25 @@ export function objectStoreConformance(label: string, fixture: StoreFixture): vo
       expect(await store.get('claims/item-1')).toBe(bodies[winner]);
     });
 
+    it('10 concurrent putIfAbsent of one identical body: exactly one true (bodies never decide)', async () => {
+      const body = '{"checkpoint":"c1","seqs":[1,2]}';
+      const results = await Promise.all(Array.from({ length: 10 }, () => store.putIfAbsent('claims/same', body)));
+      expect(results.filter((r) => r)).toHaveLength(1);
+      expect(await store.putIfAbsent('claims/same', body)).toBe(false); // also for the same body later
+      expect(await store.get('claims/same')).toBe(body);
+    });
+
+    it('reads and deletes of missing keys write nothing (no folder appears)', async () => {
+      expect(await store.get('_dgcl/shards/s00-e000001/x')).toBeNull();
+      expect(await store.list('_dgcl/shards')).toEqual([]);
+      expect(await store.list('_dgcl/meta/deep')).toEqual([]);
+      await store.delete('_dgcl/claims/none');
+      expect(await store.deletePrefix('_dgcl/shards/s01')).toBe(0);
+      expect(await store.deleteOlderThan('_dgcl/retired', Date.now() + 3_600_000)).toBe(0);
+      expect(await store.list('')).toEqual([]);
+      expect(await store.list('_dgcl')).toEqual([]);
+    });
+
     it('put creates and replaces; concurrent puts leave one whole body', async () => {
       await store.put('m/owner', 'first');
       expect(await store.get('m/owner')).toBe('first');
