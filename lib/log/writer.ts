@@ -361,6 +361,10 @@ export class ShardWriter {
       slots: this.opts.slots,
       ttlMs: this.opts.leaseTtlMs,
       ...(this.opts.slot !== undefined ? { slot: this.opts.slot } : {}),
+      // Writers beyond the slots (or behind a pinned slot's holder) wait: a dead holder's
+      // lease runs out within one ttl.
+      waitMs: this.opts.leaseTtlMs,
+      clock: this.opts.clock,
     });
     const keeper = new LeaseKeeper(this.ctx.leases, lease, this.opts.leaseTtlMs);
     try {

@@ -1,0 +1,377 @@
+/**
+ * The four races of issue 8, each forced into the one interleaving that breaks the log's promise
+ * (an acknowledged batch is durable and visible, exactly once; nothing a fenced writer does
+ * shows). Real Lance on a local root; pauses are promises inside the writer/merge hooks and the
+ * tapped stores, so the schedule is the same on every run. Assertions are on what a user sees:
+ * acks, errors, and what fresh readers fold.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { FencedError, isDgclError, UnavailableError } from '../lib/errors.ts';
+import type { LocalLeaseStore } from '../lib/lease/local.ts';
+import type { Ack } from '../lib/types.ts';
+import { createBatch, stepBatch } from './support/batches.ts';
+import {
+  eventsOf,
+  expectDurable,
+  manualClock,
+  Gate,
+  Pause,
+  settle,
+  startRead,
+  sharedLeases,
+  tempRoot,
+  testLog,
+  withFreshReader,
+  type TestLog,
+} from './support/race-kit.ts';
+
+const TTL = 60_000;
+const META = '_dgcl/meta';
+const isSealPut = (op: string, key: string) => op === 'putIfAbsent' && key.startsWith(`${META}/seal.`);
+
+let opened: TestLog[] = [];
+let stores: LocalLeaseStore[] = [];
+afterEach(async () => {
+  for (const t of opened) await t.log.close().catch(() => undefined);
+  for (const s of stores) await s.close();
+  opened = [];
+  stores = [];
+});
+
+function setup() {
+  const root = tempRoot();
+  const clock = manualClock();
+  const leases = sharedLeases(root, clock);
+  stores.push(leases);
+  const open = (o: Omit<Parameters<typeof testLog>[0], 'root' | 'leases' | 'clock'>) => {
+    const t = testLog({ root, leases, clock, leaseTtlMs: TTL, ...o });
+    opened.push(t);
+    return t;
+  };
+  return { root, clock, leases, open };
+}
+
+/** A writer whose next commit touching `itemId` stops before the shard commit until released. */
+function pauseBeforeCommitOf(itemId: string) {
+  const p = { armed: null as Pause | null };
+  return {
+    ctl: p,
+    hooks: {
+      async beforeCommit(itemIds: readonly string[]) {
+        const pause = p.armed;
+        if (pause && itemIds.includes(itemId)) {
+          p.armed = null;
+          await pause.hit();
+        }
+      },
+    },
+  };
+}
+
+describe('race 1: a zombie commit after the seal', () => {
+  it('is never acknowledged by another writer as a duplicate (acked batch lost)', async () => {
+    const { root, clock, leases, open } = setup();
+    const a = pauseBeforeCommitOf('x');
+    const A = open({ slot: 0, slots: 2, hooks: a.hooks });
+    const C = open({ slot: 1, slots: 2 });
+    await A.log.append([{ itemId: 'x', runId: 'r1', create: {} }]);
+    const b = stepBatch('x', 1);
+
+    // A (slot 0) is about to commit b.
+    const aPause = (a.ctl.armed = new Pause());
+    const aAppend = settle(A.log.append([b]));
+    await aPause.reached.promise;
+
+    // The same b is redelivered to C; C lists the meta folder (A's epoch unsealed) and stops.
+    const cPause = new Pause();
+    C.objects.tap.after = async (op, key) => {
+      if (op === 'list' && key === META && !cPause.reached.settled) await cPause.hit();
+    };
+    const cAppend = settle(C.log.append([b]));
+    await cPause.reached.promise;
+
+    // A's lease lapses; B takes slot 0 and seals A's epoch (before b).
+    clock.advance(TTL + 1);
+    const B = open({ slot: 0, slots: 2 });
+    const bAcks = await B.log.append([createBatch('y')]);
+
+    // The zombie commits b above the seal and is told so.
+    aPause.release();
+    const aOut = await aAppend;
+    expect(aOut.ok ? aOut.value : aOut.error).toBeInstanceOf(FencedError);
+
+    // C goes on reading. Whatever it answers must hold for every later reader.
+    cPause.release();
+    const cOut = await cAppend;
+    let cAcks: Ack[];
+    if (cOut.ok) {
+      cAcks = cOut.value;
+    } else {
+      // Refusing is allowed if the caller may retry; the retry must then be durable.
+      expect(isDgclError(cOut.error) && cOut.error.retryable, `C failed with ${String(cOut.error)}`).toBe(true);
+      C.objects.tap.after = undefined;
+      cAcks = await C.log.append([b]);
+    }
+    await expectDurable(root, leases, clock, [...cAcks, ...bAcks], 'ack of b by C');
+  });
+
+  it('a fold during the takeover window never shows events a later fold does not show', async () => {
+    const { root, clock, leases, open } = setup();
+    const a = pauseBeforeCommitOf('x');
+    const A = open({ slot: 0, slots: 2, hooks: a.hooks });
+    await A.log.append([{ itemId: 'x', runId: 'r1', create: {} }]);
+
+    const aPause = (a.ctl.armed = new Pause());
+    const aAppend = settle(A.log.append([stepBatch('x', 1)]));
+    await aPause.reached.promise;
+
+    // B takes over slot 0, reads A's versions for the seal, and stops before the seal PUT.
+    clock.advance(TTL + 1);
+    const B = open({ slot: 0, slots: 2 });
+    const sealPause = new Pause();
+    B.objects.tap.before = async (op, key) => {
+      if (isSealPut(op, key) && !sealPause.reached.settled) await sealPause.hit();
+    };
+    const bAppend = settle(B.log.append([createBatch('y')]));
+    await sealPause.reached.promise;
+
+    // A, fenced since B's acquire, commits now (after the versions were read) and is refused.
+    aPause.release();
+    const aOut = await aAppend;
+    expect(aOut.ok ? aOut.value : aOut.error).toBeInstanceOf(FencedError);
+
+    const read = startRead(root, leases, clock, (r) => eventsOf(r, 'x'));
+    await read.settledOrRelisting; // (a reader that waits for the seal gets it)
+    sealPause.release();
+    const duringOut = await read.result;
+    // Refusing the read is allowed if the caller may retry; returning what later vanishes is not.
+    if (!duringOut.ok) expect(isDgclError(duringOut.error) && duringOut.error.retryable, String(duringOut.error)).toBe(true);
+    const during = duringOut.ok ? duringOut.value : new Map<string, number>();
+    const bOut = await bAppend;
+    expect(bOut.ok, `B's append: ${bOut.ok ? '' : String(bOut.error)}`).toBe(true);
+    const after = await withFreshReader(root, leases, clock, (r) => eventsOf(r, 'x'));
+
+    // I3: what one read returned, every later read returns (at the same seq).
+    for (const [id, seq] of during) expect(after.get(id), `event ${id} (seq ${seq}) seen during the takeover`).toBe(seq);
+  });
+  it("the first validation pass does not reject a valid batch because of a zombie's commit that later vanishes", async () => {
+    const { root, clock, leases, open } = setup();
+    const a = pauseBeforeCommitOf('x');
+    const A = open({ slot: 0, slots: 2, hooks: a.hooks });
+    const C = open({ slot: 1, slots: 2 });
+    const acks: Ack[] = await A.log.append([createBatch('w0')]);
+
+    // Zombie A is about to create x (a batch it will never get acknowledged).
+    const aPause = (a.ctl.armed = new Pause());
+    const aAppend = settle(A.log.append([{ itemId: 'x', runId: 'zombie', create: {} }]));
+    await aPause.reached.promise;
+
+    // B takes slot 0 over and stops right before its seal PUT; A commits meanwhile, fenced.
+    clock.advance(TTL + 1);
+    const B = open({ slot: 0, slots: 2 });
+    const sealPause = new Pause();
+    B.objects.tap.before = async (op, key) => {
+      if (isSealPut(op, key) && !sealPause.reached.settled) await sealPause.hit();
+    };
+    const bAppend = settle(B.log.append([createBatch('y')]));
+    await sealPause.reached.promise;
+    aPause.release();
+    const aOut = await aAppend;
+    expect(aOut.ok ? aOut.value : aOut.error).toBeInstanceOf(FencedError);
+
+    // C gets a different, valid creation of x: nobody was ever told x exists.
+    const x = { itemId: 'x', runId: 'real', create: {}, set: { v: 1 } };
+    const cAppend = settle(C.log.append([x]));
+    // (a writer that waits for B's seal gets it once it lists again)
+    const cRelisting = new Gate();
+    let cLists = 0;
+    C.objects.tap.before = (op, key) => {
+      if (op === 'list' && key === META && ++cLists === 2) cRelisting.resolve();
+    };
+    await Promise.race([cAppend, cRelisting.promise]);
+    sealPause.release();
+    const cOut = await cAppend;
+    const bOut = await bAppend;
+    expect(bOut.ok, `B: ${bOut.ok ? '' : String(bOut.error)}`).toBe(true);
+    if (bOut.ok) acks.push(...bOut.value);
+
+    if (cOut.ok) acks.push(...cOut.value);
+    else {
+      expect(isDgclError(cOut.error) && cOut.error.retryable, `C refused a valid batch: ${String(cOut.error)}`).toBe(true);
+      acks.push(...(await C.log.append([x])));
+    }
+    await expectDurable(root, leases, clock, acks, 'the valid creation of x');
+    const state = await withFreshReader(root, leases, clock, (r) => r.fold('x'));
+    expect(state.fields).toEqual({ v: 1 });
+  });
+});
+
+describe('race 2: a duplicate ack from rows that never passed the epoch check', () => {
+  it('a retry after an unavailable epoch check does not ack what no reader can see', async () => {
+    const { root, clock, leases, open } = setup();
+    const w = pauseBeforeCommitOf('x');
+    const W = open({ slot: 0, slots: 2, hooks: w.hooks });
+    const first = await W.log.append([createBatch('w0')]);
+
+    const wPause = (w.ctl.armed = new Pause());
+    const x = createBatch('x');
+    const attempt1 = settle(W.log.append([x]));
+    await wPause.reached.promise;
+
+    // W's lease lapses and B seals W's epoch before W commits: W's commit lands above the seal.
+    clock.advance(TTL + 1);
+    const B = open({ slot: 0, slots: 2 });
+    const bAcks = await B.log.append([createBatch('y')]);
+
+    // The epoch check does not answer (a DynamoDB timeout), not "fenced".
+    let failCheck = true;
+    W.leases.tap.before = (op) => {
+      if (op === 'assertCurrent' && failCheck) {
+        failCheck = false;
+        throw new UnavailableError('simulated: lease store timed out');
+      }
+    };
+    wPause.release();
+    const out1 = await attempt1;
+    expect(out1.ok, 'the first attempt cannot be acknowledged').toBe(false);
+
+    // The caller retries. An ack must name events a reader sees; a refusal is fine.
+    const retry = await settle(W.log.append([x]));
+    const acks: Ack[] = [...first, ...bAcks];
+    if (retry.ok) acks.push(...retry.value);
+    else expect(retry.error, `retry refused with ${String(retry.error)}`).toBeInstanceOf(FencedError);
+    await expectDurable(root, leases, clock, acks, 'ack of the retried batch');
+  });
+});
+
+describe('race 3: a stale cached item state trusted after a failed attempt', () => {
+  type Fault = 'commit error' | 'epoch check unavailable' | 'claim PUT failing';
+  const faults: Fault[] = ['commit error', 'epoch check unavailable', 'claim PUT failing'];
+
+  it.each(faults)('W, then W2, then a W attempt that fails after its marker PUT (%s): no seq_conflict on retry', async (fault) => {
+    const { root, clock, leases, open } = setup();
+    let failNext = false;
+    const W = open({
+      slot: 0,
+      slots: 2,
+      tableTap: {
+        add(_name, run) {
+          if (fault === 'commit error' && failNext) {
+            failNext = false;
+            return Promise.reject(new Error('simulated: commit request failed'));
+          }
+          return run();
+        },
+      },
+    });
+    W.leases.tap.before = (op) => {
+      if (fault === 'epoch check unavailable' && failNext && op === 'assertCurrent') {
+        failNext = false;
+        throw new UnavailableError('simulated: lease store timed out');
+      }
+    };
+    W.objects.tap.before = (op, key) => {
+      if (fault === 'claim PUT failing' && failNext && op === 'putIfAbsent' && key.startsWith('_dgcl/claims/')) {
+        failNext = false;
+        throw new UnavailableError('simulated: claim PUT failed');
+      }
+    };
+    const W2 = open({ slot: 1, slots: 2 });
+
+    const acks: Ack[] = [];
+    acks.push(...(await W.log.append([createBatch('x')]))); // W caches x
+    acks.push(...(await W2.log.append([stepBatch('x', 1)]))); // then W2 writes x (one at a time)
+    failNext = true;
+    const failed = await settle(W.log.append([stepBatch('x', 2)]));
+    expect(failed.ok, 'the faulted attempt').toBe(false);
+    expect(failNext, 'the fault was injected').toBe(false);
+    acks.push(...(await W.log.append([stepBatch('x', 2)]))); // the caller retries
+    acks.push(...(await W.log.append([stepBatch('x', 3)])));
+
+    await expectDurable(root, leases, clock, acks, `after a ${fault}`);
+    const state = await withFreshReader(root, leases, clock, (r) => r.fold('x'));
+    expect(state.violations).toEqual([]);
+    expect(state.cursor?.stepIndex).toBe(3);
+  });
+
+  it('an add() that throws after it landed, then more appends of the item: no seq_conflict, nothing acked lost', async () => {
+    const { root, clock, leases, open } = setup();
+    let loseAnswer = false;
+    const W = open({
+      slot: 0,
+      slots: 2,
+      tableTap: {
+        async add(_name, run) {
+          const r = await run();
+          if (loseAnswer) {
+            loseAnswer = false;
+            throw new Error('simulated: commit landed, answer lost');
+          }
+          return r;
+        },
+      },
+    });
+    const acks: Ack[] = [];
+    acks.push(...(await W.log.append([createBatch('x')])));
+    loseAnswer = true;
+    const lost = await settle(W.log.append([stepBatch('x', 1)]));
+    expect(lost.ok, 'the attempt whose answer was lost').toBe(false);
+    acks.push(...(await W.log.append([stepBatch('x', 2)])));
+    acks.push(...(await W.log.append([stepBatch('x', 1)]))); // the caller retries the lost one
+    acks.push(...(await W.log.append([stepBatch('x', 3)])));
+
+    await expectDurable(root, leases, clock, acks, 'after a commit whose answer was lost');
+    const events = await withFreshReader(root, leases, clock, (r) => eventsOf(r, 'x'));
+    // Exactly once: 3 events of the create, 2 per step batch.
+    expect(events.size).toBe(3 + 2 * 3);
+  });
+});
+
+describe('race 4: a read racing a retirement', () => {
+  it('a fold and a loadBlob that list before the merge and open the generation mid-deletion return the acked state', async () => {
+    const { root, clock, leases, open } = setup();
+    const W = open({ slot: 0, slots: 2 });
+    const bytes = Buffer.from('the newest blob of x');
+    const acks: Ack[] = [];
+    acks.push(...(await W.log.append([createBatch('x')])));
+    acks.push(...(await W.log.append([stepBatch('x', 1)])));
+    acks.push(...(await W.log.append([stepBatch('x', 2, { set: { img: { $blob: bytes.toString('base64') } } })])));
+    const lastSeq = acks.at(-1)!.lastSeq;
+    const ref = await withFreshReader(root, leases, clock, async (r) => (await r.fold('x')).fields.img as { $blobRef: { eventId: string } });
+    const blobEvent = ref.$blobRef.eventId;
+
+    // Two readers list the meta folder (the generation is live, no base yet) and stop there.
+    const readers = [open({}), open({})];
+    const listed = readers.map((r) => {
+      const p = new Pause();
+      r.objects.tap.after = async (op, key) => {
+        if (op === 'list' && key === META && !p.reached.settled) await p.hit();
+      };
+      return p;
+    });
+    const fold = settle(readers[0]!.log.fold('x'));
+    const blob = settle(readers[1]!.log.loadBlob(blobEvent));
+    await Promise.all(listed.map((p) => p.reached.promise));
+
+    // W merges its generation into the base and deletes it key by key (S3 order); the newest
+    // manifest is gone, older ones are not yet.
+    const midDelete = new Pause();
+    let manifests = 0;
+    W.objects.tap.before = async (op, key) => {
+      if (op === 'deleteKey' && /\/_versions\/\d+\.manifest$/.test(key) && ++manifests === 2) await midDelete.hit();
+    };
+    const merge = settle(W.log.mergeOwnShard());
+    await Promise.race([midDelete.reached.promise, merge]); // (a merge that deletes otherwise just finishes)
+
+    for (const p of listed) p.release();
+    const folded = await fold;
+    const loaded = await blob;
+    midDelete.release();
+    const merged = await merge;
+    expect(merged.ok, `merge: ${merged.ok ? '' : String(merged.error)}`).toBe(true);
+
+    expect.soft(folded.ok ? folded.value.lastSeq : String(folded.error), 'fold beside the retirement: lastSeq').toBe(lastSeq);
+    expect.soft(loaded.ok ? Buffer.from(loaded.value).toString() : String(loaded.error), 'loadBlob beside the retirement').toBe(bytes.toString());
+    await expectDurable(root, leases, clock, acks, 'after the merge');
+  });
+});
