@@ -1,86 +1,307 @@
 /**
- * The log on S3 through a proxy that counts requests and injects faults. A file of its own, so
- * its process talks to S3 only through the proxy (Lance caches object stores per process).
+ * The log on S3 (RGW) and DynamoDB Local through fault proxies: for each kind of request the
+ * log makes, and each way a request can go wrong (fails before landing, lands and its answer
+ * is lost, lands and its answer comes after the client gave up), one operation is run with the
+ * fault injected on exactly that kind, then:
+ *  - the operation acks or throws a typed DgclError;
+ *  - no part of the batch is visible (all of it or nothing), also right after the fault;
+ *  - after healing, a retry by the same writer and a redelivery to another writer ack the same
+ *    events at the same seqs, once in the log (fold's lastSeq and the trajectory prove it), and
+ *    at most one ack of the checkpoint says `duplicate: false`;
+ *  - every acked batch is visible at its acked seqs to a fresh reader, and again after the
+ *    writers closed and maintain() ran.
+ * A file of its own: Lance talks to S3 through the proxy for the whole process.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DgclError } from '../lib/errors.ts';
-import { openLog } from '../lib/index.ts';
+import { slotKey } from '../lib/lease/slots.ts';
+import type { LanceCheckpointLog } from '../lib/log/log.ts';
 import type { Ack } from '../lib/types.ts';
+import { AckLedger, expectAcksVisible, trajectoryOrNone } from './support/ack-checks.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
-import { startS3Proxy, type S3Proxy } from './support/s3-proxy.ts';
-import { servers, useLeaseTable } from './support/servers.ts';
+import { startFaultBench, type FaultBench, type FaultSession } from './support/fault-bench.ts';
+import type { ArmedFault, Fault, FaultProxy, FaultRequest } from './support/fault-proxy.ts';
 
-const { bucket, s3Endpoint: s3 } = servers;
-const table = useLeaseTable();
+/** How an operation meets its fault. */
+interface FaultSpec {
+  name: string;
+  fault: Fault;
+  /**
+   * Consecutive requests of the kind hit: 1 (a client retry may absorb it) or EVERY, more than
+   * any client retries (SDK: 3 attempts; Lance: 3 per request, and it redoes a commit ~12 times),
+   * so that the failure reaches the log's code.
+   */
+  count: number;
+}
 
-describe('s3:// root through a proxy that answers 503 or stalls on some requests', () => {
-  let proxy: S3Proxy;
+const EVERY = 50;
+
+const FAULTS: FaultSpec[] = [
+  { name: 'fails before landing, every attempt', fault: 'fail-before', count: EVERY },
+  { name: 'lands, the connection closed before the answer', fault: 'lost-close', count: 1 },
+  { name: 'lands, every answer lost (500)', fault: 'lost-500', count: EVERY },
+  { name: 'lands, the answer held past the client timeout', fault: 'timeout', count: 1 },
+];
+
+/**
+ * Where the faulted request happens:
+ *  - warm-append: a step batch for an item the (warm) writer wrote before;
+ *  - new-item: a writer's first batch of an item nobody wrote (item marker PUT);
+ *  - foreign-item: a batch for an item another writer wrote (the writer reads it: meta listing);
+ *  - new-generation: the first batch after the writer merged its generation (gen marker PUT);
+ *  - takeover: a writer's first batch on a slot whose last holder ended without sealing (seal PUT);
+ *  - first-append: a writer's first batch (lease acquire);
+ *  - merge: the writer merging its generation into the base (not an append).
+ */
+type Scenario = 'warm-append' | 'new-item' | 'foreign-item' | 'new-generation' | 'takeover' | 'first-append' | 'merge';
+
+interface Target {
+  proxy: 's3' | 'ddb';
+  kind: string;
+  /** More kinds faulted alike, only on requests whose path matches `alsoPath` (e.g. Lance reading its manifest back). */
+  also?: string[];
+  alsoPath?: RegExp;
+  scenario: Scenario;
+  /** The first request of the kind hit (default 1). */
+  nth?: number;
+  what: string;
+}
+
+const TARGETS: Target[] = [
+  { proxy: 's3', kind: 'lance-commit', scenario: 'warm-append', what: 'the Lance commit (manifest PUT, If-None-Match)' },
+  {
+    proxy: 's3',
+    kind: 'lance-commit',
+    also: ['head', 'get'],
+    alsoPath: /\/_versions\//,
+    scenario: 'warm-append',
+    what: 'the Lance commit and Lance reading its manifest back',
+  },
+  { proxy: 's3', kind: 'lance-data', scenario: 'warm-append', what: 'a Lance data / transaction PUT' },
+  { proxy: 's3', kind: 'claim', scenario: 'warm-append', what: 'the claim PUT' },
+  { proxy: 's3', kind: 'get', scenario: 'warm-append', what: 'the item marker GET' },
+  { proxy: 'ddb', kind: 'ddb:GetItem', scenario: 'warm-append', what: 'the epoch check (GetItem)' },
+  { proxy: 's3', kind: 'item-marker', scenario: 'new-item', what: 'the item marker PUT' },
+  { proxy: 's3', kind: 'list', scenario: 'foreign-item', what: 'the meta listing' },
+  { proxy: 's3', kind: 'gen-marker', scenario: 'new-generation', what: 'the generation marker PUT' },
+  { proxy: 's3', kind: 'seal', scenario: 'takeover', what: "the predecessor's seal PUT" },
+  { proxy: 'ddb', kind: 'ddb:UpdateItem', scenario: 'first-append', what: 'the lease acquire (UpdateItem)' },
+  { proxy: 's3', kind: 'lance-commit', scenario: 'merge', nth: 2, what: 'the base commit (merge insert)' },
+  { proxy: 's3', kind: 'base-marker', scenario: 'merge', what: 'the base marker PUT' },
+  { proxy: 's3', kind: 'retired-marker', scenario: 'merge', what: 'the retired marker PUT' },
+  { proxy: 's3', kind: 'delete', scenario: 'merge', what: 'the deletion of the merged generation' },
+];
+
+type Outcome<T> = { ok: T } | { error: unknown };
+
+async function attempt<T>(fn: () => Promise<T>): Promise<Outcome<T>> {
+  try {
+    return { ok: await fn() };
+  } catch (error) {
+    return { error };
+  }
+}
+
+function describeError(o: Outcome<unknown>): string {
+  if ('ok' in o) return 'acked';
+  const e = o.error;
+  return e instanceof Error ? `${e.constructor.name}: ${e.message}` : String(e);
+}
+
+/** The operation either succeeded or threw a typed DgclError. */
+function expectAckOrTyped(o: Outcome<unknown>, label: string): void {
+  expect('ok' in o || o.error instanceof DgclError, `${label}: ${describeError(o)}`).toBe(true);
+}
+
+/** The fault hit the operation: on `count` requests of the kind, or on every one it made. */
+function expectFired(a: ArmedFault, label: string): void {
+  expect(a.seen, `${label}: requests of kind ${a.kind} made`).toBeGreaterThanOrEqual(a.nth);
+  expect(a.hits.length, `${label}: requests of kind ${a.kind} hit`).toBe(Math.min(a.count, a.seen - a.nth + 1));
+}
+
+describe.concurrent('s3:// root through fault proxies: each request kind, each fault', () => {
+  let bench: FaultBench;
   beforeAll(async () => {
-    proxy = await startS3Proxy({ target: s3, seed: 7 });
-    // Lance's object store reads AWS_ENDPOINT_URL_S3 from the process environment and prefers
-    // it to the endpoint in its storage options: point the whole process at the proxy.
-    process.env.AWS_ENDPOINT_URL_S3 = proxy.endpoint;
+    bench = await startFaultBench('faults');
   });
   afterAll(async () => {
-    process.env.AWS_ENDPOINT_URL_S3 = s3;
-    await proxy.close();
+    await bench.stop();
   });
 
-  it('appends either ack or fail clearly, and no partial batch is ever visible', async () => {
-    const root = `s3://${bucket}/faults-${randomUUID().slice(0, 8)}`;
-    const env = { ...process.env, DGCL_LEASE_TABLE: table, AWS_ENDPOINT_URL_S3: proxy.endpoint };
-    const log = await openLog({ root, pipeline: 'p', experiment: 'f', env, mergeEveryCommits: 8 });
-    proxy.set({ failRate: 0.1, delayRate: 0.05, delayMs: 1500 });
-    const outcomes: Array<{ id: string; ack?: Ack; error?: unknown }> = [];
-    for (let i = 0; i < 30; i++) {
-      const id = `f${i}`;
-      try {
-        const [ack] = await log.append([createBatch(id, { append: { parts: ['a', 'b', 'c'] } })]);
-        outcomes.push({ id, ack: ack! });
-      } catch (error) {
-        outcomes.push({ id, error });
+  const newExperiment = () => `e-${randomUUID().slice(0, 8)}`;
+
+  /**
+   * Runs one case with its own logs and faults: faults only hit requests of the case's own
+   * experiment (S3 keys hold it, DynamoDB lease keys hold it), so cases run side by side.
+   */
+  async function withCase(fn: (c: { experiment: string; s: FaultSession; arm: (t: Target, f: FaultSpec) => ArmedFault; heal: () => void }) => Promise<void>) {
+    const experiment = newExperiment();
+    const s = bench.session();
+    // S3: the key or the listing prefix holds the experiment; DynamoDB: the lease key in the body
+    const mine = (r: FaultRequest) => decodeURIComponent(r.url).includes(`/${experiment}/`) || r.body.includes(`/${experiment}/`);
+    const armed: Array<[FaultProxy, ArmedFault]> = [];
+    const arm = (t: Target, f: FaultSpec) => {
+      const proxy = t.proxy === 's3' ? bench.s3 : bench.ddb;
+      const main = proxy.arm(t.kind, f.fault, { nth: t.nth ?? 1, count: f.count, matches: mine });
+      armed.push([proxy, main]);
+      for (const k of t.also ?? []) {
+        armed.push([proxy, proxy.arm(k, f.fault, { count: f.count, matches: (r) => mine(r) && (t.alsoPath?.test(r.path) ?? true) })]);
       }
-    }
-    proxy.set({ failRate: 0, delayRate: 0 });
-    await log.close().catch(() => undefined);
-    expect(proxy.counts.failed).toBeGreaterThan(0);
-    for (const o of outcomes) if (o.error) expect(o.error).toBeInstanceOf(DgclError);
-    const acked = outcomes.filter((o) => o.ack);
-    expect(acked.length).toBeGreaterThan(0);
-    const reader = await openLog({ root, pipeline: 'p', experiment: 'f', env: { ...process.env, DGCL_LEASE_TABLE: table } });
+      return main;
+    };
+    const heal = () => {
+      for (const [p, a] of armed.splice(0)) p.disarm(a);
+    };
     try {
-      const states = new Map((await reader.allStates()).map((s) => [s.itemId, s]));
-      for (const o of acked) expect(states.has(o.id), o.id).toBe(true);
-      for (const s of states.values()) {
-        expect(s.lastSeq, `${s.itemId} is whole`).toBe(6); // create, set, 3 appends, completion: all or nothing
-        expect(s.fields.parts).toEqual(['a', 'b', 'c']);
-      }
-      // a failed append retried after the network healed is written once
-      const failed = outcomes.find((o) => o.error);
-      if (failed) {
-        const [again] = await reader.append([createBatch(failed.id, { append: { parts: ['a', 'b', 'c'] } })]);
-        expect((await reader.fold(failed.id)).lastSeq).toBe(again!.lastSeq);
-      }
+      await fn({ experiment, s, arm, heal });
     } finally {
-      await reader.close();
+      heal();
+      await s.close();
     }
-  });
+  }
 
-  it('counts the S3 requests of one checkpoint batch', async () => {
-    const root = `s3://${bucket}/count-${randomUUID().slice(0, 8)}`;
-    const env = { ...process.env, DGCL_LEASE_TABLE: table, AWS_ENDPOINT_URL_S3: proxy.endpoint };
-    const log = await openLog({ root, pipeline: 'p', experiment: 'c', env, mergeEveryCommits: 1000 });
-    await log.append([createBatch('warm')]);
-    proxy.reset();
-    const n = 10;
-    for (let i = 1; i <= n; i++) await log.append([stepBatch('warm', i)]);
-    const perBatch = proxy.counts.total / n;
-    console.log(`S3 requests per checkpoint batch (warm writer): ${perBatch.toFixed(1)}`, proxy.counts.byMethod);
-    proxy.reset();
-    await log.fold('warm');
-    console.log(`S3 requests per fold (warm handles): ${proxy.counts.total}`, proxy.counts.byMethod);
-    await log.close();
-    expect(perBatch).toBeGreaterThan(0);
+  /** Closes the writers, runs maintain() in a fresh log, and checks every ack again. */
+  async function afterMaintain(s: FaultSession, experiment: string, writers: LanceCheckpointLog[], ledger: AckLedger, label: string) {
+    for (const w of writers) expectAckOrTyped(await attempt(() => w.close()), `${label}: close`);
+    const m = s.log(experiment, { owner: 'maintainer' });
+    const report = await attempt(() => m.maintain());
+    expect('ok' in report, `${label}: maintain after healing: ${describeError(report)}`).toBe(true);
+    await expectAcksVisible(s.log(experiment), ledger.acked(), `${label}, after maintain`);
+  }
+
+  for (const t of TARGETS.filter((x) => x.scenario !== 'merge')) {
+    describe.concurrent(`${t.what} [${[t.kind, ...(t.also ?? [])].join('+')}, ${t.scenario}]`, () => {
+      for (const f of FAULTS) {
+        it(f.name, () => withCase(async ({ experiment, s, arm, heal }) => {
+          const label = `${t.kind}/${t.scenario}/${f.name}`;
+          const ledger = new AckLedger();
+          const pinned = t.scenario === 'takeover' || t.scenario === 'first-append';
+          const w = s.log(experiment, pinned ? { slot: 0, owner: 'writer-w' } : { owner: 'writer-w' });
+          const item = 'x';
+          let before = 0;
+          let batch: Record<string, unknown> = createBatch(item);
+          if (t.scenario === 'warm-append' || t.scenario === 'new-generation') {
+            const [a] = await w.append([createBatch(item)]);
+            ledger.add(a!);
+            before = a!.lastSeq;
+            batch = stepBatch(item, 1);
+            if (t.scenario === 'new-generation') await w.mergeOwnShard();
+          } else if (t.scenario === 'new-item') {
+            ledger.add(...(await w.append([createBatch('warm')])));
+          } else if (t.scenario === 'foreign-item') {
+            ledger.add(...(await w.append([createBatch('warm')])));
+            const [a] = await s.log(experiment, { owner: 'writer-b' }).append([createBatch(item)]);
+            ledger.add(a!);
+            before = a!.lastSeq;
+            batch = stepBatch(item, 1);
+          } else if (t.scenario === 'takeover') {
+            // slot 0's epoch 1 ends without a seal (a writer that died before writing anything)
+            const ghost = await bench.leases.acquire(slotKey('p', experiment, 0), 'ghost', 60_000);
+            await bench.leases.release(ghost);
+          }
+
+          const armed = arm(t, f);
+          const first = await attempt(() => w.append([batch]));
+          heal();
+          expectFired(armed, label);
+          expectAckOrTyped(first, label);
+
+          // right after the fault: the batch is in the log whole or not at all
+          const seen = await trajectoryOrNone(s.log(experiment), item);
+
+          // healed: the same writer retries, another writer gets a redelivery
+          const retry = await attempt(() => w.append([batch]));
+          expect('ok' in retry, `${label}: retry after healing: ${describeError(retry)}`).toBe(true);
+          const again = await attempt(() => s.log(experiment, { owner: 'writer-x' }).append([batch]));
+          expect('ok' in again, `${label}: redelivery to another writer: ${describeError(again)}`).toBe(true);
+          const ack = (retry as { ok: Ack[] }).ok[0]!;
+          const redelivered = (again as { ok: Ack[] }).ok[0]!;
+          if ('ok' in first) {
+            ledger.add(first.ok[0]!);
+            expect(first.ok[0]!.duplicate, `${label}: first ack`).toBe(false);
+            expect(ack.duplicate, `${label}: retry of an acked batch`).toBe(true);
+          }
+          ledger.add(ack, redelivered);
+          expect(redelivered.duplicate, `${label}: redelivery`).toBe(true);
+          ledger.expectConsistent(label);
+
+          const n = ack.eventIds.length;
+          const copies = seen.filter((e) => e.checkpointId === ack.checkpointId).length;
+          expect([0, n], `${label}: events of the batch visible right after the fault`).toContain(copies);
+          if ('ok' in first) expect(copies, `${label}: acked batch visible right after the fault`).toBe(n);
+          expect(ack.firstSeq, `${label}: the batch follows the item's earlier events`).toBe(before + 1);
+
+          const reader = s.log(experiment);
+          await expectAcksVisible(reader, ledger.acked(), label);
+          expect((await reader.fold(item)).lastSeq, `${label}: one copy of the batch`).toBe(before + n);
+          await afterMaintain(s, experiment, [w], ledger, label);
+        }));
+      }
+    });
+  }
+
+  for (const t of TARGETS.filter((x) => x.scenario === 'merge')) {
+    describe.concurrent(`${t.what} [${t.kind}, merge]`, () => {
+      for (const f of FAULTS) {
+        it(f.name, () => withCase(async ({ experiment, s, arm, heal }) => {
+          const label = `${t.kind}/merge/${f.name}`;
+          const ledger = new AckLedger();
+          const w = s.log(experiment, { owner: 'writer-w' });
+          const item = 'x';
+          const batches = [createBatch(item), stepBatch(item, 1), stepBatch(item, 2)];
+          for (const b of batches) ledger.add(...(await w.append([b])));
+
+          const armed = arm(t, f);
+          const merged = await attempt(() => w.mergeOwnShard());
+          heal();
+          expectFired(armed, label);
+          expectAckOrTyped(merged, label);
+          await expectAcksVisible(s.log(experiment), ledger.acked(), `${label}, right after the fault`);
+
+          // healed: the writer goes on, redeliveries are duplicates of the acked batches
+          const next = await attempt(() => w.append([stepBatch(item, 3)]));
+          expect('ok' in next, `${label}: append after healing: ${describeError(next)}`).toBe(true);
+          ledger.add(...(next as { ok: Ack[] }).ok);
+          const x = s.log(experiment, { owner: 'writer-x' });
+          for (const b of batches) {
+            const again = await attempt(() => x.append([b]));
+            expect('ok' in again, `${label}: redelivery: ${describeError(again)}`).toBe(true);
+            expect((again as { ok: Ack[] }).ok[0]!.duplicate, `${label}: redelivery`).toBe(true);
+            ledger.add(...(again as { ok: Ack[] }).ok);
+          }
+          ledger.expectConsistent(label);
+          await expectAcksVisible(s.log(experiment), ledger.acked(), label);
+          await afterMaintain(s, experiment, [w, x], ledger, label);
+        }));
+      }
+    });
+  }
+
+  describe.concurrent("a reader's requests faulted: fold answers right or throws a typed error", () => {
+    const READ_KINDS = ['list', 'lance-list', 'get'] as const;
+    it.each(READ_KINDS)('%s', (kind) => withCase(async ({ experiment, s, arm, heal }) => {
+      // one item merged into the base, one in a live writer's shard
+      const a = s.log(experiment, { owner: 'writer-a' });
+      for (const b of [createBatch('merged'), stepBatch('merged', 1)]) await a.append([b]);
+      await a.close();
+      const live = s.log(experiment, { owner: 'writer-b' });
+      for (const b of [createBatch('live'), stepBatch('live', 1)]) await live.append([b]);
+      const expected = { merged: await s.log(experiment).fold('merged'), live: await s.log(experiment).fold('live') };
+      expect(expected.merged.lastSeq).toBe(5);
+      expect(expected.live.lastSeq).toBe(5);
+      for (const f of FAULTS) {
+        for (const id of ['merged', 'live'] as const) {
+          const label = `${kind}/${f.name}/${id}`;
+          const reader = s.log(experiment);
+          const armed = arm({ proxy: 's3', kind, scenario: 'warm-append', what: 'read' }, f);
+          const got = await attempt(() => reader.fold(id));
+          heal();
+          expectFired(armed, label);
+          expectAckOrTyped(got, label);
+          if ('ok' in got) expect(got.ok, label).toEqual(expected[id]);
+        }
+      }
+    }));
   });
 });

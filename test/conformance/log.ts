@@ -3,7 +3,7 @@
  * on RGW in the servers project). The target only says how to make a fresh root.
  */
 import { randomUUID } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -158,24 +158,43 @@ export function logStoreConformance(name: string, target: LogTarget): void {
       expect(traj.filter((e) => e.checkpointId === acks[0]!.checkpointId)).toHaveLength(acks[0]!.eventIds.length);
     });
 
-    it('the same batch from two processes at once: one copy of each event, identical acks', async () => {
+    it('the same batch from two processes at once: both commit it, one copy is visible, identical acks', async () => {
       await fresh();
       const log = await newLog();
       await log.append([createBatch('p2')]);
-      const startFile = path.join(tmpdir(), `dgcl-start-${randomUUID()}`);
+      // Both processes stop after reading the item and before committing; only when both got
+      // there are they released, so each commits without having seen the other's commit.
+      const dir = mkdtempSync(path.join(tmpdir(), 'dgcl-barrier-'));
       const batch = stepBatch('p2', 1, { append: { log: ['l1', 'l2'] } });
-      const task = { root: rootInfo.root, pipeline: 'p', experiment: 'e', mode: 'batches', batches: [batch], startFile };
-      const procs = [0, 1].map(() => startTs('test/support/writer-proc.ts', [], { ...rootInfo.env, DGCL_TEST_TASK: JSON.stringify(task) }));
-      await new Promise((r) => setTimeout(r, 1500)); // both processes opened their logs
-      writeFileSync(startFile, 'go');
+      const procs = ['a', 'b'].map((name) =>
+        startTs('test/support/writer-proc.ts', [], {
+          ...rootInfo.env,
+          DGCL_TEST_TASK: JSON.stringify({ root: rootInfo.root, pipeline: 'p', experiment: 'e', mode: 'batches', batches: [batch], barrier: { dir, name } }),
+        }),
+      );
+      const arrived = (name: string) => existsSync(path.join(dir, `arrived-${name}`));
+      const exited = procs.map(() => false);
+      procs.forEach((p, i) => void p.exit.then(() => (exited[i] = true)));
+      for (let waited = 0; !(arrived('a') && arrived('b')); waited += 10) {
+        // a process that exits before arriving failed: stop waiting and show why
+        if (exited.some(Boolean) || waited > 120_000) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect({ a: arrived('a'), b: arrived('b') }, 'both processes read the item before either committed').toEqual({ a: true, b: true });
+      writeFileSync(path.join(dir, 'release'), '');
       const results = await Promise.all(procs.map((p) => p.exit));
       for (const r of results) expect(r.code, r.stderr).toBe(0);
       const acks = procs.map((p) => JSON.parse(p.lines.find((l) => l.startsWith('ack '))!.slice(4)) as Ack);
       expect(acks.map((a) => a.duplicate).sort()).toEqual([false, true]);
       expect({ ...acks[0], duplicate: null }).toEqual({ ...acks[1], duplicate: null });
       const traj = await log.trajectory('p2');
-      expect(traj.filter((e) => e.checkpointId === acks[0]!.checkpointId)).toHaveLength(4);
-      expect((await log.fold('p2')).violations).toEqual([]);
+      expect(traj.filter((e) => e.checkpointId === acks[0]!.checkpointId).map((e) => [e.eventId, e.itemSeq])).toEqual(
+        acks[0]!.eventIds.map((id, i) => [id, acks[0]!.firstSeq + i]),
+      );
+      const s = await log.fold('p2');
+      expect(s.violations).toEqual([]);
+      expect(s.lastSeq).toBe(acks[0]!.lastSeq);
+      expect(traj.map((e) => e.itemSeq)).toEqual(Array.from({ length: s.lastSeq }, (_, i) => i + 1));
     });
 
     it('an item moving between writers and back continues its seqs (no stale copy of it is trusted)', async () => {

@@ -11,6 +11,56 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { startFaultProxy, s3ErrorAnswer, type FaultProxy, type FaultRequest } from './fault-proxy.ts';
+
+/**
+ * What an S3 request does for the log, from its method, key, query and headers (path-style
+ * `/bucket/key`). The kinds the fault tests inject faults on:
+ *  - `lance-commit`: a Lance manifest PUT under `_versions/` with If-None-Match (the commit point);
+ *  - `lance-data`: any other Lance PUT / POST (data files, transaction files, multipart parts);
+ *  - `claim`, `item-marker`, `seal`, `gen-marker`, `retired-marker`, `base-marker`: the log's own objects;
+ *  - `list`: the log's listing of `_dgcl/meta/` (how readers and writers learn the generations);
+ *    `lance-list`: every other ListObjectsV2 (Lance's, the log's deletions');
+ *  - `head`, `get`: reads; `delete`: DeleteObject(s).
+ */
+export type S3Kind =
+  | 'lance-commit'
+  | 'lance-data'
+  | 'claim'
+  | 'item-marker'
+  | 'seal'
+  | 'gen-marker'
+  | 'retired-marker'
+  | 'base-marker'
+  | 'list'
+  | 'lance-list'
+  | 'head'
+  | 'get'
+  | 'delete'
+  | 'other';
+
+export function s3Kind(method: string, path: string, query: URLSearchParams, headers: http.IncomingHttpHeaders): S3Kind {
+  if (method === 'DELETE' || (method === 'POST' && query.has('delete'))) return 'delete';
+  if (method === 'GET' && query.get('list-type') === '2') return /(^|\/)_dgcl\/meta\/?$/.test(query.get('prefix') ?? '') ? 'list' : 'lance-list';
+  if (method === 'HEAD') return 'head';
+  if (method === 'GET') return 'get';
+  if (method !== 'PUT' && method !== 'POST') return 'other';
+  if (path.includes('/_dgcl/claims/')) return 'claim';
+  if (path.includes('/_dgcl/items/')) return 'item-marker';
+  if (path.includes('/_dgcl/meta/seal.')) return 'seal';
+  if (path.includes('/_dgcl/meta/gen.')) return 'gen-marker';
+  if (path.includes('/_dgcl/meta/retired.')) return 'retired-marker';
+  if (path.endsWith('/_dgcl/meta/base')) return 'base-marker';
+  if (path.includes('/_versions/') && (headers['if-none-match'] || headers['if-match'])) return 'lance-commit';
+  return 'lance-data';
+}
+
+export const classifyS3 = (r: FaultRequest): S3Kind => s3Kind(r.method, r.path, r.query, r.headers);
+
+/** A fault proxy (./fault-proxy.ts) in front of S3, with requests classified by `s3Kind`. */
+export function startS3FaultProxy(target: string, holdMs?: number): Promise<FaultProxy> {
+  return startFaultProxy({ target, classify: classifyS3, errorAnswer: s3ErrorAnswer, ...(holdMs !== undefined ? { holdMs } : {}) });
+}
 
 export interface ProxyOptions {
   /** Upstream, e.g. http://127.0.0.1:7480 */
@@ -56,6 +106,8 @@ export type ProxyScript = (req: ProxyRequest) => ScriptDecision | Promise<Script
 
 export interface ProxyCounts {
   total: number;
+  /** Requests by `s3Kind`. */
+  byKind: Partial<Record<S3Kind, number>>;
   byMethod: Record<string, number>;
   /** 503s from failRate. */
   failed: number;
@@ -96,6 +148,7 @@ export async function startS3Proxy(o: ProxyOptions): Promise<S3Proxy> {
   };
   const counts: ProxyCounts = {
     total: 0,
+    byKind: {},
     byMethod: {},
     failed: 0,
     delayed: 0,
@@ -178,6 +231,9 @@ export async function startS3Proxy(o: ProxyOptions): Promise<S3Proxy> {
   const server = http.createServer((req, res) => {
     counts.total++;
     counts.byMethod[req.method ?? '?'] = (counts.byMethod[req.method ?? '?'] ?? 0) + 1;
+    const u = new URL(req.url ?? '/', 'http://proxy');
+    const kind = s3Kind(req.method ?? '?', decodeURIComponent(u.pathname), u.searchParams, req.headers);
+    counts.byKind[kind] = (counts.byKind[kind] ?? 0) + 1;
     if (req.method === 'PUT' && (req.headers['if-none-match'] || req.headers['if-match'])) counts.conditionalPuts++;
     const s = script;
     if (!s) {
@@ -198,6 +254,7 @@ export async function startS3Proxy(o: ProxyOptions): Promise<S3Proxy> {
     counts,
     reset() {
       counts.total = 0;
+      counts.byKind = {};
       counts.byMethod = {};
       counts.failed = 0;
       counts.delayed = 0;

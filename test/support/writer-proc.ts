@@ -3,7 +3,13 @@
  * from DGCL_TEST_TASK (JSON), prints one line per ack (`ack <json>`), exits 0 when done.
  *  - {mode: "batches", batches: [...]} appends the batches in one request;
  *  - {mode: "loop", count, inFlight} appends sized batches `loopBatch(i)` until killed.
+ * With `barrier`, every commit waits in the writer's beforeCommit hook (items read, seqs
+ * assigned, nothing committed yet): it creates `<dir>/arrived-<name>`, then waits for
+ * `<dir>/release`. A test that sees every process's arrival file before releasing them knows
+ * their reads overlapped their commits.
  */
+import { existsSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { openLog } from '../../lib/index.ts';
 import { createBatch, loopBatch, stepBatch } from './batches.ts';
 
@@ -21,16 +27,21 @@ interface Task {
   batches?: unknown[];
   count?: number;
   inFlight?: number;
-  /** Wait until this file exists before appending (lines up two processes). */
-  startFile?: string;
+  /** Hold every commit at beforeCommit until the test releases it (see above). */
+  barrier?: { dir: string; name: string };
 }
 
 const task = JSON.parse(process.env.DGCL_TEST_TASK ?? '{}') as Task;
-const log = await openLog({ root: task.root, pipeline: task.pipeline, experiment: task.experiment });
-if (task.startFile) {
-  const { existsSync } = await import('node:fs');
-  while (!existsSync(task.startFile)) await new Promise((r) => setTimeout(r, 2));
-}
+const barrier = task.barrier;
+const hooks = barrier
+  ? {
+      beforeCommit: async () => {
+        writeFileSync(path.join(barrier.dir, `arrived-${barrier.name}`), '');
+        while (!existsSync(path.join(barrier.dir, 'release'))) await new Promise((r) => setTimeout(r, 5));
+      },
+    }
+  : undefined;
+const log = await openLog({ root: task.root, pipeline: task.pipeline, experiment: task.experiment, ...(hooks ? { hooks } : {}) });
 if (task.mode === 'batches') {
   const acks = await log.append(task.batches ?? []);
   for (const a of acks) process.stdout.write(`ack ${JSON.stringify(a)}\n`);
