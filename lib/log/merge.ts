@@ -7,6 +7,7 @@
  * A crash after any step leaves a state readers handle (duplicates dropped by event_id, retired
  * generations skipped, half-deleted generations behind a marker) and a rerun finishes the work.
  */
+import { DgclError, UnavailableError } from '../errors.ts';
 import { rowsFromArrow, rowsToArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { genKey, retiredKey, shardPrefix } from './layout.ts';
@@ -24,17 +25,23 @@ export async function mergeGeneration(
   shard: string,
   version: number | null,
 ): Promise<number> {
-  const { tables, objects, hooks } = ctx;
-  await hooks?.beforeMergeStep?.('read', shard);
-  const table = version === null ? await tables.shard(shard) : await tables.shardAt(shard, version);
-  const rows = rowsFromArrow(await table.query().toArrow());
-  await hooks?.beforeMergeStep?.('base-commit', shard);
-  if (rows.length > 0) {
-    const base = await tables.ensureBase();
-    await base.mergeInsert('event_id').whenNotMatchedInsertAll().execute(rowsToArrow(rows) as never);
+  const { tables, hooks } = ctx;
+  try {
+    await hooks?.beforeMergeStep?.('read', shard);
+    const table = version === null ? await tables.shard(shard) : await tables.shardAt(shard, version);
+    const rows = rowsFromArrow(await table.query().toArrow());
+    await hooks?.beforeMergeStep?.('base-commit', shard);
+    if (rows.length > 0) {
+      const base = await tables.ensureBase();
+      await base.mergeInsert('event_id').whenNotMatchedInsertAll().execute(rowsToArrow(rows) as never);
+    }
+    await retireGeneration(ctx, shard, { version, rows: rows.length });
+    return rows.length;
+  } catch (e) {
+    // Lance reports storage trouble as plain errors; every step is idempotent, so: retry later.
+    if (e instanceof DgclError) throw e;
+    throw new UnavailableError(`merge of shard generation ${shard} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
   }
-  await retireGeneration(ctx, shard, { version, rows: rows.length });
-  return rows.length;
 }
 
 /** Steps 3-4 alone: also used to finish a merge that crashed after its marker was written. */
