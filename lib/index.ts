@@ -80,6 +80,14 @@ export const DEFAULTS = {
   claimRetentionMs: 3_600_000,
 } as const;
 
+/**
+ * A request that never answers must not hang an append forever: it fails (UNAVAILABLE, the
+ * outcome unknown, which the log handles like any lost answer). The log's own S3 objects are
+ * small; lease requests are single-item.
+ */
+const S3_REQUESTS = { connectionTimeout: 5_000, requestTimeout: 30_000, throwOnRequestTimeout: true } as const;
+const DYNAMODB_REQUESTS = { connectionTimeout: 3_000, requestTimeout: 10_000, throwOnRequestTimeout: true } as const;
+
 /** Open one experiment's log (nothing is created until the first append). */
 export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
   const pipeline = validateName('pipeline', o.pipeline);
@@ -99,7 +107,7 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
   if (loc.kind === 'file') {
     objects = new LocalObjectStore(loc.dir);
   } else {
-    objects = S3ObjectStore.at(new S3Client(s3ClientConfig(env)), loc);
+    objects = S3ObjectStore.at(new S3Client({ ...s3ClientConfig(env), requestHandler: S3_REQUESTS }), loc);
   }
   let leases = o.leases;
   let onClose: (() => Promise<void>) | undefined;
@@ -144,7 +152,7 @@ export function defaultLeaseStore(
   if (!table) {
     throw new InvalidInputError('an s3:// root needs a DynamoDB lease table: set DGCL_LEASE_TABLE (or pass `leases`)', { field: 'DGCL_LEASE_TABLE' });
   }
-  const client = new DynamoDBClient({});
+  const client = new DynamoDBClient({ requestHandler: DYNAMODB_REQUESTS });
   const store = new DynamoLeaseStore({ client, table, clock });
   return {
     store,
