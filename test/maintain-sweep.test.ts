@@ -1,0 +1,67 @@
+/**
+ * A zombie's commit after the maintainer merged and deleted its generation recreates dataset
+ * files under `_dgcl/shards/` with no `gen.` marker: invisible to readers, and (before the
+ * sweep) never deleted by anything.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FencedError } from '../lib/errors.ts';
+import { logUri, parseRoot } from '../lib/storage/location.ts';
+import { createBatch, stepBatch } from './support/batches.ts';
+import { manualClock, Pause, PIPELINE, EXPERIMENT, settle, sharedLeases, tempRoot, testLog, withFreshReader } from './support/race-kit.ts';
+
+describe('maintenance sweeps what zombies leave', () => {
+  it('deletes dataset files a zombie commit recreated after its generation was merged and deleted', async () => {
+    const root = tempRoot();
+    const clock = manualClock();
+    const leases = sharedLeases(root, clock);
+    const TTL = 10_000;
+    let pause: Pause | null = null;
+    const A = testLog({
+      root,
+      leases,
+      clock,
+      slots: 1,
+      leaseTtlMs: TTL,
+      tableTap: {
+        async add(_name, run) {
+          if (pause) await pause.hit();
+          return run();
+        },
+      },
+    });
+    const [ack] = await A.log.append([createBatch('x')]);
+    const gen = `${A.log.writerEpoch}-g000001`;
+    const dir = path.join(new URL(logUri(parseRoot(root), PIPELINE, EXPERIMENT)).pathname, '_dgcl', 'shards', `${gen}.lance`);
+    expect(existsSync(dir), 'the generation exists').toBe(true);
+
+    // A pauses inside its next commit; its lease lapses; the maintainer takes the slot, seals,
+    // merges and deletes A's generation.
+    pause = new Pause();
+    const zombie = settle(A.log.append([stepBatch('x', 1)]));
+    await pause.reached.promise;
+    clock.advance(TTL + 1);
+    const M = testLog({ root, leases, clock, slots: 1, leaseTtlMs: TTL, owner: 'maintainer' });
+    const first = await M.log.maintain();
+    expect(first.failures).toEqual([]);
+    expect(first.mergedShards).toContain(gen);
+    expect(existsSync(dir), 'merged and deleted').toBe(false);
+
+    // The zombie's commit lands now: files reappear, with no marker.
+    pause.release();
+    const out = await zombie;
+    expect(out.ok).toBe(false);
+    if (!out.ok) expect(out.error).toBeInstanceOf(FencedError);
+    expect(existsSync(dir), 'the zombie recreated the dataset folder').toBe(true);
+
+    const second = await M.log.maintain();
+    expect(second.failures).toEqual([]);
+    expect(second.sweptShards).toEqual([gen]);
+    expect(existsSync(dir), 'swept').toBe(false);
+    const state = await withFreshReader(root, leases, clock, (r) => r.fold('x'));
+    expect(state.lastSeq).toBe(ack!.lastSeq);
+    expect(state.violations).toEqual([]);
+    await M.log.close();
+  });
+});
