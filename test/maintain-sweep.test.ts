@@ -33,7 +33,7 @@ describe('maintenance sweeps what zombies leave', () => {
     });
     const [ack] = await A.log.append([createBatch('x')]);
     const gen = `${A.log.writerEpoch}-g000001`;
-    const dir = path.join(new URL(logUri(parseRoot(root), PIPELINE, EXPERIMENT)).pathname, '_dgcl', 'shards', `${gen}.lance`);
+    const dir = path.join(logUri(parseRoot(root), PIPELINE, EXPERIMENT).replace(/^file:\/\//, ''), '_dgcl', 'shards', `${gen}.lance`);
     expect(existsSync(dir), 'the generation exists').toBe(true);
 
     // A pauses inside its next commit; its lease lapses; the maintainer takes the slot, seals,
