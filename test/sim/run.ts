@@ -7,6 +7,7 @@
  *   --keep       keep the root folder of a replayed seed
  *   --json FILE  also write {seeds, seconds, failed: [{seed, violations}]} to FILE
  *   --no-regressions  skip the regression seeds (a second CI worker)
+ *   --parallel K run K schedules at once in this process (default 3)
  * Regression seeds (test/sim/regressions.ts) run first, every time. Exit code 1 if any seed
  * broke an invariant; each failing seed is printed with its violations and how to replay it.
  */
@@ -60,16 +61,26 @@ async function main(): Promise<void> {
       report.push({ seed, name, violations: r.violations });
     }
   }
-  for (let s = start; s < start + n; s++) {
-    const r = await runSchedule(s);
-    if (r.violations.length > 0) {
-      printFailure(r, false);
-      failed.push(s);
-      report.push({ seed: s, violations: r.violations });
+  // Several schedules at once: each has its own scheduler, root and streams, so they do not
+  // affect one another, and Lance's native threads stay busy while one schedule waits.
+  const parallel = Number(arg('--parallel') ?? 3);
+  let next = start;
+  let done = 0;
+  const lane = async () => {
+    while (next < start + n) {
+      const s = next++;
+      const r = await runSchedule(s);
+      if (r.violations.length > 0) {
+        printFailure(r, false);
+        failed.push(s);
+        report.push({ seed: s, violations: r.violations });
+      }
+      if (++done % 100 === 0) console.log(`${done}/${n} seeds, ${failed.length} failing, ${((performance.now() - t0) / done / 10).toFixed(1)} s per 100 seeds`);
     }
-    const done = s - start + 1;
-    if (done % 100 === 0) console.log(`${done}/${n} seeds, ${failed.length} failing, ${((performance.now() - t0) / done / 10).toFixed(1)} s per 100 seeds`);
-  }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, parallel) }, lane));
+  failed.sort((a, b) => a - b);
+  report.sort((a, b) => a.seed - b.seed);
   const secs = (performance.now() - t0) / 1000;
   console.log(`\n${n} seeds from ${start} (+${regressions.length} regression seeds) in ${secs.toFixed(1)} s; failing: ${failed.length ? failed.join(' ') : 'none'}`);
   const json = arg('--json');

@@ -39,6 +39,7 @@ export interface SimConfig {
   maxBatchesPerCommit: number;
   claimRetentionMs: number;
   faultRate: number;
+  priorityBias: number;
   deliveries: number;
   reads: number;
   items: number;
@@ -63,6 +64,7 @@ function pickConfig(rng: Rng): SimConfig {
     maxBatchesPerCommit: rng.pick([1, 512]),
     claimRetentionMs: rng.pick([20_000, 3_600_000]),
     faultRate: rng.pick([0, 0.02, 0.05, 0.1]),
+    priorityBias: rng.pick([0, 0.5, 0.9]),
     deliveries: rng.between(10, 25),
     reads: rng.between(6, 14),
     items: rng.between(2, 5),
@@ -95,17 +97,17 @@ interface Delivery {
   settled: boolean;
 }
 
-/** Violations of the schedule running now (an unhandled rejection is attributed to it). */
-let current: string[] | null = null;
+/** Violations of the schedules running now (an unhandled rejection is reported to each). */
+const running = new Set<string[]>();
 let unhandledInstalled = false;
 function installUnhandled(): void {
   if (unhandledInstalled) return;
   unhandledInstalled = true;
   // A rejection nobody handles would crash a real process (Node's default): a bug to report.
   process.on('unhandledRejection', (e) => {
-    const msg = `CRASH: unhandled rejection (would end the process): ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`;
-    if (current) current.push(msg);
-    else console.error(msg);
+    const msg = `CRASH: unhandled rejection (would end the process; with --parallel it is reported to every schedule then running, replay the seed alone): ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`;
+    for (const v of running) v.push(msg);
+    if (running.size === 0) console.error(msg);
   });
 }
 
@@ -120,7 +122,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   const t0 = performance.now();
   const rng = new Rng(seed);
   const cfg = pickConfig(rng);
-  const sched = new Scheduler(rng.fork(), { faultRate: cfg.faultRate });
+  const sched = new Scheduler(rng.fork(), { faultRate: cfg.faultRate, priorityBias: cfg.priorityBias });
   const wl = rng.fork(); // workload choices, apart from the scheduler's
   const clock = new SimClock();
   clock.sched = sched;
@@ -155,7 +157,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
 
   const history = new History();
   const violations: string[] = [];
-  current = violations;
+  running.add(violations);
   const writers: WriterActor[] = [];
   for (let i = 1; i <= cfg.writers; i++) writers.push({ name: `w${i}`, inc: 1, actor: `w${i}.1`, log: makeLog(`w${i}.1`), closing: false });
   const readers = [1, 2].map((i) => ({ actor: `r${i}`, log: makeLog(`r${i}`), busy: 0 }));
@@ -462,7 +464,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   });
 
   await sched.drain();
-  current = null;
+  running.delete(violations);
   for (const v of history.check()) violations.push(v.message);
   const result: ScheduleResult = {
     seed,

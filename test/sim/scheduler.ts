@@ -57,6 +57,12 @@ export interface SchedulerOptions {
   faultWeights?: Partial<Record<Exclude<Fault, 'ok'>, number>>;
   /** Probability that a timed-out mutating operation lands later at all. */
   lateLandProbability?: number;
+  /**
+   * Probability that a release follows actor priorities instead of a uniform pick (PCT style:
+   * each actor gets a random priority, reshuffled now and then, so one actor can run far ahead
+   * of another, e.g. a reader through a whole merge, or a paused zombie until after a takeover).
+   */
+  priorityBias?: number;
 }
 
 /** Time spent per operation kind in this process (for tuning the harness's speed). */
@@ -125,8 +131,20 @@ export class Scheduler {
 
   /** Release one operation the seed picks among `ops`, with a fault the seed picks. */
   async releaseRandom(ops: readonly Op[]): Promise<void> {
-    const op = this.rng.pick(ops);
+    if (this.rng.chance(0.05) && this.priorities.size > 0) this.priorities.set(this.rng.pick([...this.priorities.keys()]), this.rng.next());
+    let op: Op;
+    if (this.rng.chance(this.o.priorityBias ?? 0)) {
+      op = ops[0]!;
+      for (const o of ops) if (this.priority(o.actor) > this.priority(op.actor)) op = o;
+    } else op = this.rng.pick(ops);
     await this.release(op, this.pickFault(op));
+  }
+
+  private readonly priorities = new Map<string, number>();
+  private priority(actor: string): number {
+    let p = this.priorities.get(actor);
+    if (p === undefined) this.priorities.set(actor, (p = this.rng.next()));
+    return p;
   }
 
   private pickFault(op: Op): Fault {
