@@ -11,7 +11,8 @@
  *    of its already-acked batches (old redeliveries);
  *  - its next batch is created only when none of its deliveries is in flight (acked, failed,
  *    or its writer crashed); a failed current batch is retried (same batch, any writer) or
- *    abandoned for a different one (next attempt).
+ *    abandoned for a different one (next attempt), unless a delivery of it timed out (it may
+ *    still land): then it is only retried.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -84,6 +85,8 @@ interface ItemModel {
   chain: Array<Record<string, unknown>>;
   cur: number;
   curAcked: boolean;
+  /** A delivery of the current batch timed out: it may still land, so only retry it. */
+  curInDoubt: boolean;
   acked: number[];
   inflight: number;
   step: number;
@@ -201,7 +204,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   /** The batch to deliver for `it` now, or null if none may be sent. */
   const nextFor = (it: ItemModel): { batch: Record<string, unknown>; fresh: boolean } | null => {
     if (it.inflight > 0) return it.cur >= 0 ? { batch: it.chain[it.cur]!, fresh: false } : null;
-    if (it.cur >= 0 && !it.curAcked && wl.chance(0.6)) return { batch: it.chain[it.cur]!, fresh: false }; // retry
+    if (it.cur >= 0 && !it.curAcked && (it.curInDoubt || wl.chance(0.6))) return { batch: it.chain[it.cur]!, fresh: false }; // retry
     if (it.terminal) return null;
     if (it.cur >= 0) {
       if (it.curAcked) {
@@ -215,6 +218,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     it.chain.push(b);
     it.cur = it.chain.length - 1;
     it.curAcked = false;
+    it.curInDoubt = false;
     const prepared = parseBatch(b);
     for (const e of prepared.events) if (e.value?.kind === 'blob') blobEvents.push(e.eventId);
     return { batch: b, fresh: true };
@@ -236,7 +240,12 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         if (!it.acked.includes(idx)) it.acked.push(idx);
         if (batch.terminal !== undefined) it.terminal = true;
       },
-      (e: unknown) => history.endAppend(rec, { error: e }),
+      (e: unknown) => {
+        history.endAppend(rec, { error: e });
+        // A timed-out request may land later (a client cannot know): a careful client retries
+        // the same batch instead of sending a different one for the same step.
+        if (idx === it.cur && /timed out/.test(String((e as Error)?.message))) it.curInDoubt = true;
+      },
     ).finally(() => {
       if (!d.settled) {
         d.settled = true;
@@ -254,7 +263,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         const w = wl.pick(liveWriters());
         let it: ItemModel;
         if (items.length < cfg.items && (items.length === 0 || wl.chance(0.3))) {
-          it = { id: `x${items.length}`, chain: [], cur: -1, curAcked: false, acked: [], inflight: 0, step: 0, attempt: 1, terminal: false };
+          it = { id: `x${items.length}`, chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], inflight: 0, step: 0, attempt: 1, terminal: false };
           items.push(it);
         } else it = wl.pick(items);
         if (it.acked.length > 0 && wl.chance(0.15)) {
