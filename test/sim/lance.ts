@@ -1,0 +1,139 @@
+/**
+ * Lance as scheduling and fault points.
+ *  - `simTableWrapper`: the TableWrapper the log takes (lib/log/tables.ts). A Proxy makes every
+ *    async table method, and the terminal calls of query / takeRowIds / mergeInsert builders,
+ *    a wrapped operation. Failures are plain Errors, as Lance's are.
+ *  - `installLancePatches`: the connection calls the log makes before it has a table handle
+ *    (connect, openTable, createEmptyTable) are not reachable through TableWrapper, and
+ *    unscheduled native I/O would break replay; so they are patched on lancedb's own classes,
+ *    once per process. The patch is inert outside a simulation context.
+ */
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import type { Table } from '../../lib/log/tables.ts';
+import { simContext, type Scheduler } from './scheduler.ts';
+
+const lanceError = (m: string) => new Error(m);
+
+const MUTATING = new Set(['add', 'optimize', 'createIndex', 'delete', 'update', 'restore', 'addColumns', 'alterColumns', 'dropColumns', 'dropIndex']);
+const READING = new Set(['version', 'checkout', 'checkoutLatest', 'countRows', 'listIndices', 'stats', 'schema', 'listVersions', 'indexStats']);
+const BUILDERS = new Set(['query', 'takeRowIds', 'takeOffsets', 'mergeInsert', 'search', 'vectorSearch']);
+const TERMINAL = new Set(['toArrow', 'toArray', 'execute']);
+
+type Fn = (...args: unknown[]) => unknown;
+
+export function simTableWrapper(sched: Scheduler): (table: Table, name: string) => Table {
+  return (table, name) => wrapTable(table, name, sched);
+}
+
+function wrapTable(table: Table, name: string, sched: Scheduler): Table {
+  return new Proxy(table, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof prop !== 'string' || typeof value !== 'function') return value;
+      const fn = value as Fn;
+      if (prop === 'add') {
+        return (...args: unknown[]) =>
+          sched.op({
+            kind: 'lance.add',
+            target: name,
+            mutating: true,
+            faultable: true,
+            run: () => fn.apply(target, args) as Promise<unknown>,
+            error: lanceError,
+            // A commit that timed out lands later only if nothing else committed meanwhile:
+            // Lance commits version N+1 with put-if-absent, which a later commit already took.
+            late: lateAdd(target, fn, args),
+          });
+      }
+      if (MUTATING.has(prop) || READING.has(prop)) {
+        return (...args: unknown[]) =>
+          sched.op({ kind: `lance.${prop}`, target: name, mutating: MUTATING.has(prop), faultable: true, run: () => fn.apply(target, args) as Promise<unknown>, error: lanceError });
+      }
+      if (BUILDERS.has(prop)) return (...args: unknown[]) => wrapBuilder(fn.apply(target, args) as object, `${name}.${prop}`, prop === 'mergeInsert', sched);
+      return fn.bind(target);
+    },
+  });
+}
+
+/** The version seen when the call was made; the late landing happens only at that version. */
+function lateAdd(target: Table, fn: Fn, args: unknown[]): () => Promise<() => Promise<unknown>> {
+  // Called at the release that timed out: that is when the request was sent.
+  return async () => {
+    const before = await target.version().catch(() => -1);
+    return async () => {
+      await target.checkoutLatest().catch(() => undefined);
+      if ((await target.version()) !== before) return undefined;
+      return fn.apply(target, args);
+    };
+  };
+}
+
+function wrapBuilder(builder: object, label: string, mutating: boolean, sched: Scheduler): object {
+  return new Proxy(builder, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof prop !== 'string' || typeof value !== 'function') return value;
+      const fn = value as Fn;
+      if (TERMINAL.has(prop)) {
+        return (...args: unknown[]) =>
+          sched.op({ kind: `lance.${label.split('.').pop()}.${prop}`, target: label.split('.')[0]!, mutating, faultable: true, run: () => fn.apply(target, args) as Promise<unknown>, error: lanceError });
+      }
+      return (...args: unknown[]) => {
+        const out = fn.apply(target, args);
+        if (out === target) return receiver;
+        if (out && typeof out === 'object' && !(out instanceof Promise)) return wrapBuilder(out, label, mutating, sched);
+        return out;
+      };
+    },
+  });
+}
+
+let installed = false;
+
+export function installLancePatches(): void {
+  if (installed) return;
+  installed = true;
+  const require = createRequire(import.meta.url);
+  const dir = path.dirname(require.resolve('@lancedb/lancedb'));
+  const native = require(path.join(dir, 'native.js')) as { Connection: { new: Fn } };
+  const conn = require(path.join(dir, 'connection.js')) as { LocalConnection: { prototype: Record<string, Fn> } };
+  const gate = (kind: string, target: string, mutating: boolean, call: () => Promise<unknown>): Promise<unknown> => {
+    const ctx = simContext.getStore();
+    if (!ctx || ctx.sched.direct) return call();
+    // connect does no I/O on a local root (nor on S3: the store is built lazily), so it is a
+    // scheduling point but never faulted.
+    return ctx.sched.op({ kind, target, mutating, faultable: kind !== 'lance.connect', run: call, error: lanceError });
+  };
+  // `Connection.new` is read-only on the native class: replace the export by an object that
+  // inherits the class's statics and has a gated `new` (connect() reads it at each call).
+  const Native = native.Connection;
+  const origNew = Native.new;
+  const gatedNew = function (this: unknown, ...args: unknown[]) {
+    return gate('lance.connect', shortPath(String(args[0])), false, () => origNew.apply(Native, args) as Promise<unknown>);
+  };
+  native.Connection = Object.create(Native, { new: { value: gatedNew } }) as { new: Fn };
+  for (const m of ['openTable', 'createEmptyTable'] as const) {
+    const orig = conn.LocalConnection.prototype[m]!;
+    conn.LocalConnection.prototype[m] = function (this: unknown, ...args: unknown[]) {
+      return gate(`lance.${m}`, String(args[0]), m === 'createEmptyTable', () => orig.apply(this, args) as Promise<unknown>);
+    };
+  }
+}
+
+function shortPath(p: string): string {
+  const i = p.indexOf('log.lance');
+  return i >= 0 ? p.slice(i) : path.basename(p);
+}
+
+/** Route Math.random (lib's random first slot) to the schedule's own stream. */
+let randomInstalled = false;
+export function installRandomPatch(): void {
+  if (randomInstalled) return;
+  randomInstalled = true;
+  const orig = Math.random;
+  Math.random = () => {
+    const ctx = simContext.getStore();
+    return ctx ? ctx.sched.libRandom.next() : orig();
+  };
+}

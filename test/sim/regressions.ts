@@ -1,0 +1,26 @@
+/**
+ * Seeds that found bugs, by name. They run on every `npm run test:sim` and in sim.test.ts, so
+ * a fix that regresses shows at once. Add a seed when the harness finds a new bug. A change to
+ * the workload or the scheduler changes what a seed does: re-find them then (and say so).
+ */
+export const REGRESSION_SEEDS: ReadonlyArray<{ seed: number; name: string }> = [
+  // Issue 8 race 1 (same root): zombie w1.2 commits after w2.1 acquired its slot but before the
+  // seal (its generation is created after the sealer's listing, so the seal omits it); a reader
+  // returns x1, then x1 vanishes (I3).
+  { seed: 5124, name: 'race 1: unfenced zombie commit seen before the seal, then gone' },
+  // Issue 8 race 2: zombie w1.1 commits x3#1 above the seal w2.1 wrote, its epoch check fails
+  // with UnavailableError (answer lost), the rows stay in ownRows; a redelivery of x3#1 to w1.1
+  // is acked duplicate:true from them; no read ever shows it (I4).
+  { seed: 5147, name: 'race 2: duplicate ack from ownRows that never passed the epoch check' },
+  // Issue 8 race 3: w3.1 caches x0, w4.1/w2.1 write x0, w3.1's marker PUT lands but its answer
+  // is lost, the retry trusts w3.1's old cache and writes seqs 4-5 again (I5).
+  { seed: 1, name: 'race 3: stale cached track trusted after a failed attempt' },
+  // Issue 8 race 3, related: w2.2's add of x1's creation lands, the answer is lost; the rows are
+  // in neither ownRows nor the storage read (own generation skipped), so the next creation
+  // attempt is written at seq 1 too (I5).
+  { seed: 27, name: 'race 3 (related): landed add neither in ownRows nor read back' },
+  // Issue 8 race 4: r1 lists meta before the base exists and before the retire marker, then
+  // reads the generation after its newest manifest was deleted: Lance serves an older version
+  // without error and x3 (acked) is "not found" (I1).
+  { seed: 113, name: 'race 4: read racing a retirement returns an older state' },
+];

@@ -1,0 +1,489 @@
+/**
+ * One seeded schedule: 2-4 writers (own LanceCheckpointLog and owner each, 2 slots between
+ * them), a maintainer and two readers on one local root, real Lance, wrapped stores, a
+ * simulated clock. The seed picks the configuration, the workload and, through the scheduler,
+ * the interleaving and the faults. Then: quiesce, close some writers, let every lease expire,
+ * maintain twice, read everything with a fresh log object, and check I1-I5 on every read.
+ *
+ * Workload rules (so that I5 holds for a correct log):
+ *  - at any moment the deliveries of one item in flight are copies of its current batch (a
+ *    concurrent duplicate delivery to another writer is fine: identical batches), plus copies
+ *    of its already-acked batches (old redeliveries);
+ *  - its next batch is created only when none of its deliveries is in flight (acked, failed,
+ *    or its writer crashed); a failed current batch is retried (same batch, any writer) or
+ *    abandoned for a different one (next attempt), unless a delivery of it timed out (it may
+ *    still land): then it is only retried.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { existsSync } from 'node:fs';
+import { parseBatch } from '../../lib/batch.ts';
+import { NotFoundError } from '../../lib/errors.ts';
+import { LanceCheckpointLog } from '../../lib/log/log.ts';
+import { LocalObjectStore } from '../../lib/storage/local.ts';
+import { lanceStorageOptions, logLocation, logUri, parseRoot } from '../../lib/storage/location.ts';
+import { History, trajectoryObservation, type ItemObservation } from '../support/invariants.ts';
+import { SimClock } from './clock.ts';
+import { installLancePatches, installRandomPatch, simTableWrapper } from './lance.ts';
+import { MemLeaseStore, SimLeaseStore } from './leases.ts';
+import { SimObjectStore } from './objects.ts';
+import { Rng } from './prng.ts';
+import { Scheduler } from './scheduler.ts';
+
+export interface SimConfig {
+  writers: number;
+  slots: number;
+  leaseTtlMs: number;
+  mergeEveryCommits: number;
+  cachedItems: number;
+  maxBatchesPerCommit: number;
+  claimRetentionMs: number;
+  faultRate: number;
+  priorityBias: number;
+  deliveries: number;
+  reads: number;
+  items: number;
+}
+
+export interface ScheduleResult {
+  seed: number;
+  config: SimConfig;
+  violations: string[];
+  trace: string[];
+  counts: ReturnType<History['counts']> & { steps: number };
+  ms: number;
+}
+
+function pickConfig(rng: Rng): SimConfig {
+  return {
+    writers: rng.between(2, 4),
+    slots: 2,
+    leaseTtlMs: 10_000,
+    mergeEveryCommits: rng.between(2, 3),
+    cachedItems: rng.pick([1, 2, 100]),
+    maxBatchesPerCommit: rng.pick([1, 512]),
+    claimRetentionMs: rng.pick([20_000, 3_600_000]),
+    faultRate: rng.pick([0, 0.02, 0.05, 0.1]),
+    priorityBias: rng.pick([0, 0.5, 0.9]),
+    deliveries: rng.between(10, 25),
+    reads: rng.between(6, 14),
+    items: rng.between(2, 5),
+  };
+}
+
+interface WriterActor {
+  name: string;
+  inc: number;
+  actor: string;
+  log: LanceCheckpointLog;
+  closing: boolean;
+}
+
+interface ItemModel {
+  id: string;
+  chain: Array<Record<string, unknown>>;
+  cur: number;
+  curAcked: boolean;
+  /** A delivery of the current batch timed out: it may still land, so only retry it. */
+  curInDoubt: boolean;
+  acked: number[];
+  inflight: number;
+  step: number;
+  attempt: number;
+  terminal: boolean;
+}
+
+interface Delivery {
+  item: ItemModel;
+  actor: string;
+  settled: boolean;
+}
+
+/** Violations of the schedules running now (an unhandled rejection is reported to each). */
+const running = new Set<string[]>();
+let unhandledInstalled = false;
+function installUnhandled(): void {
+  if (unhandledInstalled) return;
+  unhandledInstalled = true;
+  // A rejection nobody handles would crash a real process (Node's default): a bug to report.
+  process.on('unhandledRejection', (e) => {
+    const msg = `CRASH: unhandled rejection (would end the process; with --parallel it is reported to every schedule then running, replay the seed alone): ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`;
+    for (const v of running) v.push(msg);
+    if (running.size === 0) console.error(msg);
+  });
+}
+
+function tmpBase(): string {
+  return existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
+}
+
+export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): Promise<ScheduleResult> {
+  installLancePatches();
+  installRandomPatch();
+  installUnhandled();
+  const t0 = performance.now();
+  const rng = new Rng(seed);
+  const cfg = pickConfig(rng);
+  const sched = new Scheduler(rng.fork(), { faultRate: cfg.faultRate, priorityBias: cfg.priorityBias });
+  const wl = rng.fork(); // workload choices, apart from the scheduler's
+  const clock = new SimClock();
+  clock.sched = sched;
+  const root = await mkdtemp(path.join(tmpBase(), 'dgcl-sim-'));
+  const loc = parseRoot(root);
+  const uri = logUri(loc, 'p', 'e');
+  const logLoc = logLocation(loc, 'p', 'e');
+  if (logLoc.kind !== 'file') throw new Error('the simulation needs a local root');
+  const inner = new LocalObjectStore(logLoc.dir);
+  const written = new Map<string, number>();
+  const leases = new MemLeaseStore(() => clock.nowMs());
+  const storageOptions = lanceStorageOptions(loc, {});
+  const makeLog = (owner: string) =>
+    new LanceCheckpointLog({
+      pipeline: 'p',
+      experiment: 'e',
+      uri,
+      objects: new SimObjectStore(inner, sched, written, () => clock.nowMs()),
+      storageOptions,
+      leases: new SimLeaseStore(leases, sched),
+      owner,
+      clock,
+      slots: cfg.slots,
+      leaseTtlMs: cfg.leaseTtlMs,
+      mergeEveryCommits: cfg.mergeEveryCommits,
+      maxBatchesPerCommit: cfg.maxBatchesPerCommit,
+      cachedItems: cfg.cachedItems,
+      versionRetentionMs: 3_600_000,
+      claimRetentionMs: cfg.claimRetentionMs,
+      wrapTable: simTableWrapper(sched),
+    });
+
+  const history = new History();
+  const violations: string[] = [];
+  running.add(violations);
+  const writers: WriterActor[] = [];
+  for (let i = 1; i <= cfg.writers; i++) writers.push({ name: `w${i}`, inc: 1, actor: `w${i}.1`, log: makeLog(`w${i}.1`), closing: false });
+  const readers = [1, 2].map((i) => ({ actor: `r${i}`, log: makeLog(`r${i}`), busy: 0 }));
+  const maint = { actor: 'm', log: makeLog('m'), busy: false };
+  const items: ItemModel[] = [];
+  const deliveries: Delivery[] = [];
+  const blobEvents: string[] = [];
+  let outstanding = 0;
+
+  const restart = (w: WriterActor) => {
+    w.inc++;
+    w.actor = `${w.name}.${w.inc}`;
+    w.log = makeLog(w.actor);
+    w.closing = false;
+  };
+
+  const track = (desc: string, actor: string, p: Promise<unknown>) => {
+    outstanding++;
+    sched.note(`start ${actor} ${desc}`);
+    p.then(
+      () => sched.note(`end ${actor} ${desc}`),
+      (e: unknown) => sched.note(`end ${actor} ${desc}: ${e instanceof Error ? `${e.name}: ${e.message.slice(0, 160)}` : 'error'}`),
+    ).finally(() => outstanding--);
+  };
+
+  // ---- the workload -------------------------------------------------------------------
+
+  const newBatch = (it: ItemModel): Record<string, unknown> => {
+    const base = { itemId: it.id, runId: 'r', ...(it.attempt > 1 ? { attempt: it.attempt } : {}) };
+    // Until a creation is acked, a new batch creates the item (a failed creation may be
+    // abandoned for another attempt; if the failed one landed, the new one is rejected).
+    if (it.acked.length === 0) return { ...base, create: {}, step: { name: 's0', index: 0 }, set: { prompt: `p-${it.id}` } };
+    if (it.step >= 3 && wl.chance(0.2)) return { ...base, terminal: 'completed' };
+    const set: Record<string, unknown> = { [`f${it.step}`]: `v${it.step}.${it.attempt}` };
+    if (wl.chance(0.3)) set.img = Uint8Array.from({ length: 8 + wl.int(24) }, () => wl.int(256));
+    const b: Record<string, unknown> = { ...base, step: { name: `s${it.step}`, index: it.step }, set };
+    if (wl.chance(0.2)) b.append = { log: [`l${it.step}`] };
+    return b;
+  };
+
+  /** The batch to deliver for `it` now, or null if none may be sent. */
+  const nextFor = (it: ItemModel): { batch: Record<string, unknown>; fresh: boolean } | null => {
+    if (it.inflight > 0) return it.cur >= 0 ? { batch: it.chain[it.cur]!, fresh: false } : null;
+    if (it.cur >= 0 && !it.curAcked && (it.curInDoubt || wl.chance(0.6))) return { batch: it.chain[it.cur]!, fresh: false }; // retry
+    if (it.terminal) return null;
+    if (it.cur >= 0) {
+      if (it.curAcked) {
+        it.step++;
+        it.attempt = 1;
+      } else {
+        it.attempt++; // abandon the failed batch for a different one
+      }
+    }
+    const b = newBatch(it);
+    it.chain.push(b);
+    it.cur = it.chain.length - 1;
+    it.curAcked = false;
+    it.curInDoubt = false;
+    const prepared = parseBatch(b);
+    for (const e of prepared.events) if (e.value?.kind === 'blob') blobEvents.push(e.eventId);
+    return { batch: b, fresh: true };
+  };
+
+  const deliver = (w: WriterActor, it: ItemModel, batch: Record<string, unknown>, label: string) => {
+    const idx = it.chain.indexOf(batch);
+    const d: Delivery = { item: it, actor: w.actor, settled: false };
+    deliveries.push(d);
+    it.inflight++;
+    const rec = history.beginAppend(w.actor, [batch]);
+    const log = w.log;
+    const p = sched.run(w.actor, () => log.append([batch]));
+    track(`${label} ${it.id}#${idx}`, w.actor, p);
+    p.then(
+      (acks) => {
+        history.endAppend(rec, { acks });
+        if (!d.settled && idx === it.cur) it.curAcked = true;
+        if (!it.acked.includes(idx)) it.acked.push(idx);
+        if (batch.terminal !== undefined) it.terminal = true;
+      },
+      (e: unknown) => {
+        history.endAppend(rec, { error: e });
+        // A timed-out request may land later (a client cannot know): a careful client retries
+        // the same batch instead of sending a different one for the same step.
+        if (idx === it.cur && /timed out/.test(String((e as Error)?.message))) it.curInDoubt = true;
+      },
+    ).finally(() => {
+      if (!d.settled) {
+        d.settled = true;
+        it.inflight--;
+      }
+    });
+  };
+
+  const liveWriters = () => writers.filter((w) => !sched.crashed.has(w.actor));
+
+  const actions: Record<string, { budget: number; run: () => boolean }> = {
+    deliver: {
+      budget: cfg.deliveries,
+      run: () => {
+        const w = wl.pick(liveWriters());
+        let it: ItemModel;
+        if (items.length < cfg.items && (items.length === 0 || wl.chance(0.3))) {
+          it = { id: `x${items.length}`, chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], inflight: 0, step: 0, attempt: 1, terminal: false };
+          items.push(it);
+        } else it = wl.pick(items);
+        if (it.acked.length > 0 && wl.chance(0.15)) {
+          deliver(w, it, it.chain[wl.pick(it.acked)]!, 'redeliver-old');
+          return true;
+        }
+        const next = nextFor(it);
+        if (!next) return false;
+        deliver(w, it, next.batch, next.fresh ? 'append' : it.inflight > 0 ? 'duplicate' : 'retry');
+        return true;
+      },
+    },
+    read: {
+      budget: cfg.reads,
+      run: () => {
+        const r = wl.pick(readers);
+        if (items.length === 0 || r.busy >= 2) return false;
+        const kind = wl.pick(['fold', 'fold', 'trajectory', 'trajectory', 'all', 'blob'] as const);
+        const x = wl.pick(items).id;
+        const what = kind === 'all' ? 'allStates' : kind === 'blob' ? 'loadBlob' : `${kind} ${x}`;
+        if (kind === 'blob' && blobEvents.length === 0) return false;
+        const blobId = kind === 'blob' ? wl.pick(blobEvents) : '';
+        const id = history.beginRead(r.actor, kind === 'blob' ? `loadBlob ${blobId.slice(0, 8)}` : what);
+        r.busy++;
+        const p = sched.run(r.actor, async () => {
+          try {
+            if (kind === 'fold') return { items: [{ itemId: x, state: await r.log.fold(x) }] };
+            if (kind === 'trajectory') return { items: [trajectoryObservation(x, await r.log.trajectory(x))] };
+            if (kind === 'all') return { items: (await r.log.allStates()).map((s) => ({ itemId: s.itemId, state: s })), allItems: true };
+            return { blobs: [{ eventId: blobId, bytes: await r.log.loadBlob(blobId) }] };
+          } catch (e) {
+            if (!(e instanceof NotFoundError)) throw e;
+            if (kind === 'blob') return { blobs: [{ eventId: blobId, bytes: null }] };
+            return { items: [{ itemId: x, absent: true }] };
+          }
+        });
+        track(what, r.actor, p);
+        p.then(
+          (res) => history.endRead(id, res),
+          (e: unknown) => history.endRead(id, { error: e }),
+        ).finally(() => r.busy--);
+        return true;
+      },
+    },
+    maintain: {
+      budget: wl.between(0, 3),
+      run: () => {
+        if (maint.busy) return false;
+        maint.busy = true;
+        const p = sched.run(maint.actor, () => maint.log.maintain());
+        track('maintain', maint.actor, p);
+        p.catch(() => undefined).finally(() => (maint.busy = false));
+        return true;
+      },
+    },
+    merge: {
+      budget: wl.between(0, 3),
+      run: () => {
+        const w = wl.pick(liveWriters());
+        const log = w.log;
+        const p = sched.run(w.actor, () => log.mergeOwnShard());
+        track('mergeOwnShard', w.actor, p);
+        p.catch(() => undefined);
+        return true;
+      },
+    },
+    close: {
+      budget: wl.between(0, 2),
+      run: () => {
+        const w = wl.pick(liveWriters());
+        if (w.closing) return false;
+        w.closing = true;
+        const log = w.log;
+        const actor = w.actor;
+        const p = sched.run(actor, () => log.close());
+        track('close', actor, p);
+        p.catch(() => undefined).finally(() => {
+          if (w.actor === actor) restart(w); // the process ends; a new one takes its place
+        });
+        return true;
+      },
+    },
+    crash: {
+      budget: wl.chance(0.4) ? 1 : 0,
+      run: () => {
+        const busy = liveWriters().filter((w) => sched.pending.some((op) => op.actor === w.actor));
+        const w = wl.pick(busy.length > 0 ? busy : liveWriters());
+        sched.crash(w.actor);
+        for (const d of deliveries) {
+          if (d.actor === w.actor && !d.settled) {
+            d.settled = true;
+            d.item.inflight--;
+          }
+        }
+        restart(w);
+        return true;
+      },
+    },
+    clock: {
+      budget: wl.between(0, 4),
+      run: () => {
+        const ms = wl.chance(0.5) ? cfg.leaseTtlMs + 1 + wl.int(cfg.leaseTtlMs) : 100 + wl.int(3000);
+        clock.advance(ms);
+        sched.note(`clock +${ms}`);
+        return true;
+      },
+    },
+    pause: {
+      budget: wl.between(0, 4),
+      run: () => {
+        const actors = [...new Set(sched.eligible().map((op) => op.actor))].filter((a) => a !== 'late');
+        if (actors.length === 0) return false;
+        sched.pause(wl.pick(actors), wl.between(5, 40));
+        return true;
+      },
+    },
+  };
+
+  const startAction = () => {
+    const kinds = Object.keys(actions).filter((k) => actions[k]!.budget > 0);
+    const total = kinds.reduce((s, k) => s + actions[k]!.budget, 0);
+    let x = wl.int(total);
+    const k = kinds.find((kk) => (x -= actions[kk]!.budget) < 0)!;
+    actions[k]!.budget--;
+    actions[k]!.run();
+  };
+  const budgetLeft = () => Object.values(actions).some((a) => a.budget > 0);
+
+  // ---- the schedule -------------------------------------------------------------------
+
+  let guard = 0;
+  for (;;) {
+    await sched.drain();
+    if (++guard > 20_000) {
+      violations.push('LIVENESS: the schedule did not end within 20,000 steps');
+      break;
+    }
+    const el = sched.eligible();
+    const canAct = budgetLeft();
+    if (canAct && (el.length === 0 || wl.chance(0.12))) startAction();
+    else if (el.length > 0) await sched.releaseRandom(el);
+    else if (sched.hasPaused()) sched.unpauseAll();
+    else break;
+  }
+
+  // ---- quiesce, close some writers, expire every lease ----------------------------------
+  sched.faultsOn = false;
+  sched.unpauseAll();
+  const runDry = async (what: string) => {
+    for (let n = 0; ; n++) {
+      await sched.drain();
+      const el = sched.eligible();
+      if (el.length === 0) break;
+      if (n > 20_000) {
+        violations.push(`LIVENESS: ${what} did not end within 20,000 steps`);
+        break;
+      }
+      await sched.releaseRandom(el);
+    }
+  };
+  await runDry('quiescing');
+  for (const w of liveWriters()) {
+    if (!w.closing && wl.chance(0.5)) {
+      w.closing = true;
+      const p = sched.run(w.actor, () => w.log.close());
+      track('close', w.actor, p);
+      p.catch(() => undefined);
+    }
+  }
+  await runDry('closing');
+  if (outstanding > 0) {
+    const stuck = deliveries.filter((d) => !d.settled && !sched.crashed.has(d.actor)).length;
+    if (stuck > 0) violations.push(`LIVENESS: ${stuck} append(s) of live writers never settled`);
+  }
+  clock.advance(cfg.leaseTtlMs + 1);
+  sched.note(`clock +${cfg.leaseTtlMs + 1} (final)`);
+
+  // ---- final maintenance and read, unscheduled --------------------------------------------
+  sched.direct = true;
+  await sched.run('final', async () => {
+    const fm = makeLog('final-m');
+    for (let i = 0; i < 2; i++) {
+      try {
+        const rep = await fm.maintain();
+        sched.note(`final maintain ${i + 1}: merged ${rep.mergedShards.length} shards, ${rep.mergedRows} rows`);
+      } catch (e) {
+        violations.push(`FINAL: maintain() #${i + 1} threw ${(e as Error).name}: ${(e as Error).message}`);
+      }
+    }
+    const fr = makeLog('final-r');
+    const id = history.beginRead('final', 'final read (allStates + every trajectory)');
+    try {
+      const obs: ItemObservation[] = (await fr.allStates()).map((s) => ({ itemId: s.itemId, state: s }));
+      for (const x of history.itemIds()) {
+        try {
+          obs.push(trajectoryObservation(x, await fr.trajectory(x)));
+        } catch (e) {
+          if (!(e instanceof NotFoundError)) throw e;
+          obs.push({ itemId: x, absent: true });
+        }
+      }
+      history.endRead(id, { items: obs, allItems: true });
+    } catch (e) {
+      history.endRead(id, { error: e });
+      violations.push(`FINAL: the final read threw ${(e as Error).name}: ${(e as Error).message}`);
+    }
+  });
+
+  await sched.drain();
+  running.delete(violations);
+  for (const v of history.check()) violations.push(v.message);
+  const result: ScheduleResult = {
+    seed,
+    config: cfg,
+    violations,
+    trace: sched.trace,
+    counts: { ...history.counts(), steps: sched.step },
+    ms: performance.now() - t0,
+  };
+  if (!opts.keep) await rm(root, { recursive: true, force: true }).catch(() => undefined);
+  else sched.trace.push(`root kept at ${root}`);
+  return result;
+}

@@ -1,0 +1,224 @@
+/**
+ * The deterministic scheduler of one simulated schedule. Every wrapped I/O call (object store,
+ * lease store, Lance table and connection, clock sleep) registers a pending operation and waits;
+ * the driver releases one operation at a time, only when the system is quiescent (the released
+ * operation finished and its continuations ran up to their next wrapped call, or ended), and
+ * the seed picks which one and what happens to it:
+ *   ok          run it;
+ *   failBefore  throw without doing it;
+ *   failAfter   do it, then throw (it landed, the answer was lost);
+ *   timeout     throw now; a mutating operation lands later, at a point the seed picks, or never.
+ * Nothing but released operations runs native I/O, so the same seed gives the same interleaving.
+ *
+ * Attribution: the actor of an operation (writer `w1.2`, reader `r1`, ...) comes from an
+ * AsyncLocalStorage context entered when the driver starts an action; background work (a
+ * writer's merge) inherits the context of the action that started it.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { Rng } from './prng.ts';
+
+export type Fault = 'ok' | 'failBefore' | 'failAfter' | 'timeout';
+
+export interface SimContext {
+  sched: Scheduler;
+  actor: string;
+}
+
+export const simContext = new AsyncLocalStorage<SimContext>();
+
+export interface OpSpec<T> {
+  /** e.g. `obj.put`, `lease.acquire`, `lance.add`. */
+  kind: string;
+  /** What it acts on (a key, a table name), for the trace. */
+  target: string;
+  /** Whether it changes stored state (only those can land late). */
+  mutating: boolean;
+  /** Faults apply (sleep is a pure scheduling point). */
+  faultable: boolean;
+  run: () => Promise<T>;
+  /** The error the real store throws for an injected failure. */
+  error: (message: string) => Error;
+  /** Prepares, when the call times out, how it lands later (default: `run`). */
+  late?: () => Promise<() => Promise<unknown>>;
+}
+
+export interface Op {
+  id: number;
+  actor: string;
+  spec: OpSpec<unknown>;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
+
+export interface SchedulerOptions {
+  /** Probability that a released faultable operation gets a fault. */
+  faultRate: number;
+  /** Relative weights of the fault kinds. */
+  faultWeights?: Partial<Record<Exclude<Fault, 'ok'>, number>>;
+  /** Probability that a timed-out mutating operation lands later at all. */
+  lateLandProbability?: number;
+  /**
+   * Probability that a release follows actor priorities instead of a uniform pick (PCT style:
+   * each actor gets a random priority, reshuffled now and then, so one actor can run far ahead
+   * of another, e.g. a reader through a whole merge, or a paused zombie until after a takeover).
+   */
+  priorityBias?: number;
+}
+
+/** Time spent per operation kind in this process (for tuning the harness's speed). */
+export const profile = new Map<string, { n: number; ms: number }>();
+
+export class Scheduler {
+  readonly pending: Op[] = [];
+  readonly trace: string[] = [];
+  readonly crashed = new Set<string>();
+  private readonly pausedUntil = new Map<string, number>();
+  private nextId = 1;
+  private inFlight = 0;
+  step = 0;
+  /** Run operations at once, unscheduled and unfaulted (the final phase, with one actor left). */
+  direct = false;
+  faultsOn = true;
+  readonly libRandom: Rng;
+
+  constructor(
+    private readonly rng: Rng,
+    private readonly o: SchedulerOptions,
+  ) {
+    this.libRandom = rng.fork();
+  }
+
+  /** Register a wrapped call; it runs when the driver releases it. */
+  op<T>(spec: OpSpec<T>): Promise<T> {
+    if (this.direct) return spec.run();
+    const actor = simContext.getStore()?.actor ?? 'bg';
+    return new Promise<T>((resolve, reject) => {
+      this.pending.push({ id: this.nextId++, actor, spec: spec as OpSpec<unknown>, resolve: resolve as (v: unknown) => void, reject });
+    });
+  }
+
+  /** Run `fn` as `actor` (its wrapped calls are attributed to it). */
+  run<T>(actor: string, fn: () => Promise<T>): Promise<T> {
+    return simContext.run({ sched: this, actor }, fn);
+  }
+
+  crash(actor: string): void {
+    this.crashed.add(actor);
+    this.trace.push(`${this.step} crash ${actor}`);
+  }
+
+  pause(actor: string, steps: number): void {
+    this.pausedUntil.set(actor, this.step + steps);
+    this.trace.push(`${this.step} pause ${actor} for ${steps}`);
+  }
+
+  unpauseAll(): void {
+    this.pausedUntil.clear();
+  }
+
+  note(s: string): void {
+    this.trace.push(`${this.step} ${s}`);
+  }
+
+  /** Pending operations the driver may release now (not crashed, not paused). */
+  eligible(): Op[] {
+    return this.pending.filter((op) => !this.crashed.has(op.actor) && (this.pausedUntil.get(op.actor) ?? -1) <= this.step);
+  }
+
+  hasPaused(): boolean {
+    return [...this.pausedUntil.values()].some((s) => s > this.step);
+  }
+
+  /** Release one operation the seed picks among `ops`, with a fault the seed picks. */
+  async releaseRandom(ops: readonly Op[]): Promise<void> {
+    if (this.rng.chance(0.05) && this.priorities.size > 0) this.priorities.set(this.rng.pick([...this.priorities.keys()]), this.rng.next());
+    let op: Op;
+    if (this.rng.chance(this.o.priorityBias ?? 0)) {
+      op = ops[0]!;
+      for (const o of ops) if (this.priority(o.actor) > this.priority(op.actor)) op = o;
+    } else op = this.rng.pick(ops);
+    await this.release(op, this.pickFault(op));
+  }
+
+  private readonly priorities = new Map<string, number>();
+  private priority(actor: string): number {
+    let p = this.priorities.get(actor);
+    if (p === undefined) this.priorities.set(actor, (p = this.rng.next()));
+    return p;
+  }
+
+  private pickFault(op: Op): Fault {
+    if (!this.faultsOn || !op.spec.faultable || !this.rng.chance(this.o.faultRate)) return 'ok';
+    const w = { failBefore: 1, failAfter: 1, timeout: 1, ...this.o.faultWeights };
+    const total = w.failBefore + w.failAfter + w.timeout;
+    let x = this.rng.next() * total;
+    if ((x -= w.failBefore) < 0) return 'failBefore';
+    if ((x -= w.failAfter) < 0) return 'failAfter';
+    return 'timeout';
+  }
+
+  async release(op: Op, fault: Fault): Promise<void> {
+    this.pending.splice(this.pending.indexOf(op), 1);
+    this.step++;
+    this.trace.push(`${this.step} ${op.actor} ${op.spec.kind} ${maskRandom(op.spec.target)}${fault === 'ok' ? '' : ` !${fault}`}`);
+    this.inFlight++;
+    const t0 = performance.now();
+    try {
+      const { spec } = op;
+      switch (fault) {
+        case 'ok':
+          try {
+            op.resolve(await spec.run());
+          } catch (e) {
+            op.reject(e);
+          }
+          break;
+        case 'failBefore':
+          op.reject(spec.error(`injected: ${spec.kind} ${spec.target} failed (not done)`));
+          break;
+        case 'failAfter':
+          try {
+            await spec.run();
+          } catch {
+            // it failed by itself; the caller gets the injected error either way
+          }
+          op.reject(spec.error(`injected: ${spec.kind} ${spec.target} done, answer lost`));
+          break;
+        case 'timeout':
+          op.reject(spec.error(`injected: ${spec.kind} ${spec.target} timed out`));
+          if (spec.mutating && this.rng.chance(this.o.lateLandProbability ?? 0.7)) {
+            const late = spec.late ? await spec.late() : spec.run;
+            this.pending.push({
+              id: this.nextId++,
+              actor: 'late',
+              spec: { ...spec, kind: `late:${spec.kind}`, faultable: false, run: late, late: undefined },
+              resolve: () => undefined,
+              reject: () => undefined,
+            });
+          }
+          break;
+      }
+    } finally {
+      this.inFlight--;
+      const k = op.spec.kind;
+      const p = profile.get(k) ?? { n: 0, ms: 0 };
+      p.n++;
+      p.ms += performance.now() - t0;
+      profile.set(k, p);
+    }
+  }
+
+  /**
+   * Wait until the system is quiescent: nothing released is running and every continuation
+   * has reached its next wrapped call (continuations are microtasks and immediates; all native
+   * I/O is a wrapped call, so a few turns of the event loop drain them).
+   */
+  async drain(): Promise<void> {
+    for (let i = 0; i < 3 || this.inFlight > 0; i++) await new Promise<void>((r) => setImmediate(r));
+  }
+}
+
+/** Lance names data and transaction files randomly: mask that part so traces of a replay match. */
+function maskRandom(s: string): string {
+  return s.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, '*').replace(/\/data\/[0-9a-f]{40,}\.lance$/, '/data/*.lance');
+}

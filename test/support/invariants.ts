@@ -1,0 +1,368 @@
+/**
+ * The one checker of the log's promises (issue 8, I1-I5), shared by the simulation harness
+ * (test/sim/) and ordinary tests. A test records into a `History` what it asked (each append:
+ * its batches, the writer, when it started and ended, its acks or error) and what it saw (each
+ * read: fold states and/or trajectories per item, blob loads, when it started and ended), then
+ * `checkHistory` answers with one message per broken promise.
+ *
+ * Time is logical: every begin/end takes the next tick of the history's counter, so "a read
+ * that started after the ack returned" means its begin came after that append's end. Record
+ * begins and ends in the order they happen (call `end*` as soon as the promise settles).
+ *
+ *  I1 every acked batch is visible, whole, at its acked seqs (eventIds[i] at firstSeq+i) to
+ *     every read that started after the ack returned (and to the final read);
+ *  I2 no read returns part of a batch;
+ *  I3 monotonic reads: an event a read returned is returned, at the same seq, by every read
+ *     that started after that read ended;
+ *  I4 at most one ack per checkpoint says duplicate:false; a duplicate:true ack is held to I1;
+ *  I5 no seq_conflict (the caller never had two writers write different batches of one item
+ *     at the same time).
+ */
+import { parseBatch } from '../../lib/batch.ts';
+import type { Ack, ItemState, PreparedBatch, TrajectoryEvent } from '../../lib/types.ts';
+
+export type Invariant = 'I1' | 'I2' | 'I3' | 'I4' | 'I5';
+
+/** One event as a read returned it. */
+export interface SeenEvent {
+  eventId: string;
+  seq: number;
+  checkpointId: string;
+}
+
+/** What one read said about one item. Give `absent`, or a `state` and/or `events`. */
+export interface ItemObservation {
+  itemId: string;
+  /** The read answered "item not found". */
+  absent?: boolean;
+  /** A fold of the item. */
+  state?: ItemState;
+  /** The item's events (a trajectory). */
+  events?: SeenEvent[];
+}
+
+export interface BlobObservation {
+  eventId: string;
+  /** The bytes returned, or null when the read answered NotFound. */
+  bytes: Uint8Array | null;
+}
+
+export interface ReadResult {
+  items?: ItemObservation[];
+  blobs?: BlobObservation[];
+  /** The read lists every item (allStates): an item it does not list is absent. */
+  allItems?: boolean;
+}
+
+interface AppendRecord {
+  id: number;
+  writer: string;
+  batches: PreparedBatch[];
+  start: number;
+  end: number | null;
+  acks: Ack[] | null;
+  error: string | null;
+}
+
+interface ReadRecord {
+  id: number;
+  reader: string;
+  what: string;
+  start: number;
+  end: number | null;
+  result: ReadResult | null;
+  error: string | null;
+}
+
+export interface CheckOptions {
+  /** Stop after this many messages per invariant (default 50). */
+  maxPerInvariant?: number;
+}
+
+export interface InvariantViolation {
+  invariant: Invariant;
+  message: string;
+}
+
+/** Observation of a trajectory (the read's events of one item). */
+export function trajectoryObservation(itemId: string, events: readonly TrajectoryEvent[]): ItemObservation {
+  return { itemId, events: events.map((e) => ({ eventId: e.eventId, seq: e.itemSeq, checkpointId: e.checkpointId })) };
+}
+
+export class History {
+  private t = 0;
+  private readonly appends: AppendRecord[] = [];
+  private readonly reads: ReadRecord[] = [];
+  /** checkpointId -> the prepared batch (deterministic ids from parseBatch). */
+  private readonly checkpoints = new Map<string, PreparedBatch>();
+  /** eventId -> [checkpointId, index in batch] */
+  private readonly eventIndex = new Map<string, [string, number]>();
+
+  /** The current logical time (the tick of the last begin/end). */
+  now(): number {
+    return this.t;
+  }
+
+  /** An append call starts. Returns its id for `endAppend`. Unparsable batches are kept out. */
+  beginAppend(writer: string, inputs: readonly unknown[]): number {
+    const batches: PreparedBatch[] = [];
+    for (const input of inputs) {
+      let p: PreparedBatch;
+      try {
+        p = parseBatch(input);
+      } catch {
+        continue; // the append will reject it; nothing of it can be acked
+      }
+      batches.push(p);
+      if (!this.checkpoints.has(p.checkpointId)) {
+        this.checkpoints.set(p.checkpointId, p);
+        p.events.forEach((e, i) => this.eventIndex.set(e.eventId, [p.checkpointId, i]));
+      }
+    }
+    const id = this.appends.length;
+    this.appends.push({ id, writer, batches, start: ++this.t, end: null, acks: null, error: null });
+    return id;
+  }
+
+  endAppend(id: number, outcome: { acks: Ack[] } | { error: unknown }): void {
+    const r = this.appends[id]!;
+    r.end = ++this.t;
+    if ('acks' in outcome) r.acks = outcome.acks.map((a) => ({ ...a, eventIds: [...a.eventIds] }));
+    else r.error = errText(outcome.error);
+  }
+
+  /** A read starts; `what` describes it in messages (e.g. `fold x`). */
+  beginRead(reader: string, what: string): number {
+    const id = this.reads.length;
+    this.reads.push({ id, reader, what, start: ++this.t, end: null, result: null, error: null });
+    return id;
+  }
+
+  endRead(id: number, outcome: ReadResult | { error: unknown }): void {
+    const r = this.reads[id]!;
+    r.end = ++this.t;
+    if ('error' in outcome) r.error = errText(outcome.error);
+    else r.result = outcome;
+  }
+
+  /** Every item any recorded batch was for (the final read should cover them all). */
+  itemIds(): string[] {
+    return [...new Set([...this.checkpoints.values()].map((b) => b.itemId))].sort();
+  }
+
+  /** Prepared batch of a checkpoint id recorded by some append, if any. */
+  batch(checkpointId: string): PreparedBatch | undefined {
+    return this.checkpoints.get(checkpointId);
+  }
+
+  /** Acked batches so far: [ack, writer, append end]. */
+  acked(): Array<{ ack: Ack; writer: string; end: number }> {
+    const out: Array<{ ack: Ack; writer: string; end: number }> = [];
+    for (const a of this.appends) for (const ack of a.acks ?? []) out.push({ ack, writer: a.writer, end: a.end! });
+    return out;
+  }
+
+  counts(): { appends: number; acked: number; reads: number; failedReads: number } {
+    return {
+      appends: this.appends.length,
+      acked: this.appends.filter((a) => a.acks).length,
+      reads: this.reads.length,
+      failedReads: this.reads.filter((r) => r.error !== null).length,
+    };
+  }
+
+  check(options: CheckOptions = {}): InvariantViolation[] {
+    return checkHistory(this, options);
+  }
+
+  /** @internal for checkHistory */
+  data(): { appends: readonly AppendRecord[]; reads: readonly ReadRecord[]; eventIndex: ReadonlyMap<string, [string, number]> } {
+    return { appends: this.appends, reads: this.reads, eventIndex: this.eventIndex };
+  }
+}
+
+/** The item as a read saw it: an observation, `absent` (listing read without it), or unknown. */
+function observed(r: ReadRecord, itemId: string): ItemObservation | undefined {
+  const res = r.result!;
+  const found = res.items?.filter((o) => o.itemId === itemId) ?? [];
+  if (found.length === 0) return res.allItems ? { itemId, absent: true } : undefined;
+  // Several observations of one item by one read (fold + trajectory): merge them.
+  const m: ItemObservation = { itemId };
+  for (const o of found) {
+    if (o.absent) m.absent = true;
+    if (o.state) m.state = o.state;
+    if (o.events) m.events = o.events;
+  }
+  return m;
+}
+
+function describeRead(r: ReadRecord): string {
+  return `read #${r.id} (${r.what} by ${r.reader}, t=${r.start}..${r.end})`;
+}
+
+function short(id: string): string {
+  return id.slice(0, 10);
+}
+
+export function checkHistory(h: History, options: CheckOptions = {}): InvariantViolation[] {
+  const max = options.maxPerInvariant ?? 50;
+  const { appends, reads, eventIndex } = h.data();
+  const out: InvariantViolation[] = [];
+  const perInv = new Map<Invariant, number>();
+  const seen = new Set<string>();
+  const report = (invariant: Invariant, message: string) => {
+    if (seen.has(message)) return;
+    seen.add(message);
+    const n = perInv.get(invariant) ?? 0;
+    perInv.set(invariant, n + 1);
+    if (n < max) out.push({ invariant, message });
+    else if (n === max) out.push({ invariant, message: `${invariant}: more violations left out` });
+  };
+  const done = reads.filter((r) => r.result !== null && r.end !== null);
+
+  // Acks, with sanity of their shape against the batch sent.
+  const acks: Array<{ ack: Ack; a: AppendRecord }> = [];
+  for (const a of appends) {
+    if (!a.acks) continue;
+    a.acks.forEach((ack, i) => {
+      acks.push({ ack, a });
+      const b = a.batches[i];
+      const expected = b?.events.map((e) => e.eventId) ?? [];
+      if (!b || b.checkpointId !== ack.checkpointId || expected.join() !== ack.eventIds.join() || ack.lastSeq - ack.firstSeq + 1 !== ack.eventIds.length) {
+        report('I1', `I1 append #${a.id} (${a.writer}): ack ${i} ${JSON.stringify(ack)} does not match the batch sent (checkpoint ${b?.checkpointId ?? '?'}, ${expected.length} events)`);
+      }
+    });
+  }
+
+  // I4: at most one duplicate:false per checkpoint.
+  const firsts = new Map<string, Array<{ ack: Ack; a: AppendRecord }>>();
+  for (const x of acks) {
+    if (x.ack.duplicate) continue;
+    const l = firsts.get(x.ack.checkpointId) ?? [];
+    l.push(x);
+    firsts.set(x.ack.checkpointId, l);
+  }
+  for (const [cp, l] of firsts) {
+    if (l.length > 1) {
+      report('I4', `I4 checkpoint ${short(cp)} of item ${JSON.stringify(l[0]!.ack.itemId)} acked duplicate:false ${l.length} times: ${l.map((x) => `append #${x.a.id} (${x.a.writer}) seqs ${x.ack.firstSeq}-${x.ack.lastSeq}`).join('; ')}`);
+    }
+  }
+
+  // I1 (and I4 for duplicate acks): visible, whole, at the acked seqs to every later read.
+  for (const { ack, a } of acks) {
+    const inv: Invariant = ack.duplicate ? 'I4' : 'I1';
+    const what = `${ack.duplicate ? 'duplicate ' : ''}ack of checkpoint ${short(ack.checkpointId)} (item ${JSON.stringify(ack.itemId)}, seqs ${ack.firstSeq}-${ack.lastSeq}, append #${a.id} by ${a.writer}, returned t=${a.end})`;
+    for (const r of done) {
+      if (r.start <= a.end!) continue;
+      const o = observed(r, ack.itemId);
+      if (!o) continue;
+      if (o.absent) {
+        report(inv, `${inv} ${what}: ${describeRead(r)} says the item does not exist`);
+        continue;
+      }
+      if (o.events) {
+        const at = new Map(o.events.map((e) => [e.eventId, e.seq]));
+        ack.eventIds.forEach((id, i) => {
+          const seq = at.get(id);
+          if (seq === undefined) report(inv, `${inv} ${what}: ${describeRead(r)} lacks event ${short(id)} (seq ${ack.firstSeq + i})`);
+          else if (seq !== ack.firstSeq + i) report(inv, `${inv} ${what}: ${describeRead(r)} has event ${short(id)} at seq ${seq}, acked at ${ack.firstSeq + i}`);
+        });
+      }
+      if (o.state && o.state.lastSeq < ack.lastSeq) {
+        report(inv, `${inv} ${what}: ${describeRead(r)} folds to lastSeq ${o.state.lastSeq}`);
+      }
+    }
+  }
+
+  // I2: whole batches only.
+  for (const r of done) {
+    for (const o of r.result!.items ?? []) {
+      if (!o.events) continue;
+      const ids = new Set(o.events.map((e) => e.eventId));
+      for (const cp of new Set(o.events.map((e) => e.checkpointId))) {
+        const b = h.batch(cp);
+        if (!b) continue; // not sent through this history (e.g. written by another test step)
+        const missing = b.events.filter((e) => !ids.has(e.eventId));
+        if (missing.length > 0) {
+          report('I2', `I2 item ${JSON.stringify(o.itemId)} checkpoint ${short(cp)}: ${describeRead(r)} returns ${b.events.length - missing.length} of its ${b.events.length} events (missing ${missing.map((e) => short(e.eventId)).join(', ')})`);
+        }
+      }
+    }
+  }
+
+  // I3: monotonic reads.
+  for (const r1 of done) {
+    for (const o1 of r1.result!.items ?? []) {
+      if (o1.absent) continue;
+      for (const r2 of done) {
+        if (r2.start <= r1.end!) continue;
+        const o2 = observed(r2, o1.itemId);
+        if (!o2) continue;
+        if (o2.absent) {
+          report('I3', `I3 item ${JSON.stringify(o1.itemId)}: ${describeRead(r1)} returned it, later ${describeRead(r2)} says it does not exist`);
+          continue;
+        }
+        if (o1.events && o2.events) {
+          const at = new Map(o2.events.map((e) => [e.eventId, e.seq]));
+          for (const e of o1.events) {
+            const seq = at.get(e.eventId);
+            if (seq === undefined) report('I3', `I3 item ${JSON.stringify(o1.itemId)} event ${short(e.eventId)} (seq ${e.seq}, checkpoint ${short(e.checkpointId)}): returned by ${describeRead(r1)}, missing from later ${describeRead(r2)}`);
+            else if (seq !== e.seq) report('I3', `I3 item ${JSON.stringify(o1.itemId)} event ${short(e.eventId)}: seq ${e.seq} in ${describeRead(r1)}, seq ${seq} in later ${describeRead(r2)}`);
+          }
+        }
+        const last1 = o1.state?.lastSeq ?? (o1.events ? Math.max(0, ...o1.events.map((e) => e.seq)) : 0);
+        const last2 = o2.state?.lastSeq ?? (o2.events ? Math.max(0, ...o2.events.map((e) => e.seq)) : Infinity);
+        if (last2 < last1) report('I3', `I3 item ${JSON.stringify(o1.itemId)}: lastSeq ${last1} in ${describeRead(r1)}, ${last2} in later ${describeRead(r2)}`);
+      }
+    }
+  }
+
+  // I5: no seq_conflict in any fold, no two events at one seq in any trajectory.
+  for (const r of done) {
+    for (const o of r.result!.items ?? []) {
+      for (const v of o.state?.violations ?? []) {
+        if (v.kind === 'seq_conflict') report('I5', `I5 item ${JSON.stringify(o.itemId)} seq ${v.seq}: ${describeRead(r)} reports seq_conflict of ${v.eventIds.map((e) => describeEvent(e, eventIndex)).join(' and ')}`);
+      }
+      if (o.events) {
+        const bySeq = new Map<number, string[]>();
+        for (const e of o.events) bySeq.set(e.seq, [...(bySeq.get(e.seq) ?? []), e.eventId]);
+        for (const [seq, ids] of bySeq) {
+          if (new Set(ids).size > 1) report('I5', `I5 item ${JSON.stringify(o.itemId)} seq ${seq}: ${describeRead(r)} returns ${ids.map((e) => describeEvent(e, eventIndex)).join(' and ')}`);
+        }
+      }
+    }
+  }
+
+  // Blob loads: an acked blob event loads, with its bytes (I1).
+  const ackedEvents = new Map<string, number>();
+  for (const { ack, a } of acks) for (const id of ack.eventIds) ackedEvents.set(id, Math.min(ackedEvents.get(id) ?? Infinity, a.end!));
+  for (const r of done) {
+    for (const b of r.result!.blobs ?? []) {
+      const loc = eventIndex.get(b.eventId);
+      const ev = loc ? h.batch(loc[0])!.events[loc[1]]! : undefined;
+      const ackedAt = ackedEvents.get(b.eventId);
+      if (b.bytes === null) {
+        if (ackedAt !== undefined && ackedAt < r.start) report('I1', `I1 blob event ${short(b.eventId)} (acked t=${ackedAt}): ${describeRead(r)} answers NotFound`);
+      } else if (ev?.value?.kind === 'blob' && !sameBytes(ev.value.bytes, b.bytes)) {
+        report('I1', `I1 blob event ${short(b.eventId)}: ${describeRead(r)} returns ${b.bytes.byteLength} bytes that differ from the ${ev.value.size} sent`);
+      }
+    }
+  }
+  return out;
+}
+
+function describeEvent(eventId: string, index: ReadonlyMap<string, [string, number]>): string {
+  const loc = index.get(eventId);
+  return loc ? `${short(eventId)} (checkpoint ${short(loc[0])}#${loc[1]})` : short(eventId);
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function errText(e: unknown): string {
+  if (e instanceof Error) return `${e.name}: ${e.message}`;
+  return String(e);
+}
