@@ -105,6 +105,15 @@ describe('dgcl CLI', () => {
         expect(existsSync(untouched)).toBe(false);
       });
     }
+    it('an S3 bucket name AWS rejects, before any request (everything else is set up for S3)', async () => {
+      // A closed port as the endpoint: reaching the network would fail with exit 1, not 2.
+      const env = { DGCL_LEASE_TABLE: 'dgcl-leases', AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:9', AWS_ENDPOINT_URL_DYNAMODB: 'http://127.0.0.1:9', AWS_ACCESS_KEY_ID: 'k', AWS_SECRET_ACCESS_KEY: 's', AWS_REGION: 'us-east-1', AWS_MAX_ATTEMPTS: '1' };
+      for (const args of [['append'], ['fold', '--item', 'x']]) {
+        const r = await dgcl([...args, '--root', 's3://Bad_Bucket/x', '--pipeline', 'p', '--experiment', 'e'], { env, ...(args[0] === 'append' ? { stdin: lines({ itemId: 'a', runId: 'r', create: {} }) } : {}) });
+        expect(r.code, r.stderr).toBe(2);
+        expect(r.stderr).toContain('invalid S3 bucket name "Bad_Bucket": may contain only lowercase letters, digits, dots and hyphens');
+      }
+    });
     // stdin as raw bytes (the helper only takes text): the CLI must not repair invalid UTF-8
     const appendBytes = (args: string[], stdin: Buffer) => spawnSync(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'append', ...args], { input: stdin });
     it('invalid UTF-8 on stdin, naming the line and byte offset', () => {
