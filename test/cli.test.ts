@@ -148,6 +148,24 @@ describe('dgcl CLI', () => {
   });
 });
 
+describe('Node 22 (LanceDB 0.39 needs it; Lambda runs it)', () => {
+  it('the tests run on it (npm scripts and npx take the pinned node devDependency)', () => {
+    expect(Number(process.versions.node.split('.')[0])).toBeGreaterThanOrEqual(22);
+  });
+
+  it('bin/dgcl.js started by the shell\'s node, outside npm, still runs on it: no AWS SDK Node-version warning', () => {
+    // PATH without any node_modules/.bin: `node` is whatever the machine has (here Node 20).
+    const PATH = (process.env.PATH ?? '').split(path.delimiter).filter((d) => !d.includes('node_modules')).join(path.delimiter);
+    const env = { ...process.env, PATH, DGCL_LEASE_TABLE: 'dgcl-leases', AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:9', AWS_ENDPOINT_URL_DYNAMODB: 'http://127.0.0.1:9', AWS_ACCESS_KEY_ID: 'k', AWS_SECRET_ACCESS_KEY: 's', AWS_REGION: 'us-east-1', AWS_MAX_ATTEMPTS: '1' };
+    const r = spawnSync('node', ['bin/dgcl.js', 'fold', '--root', 's3://dgcl-node-check/x', '--pipeline', 'p', '--experiment', 'e', '--item', 'x'], { env });
+    const stderr = String(r.stderr);
+    // It reached the S3 client (closed port: exit 1), and the SDK did not warn about the Node version.
+    expect(r.status, stderr).toBe(1);
+    expect(stderr).toContain('ECONNREFUSED');
+    expect(stderr).not.toMatch(/NodeVersionSupportWarning|require node >=22/);
+  });
+});
+
 describe('readBatchLines', () => {
   const read = (bytes: Buffer) => readBatchLines(Readable.from([bytes]));
   const rejection = async (bytes: Buffer): Promise<InvalidInputError> => {
