@@ -1,7 +1,8 @@
 /**
  * Roots and the URIs derived from them (CONTRACT.md, "Locations"):
  *  - a root is `file:///abs/dir`, a plain local path (resolved to absolute), or
- *    `s3://bucket/prefix`;
+ *    `s3://bucket/prefix`, whose bucket name must follow the AWS naming rules and whose prefix
+ *    must be storable as S3 keys (checked here, so a bad root is bad input, not a network error);
  *  - an experiment's log is `<root>/datagen_checkpoints/<pipeline>/<experiment>/log.lance`;
  *  - S3 settings come from the standard AWS environment plus `AWS_ENDPOINT_URL_S3` (or
  *    `AWS_ENDPOINT_URL`) for an S3-compatible server. Nothing here is specific to one server.
@@ -83,7 +84,8 @@ export function parseRoot(root: string): Location {
  * have fails as bad input (exit 2) instead of as a network error later. Returns the first rule
  * `bucket` breaks, or undefined. Directory bucket names (`base--zone--x-s3`) pass: they obey
  * the general rules and are real buckets. Legacy us-east-1 buckets with uppercase letters or
- * `_` (created before March 2018) are rejected: S3-compatible servers with relaxed names too.
+ * `_` (created before March 2018) are rejected, as are the relaxed names some S3-compatible
+ * servers allow.
  */
 function bucketRuleBroken(bucket: string): string | undefined {
   if (bucket.length < 3 || bucket.length > 63) return `must be 3 to 63 characters long (it has ${bucket.length})`;
