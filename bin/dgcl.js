@@ -1,6 +1,36 @@
 #!/usr/bin/env node
 // Runs the TypeScript CLI through tsx's loader (no build step to forget).
-import { register } from 'tsx/esm/api';
+//
+// The project runs on Node 22 (LanceDB 0.39 needs it; Lambda runs it). npm scripts and npx get
+// it from the pinned `node` devDependency (node_modules/.bin comes first on their PATH); run any
+// other way (`node bin/dgcl.js`, a shell whose node is older) this re-runs itself on that node.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
-register();
-await import('../cli/main.ts');
+const MIN_MAJOR = 22;
+const major = Number(process.versions.node.split('.')[0]);
+
+if (major < MIN_MAJOR) {
+  const pinned = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url));
+  if (!existsSync(pinned)) {
+    process.stderr.write(`dgcl: Node >= ${MIN_MAJOR} is required, this is ${process.version}; run npm install (devDependency node) or use Node ${MIN_MAJOR}\n`);
+    process.exit(1);
+  }
+  const child = spawn(pinned, [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
+  // The child gets the terminal's signals itself (same process group); these cover a kill of
+  // this process alone.
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => child.kill(sig));
+  child.on('exit', (code, signal) => {
+    if (signal) {
+      // Die of the same signal, as the shell expects; without our handler in the way.
+      process.removeAllListeners(signal);
+      process.kill(process.pid, signal);
+    }
+    else process.exit(code ?? 1);
+  });
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('../cli/main.ts');
+}

@@ -4,8 +4,9 @@
  *  - an SQS event whose record bodies are `{pipeline, experiment, itemId}` (or `itemIds`);
  *  - an EventBridge event whose `detail` is the same.
  * Folds each item, and for every resumable one sends to DGCL_RESUME_QUEUE_URL
- * `{pipeline, experiment, itemId, status, cursor, nextStepIndex, attempt}` (lib/resume.ts:
- * the step after the cursor; a failed step again with attempt + 1). Terminal items are
+ * `{pipeline, experiment, itemId, status, cursor, nextStepIndex, resumeBy, attempt}`
+ * (lib/resume.ts: the step after the cursor, by index, or by name (`nextStepIndex` null) when
+ * the cursor has no step index; a failed step again with attempt + 1). Terminal items are
  * reported, not resumed; unknown items are reported as missing.
  *
  * Returns `{sent, terminal, missing, failed}`; for SQS also `batchItemFailures` (records that
@@ -173,12 +174,13 @@ async function resumeItems(requests: Request[], context: Context, config: Handle
         const messageIds = x.items.get(itemId)!;
         try {
           const point = resumePoint(await withinDeadline(log.fold(itemId), deadline, `fold of ${itemId}`));
-          if (!point.resumable || point.nextStepIndex === null) {
+          // Not `nextStepIndex === null`: an item whose cursor has no step index resumes by name.
+          if (!point.resumable || point.resumeBy === null) {
             result.terminal.push({ ...ref, status: point.status });
             return;
           }
           instructions.push({
-            instruction: { ...ref, status: point.status, cursor: point.cursor, nextStepIndex: point.nextStepIndex, attempt: point.attempt },
+            instruction: { ...ref, status: point.status, cursor: point.cursor, nextStepIndex: point.nextStepIndex, resumeBy: point.resumeBy, attempt: point.attempt },
             messageIds,
           });
         } catch (e) {

@@ -1,16 +1,29 @@
 /**
- * Where an item resumes, from its folded state: the step after the cursor; a failed step is
- * retried with attempt + 1; terminal items are not resumed. Loop iterations are the pipeline's
- * business (the cursor carries `iteration` for it).
+ * Where an item resumes, from its folded state (CONTRACT.md: the cursor is the last
+ * STEP_COMPLETED; resume starts after it). A failed step is retried with attempt + 1; terminal
+ * items are not resumed. Loop iterations are the pipeline's business (the cursor carries
+ * `iteration` for it).
+ *
+ * Step indexes are optional in a batch, so a cursor may name its step without numbering it.
+ * Such an item resumes by name: `nextStepIndex` is null and `resumeBy` is 'name', meaning "the
+ * step after `cursor.stepName` (`stepInstanceId`, `iteration`)", which only the pipeline knows.
+ * Guessing an index instead (step 0) would re-run every completed step.
  */
 import type { Cursor, ItemState, ItemStatus } from './types.ts';
+
+/**
+ * How the pipeline finds the step to run: 'index' = run step `nextStepIndex` (0 with no
+ * cursor); 'name' = run the step after the cursor's step; null = terminal, nothing to run.
+ */
+export type ResumeBy = 'index' | 'name' | null;
 
 export interface ResumePoint {
   itemId: string;
   status: ItemStatus;
   cursor: Cursor | null;
-  /** Index of the step to run next; null for terminal items. */
+  /** Index of the step to run next; null for terminal items and when resuming by name. */
   nextStepIndex: number | null;
+  resumeBy: ResumeBy;
   /** Attempt number to run it with. */
   attempt: number;
   resumable: boolean;
@@ -18,18 +31,18 @@ export interface ResumePoint {
 
 export function resumePoint(state: ItemState): ResumePoint {
   const terminal = state.status === 'completed' || state.status === 'filtered';
-  const next = state.cursor ? (state.cursor.stepIndex ?? -1) + 1 : 0;
+  const { cursor } = state;
   let attempt = 1;
   if (state.status === 'failed') {
     const last = state.failures.at(-1);
     attempt = (last?.attempt ?? 0) + 1;
   }
-  return {
-    itemId: state.itemId,
-    status: state.status,
-    cursor: state.cursor,
-    nextStepIndex: terminal ? null : next,
-    attempt,
-    resumable: !terminal,
-  };
+  let nextStepIndex: number | null = null;
+  let resumeBy: ResumeBy = null;
+  if (!terminal) {
+    if (cursor === null) [nextStepIndex, resumeBy] = [0, 'index'];
+    else if (cursor.stepIndex !== null) [nextStepIndex, resumeBy] = [cursor.stepIndex + 1, 'index'];
+    else resumeBy = 'name';
+  }
+  return { itemId: state.itemId, status: state.status, cursor, nextStepIndex, resumeBy, attempt, resumable: !terminal };
 }

@@ -10,8 +10,20 @@ mkdir -p "$DGCL_STATE_DIR"
 
 # npm ci cannot be used: the lock pins @lancedb/lancedb, whose other-platform builds this
 # registry does not serve (see README, "Limits").
-if [ ! -d node_modules/@lancedb/lancedb ] || [ package.json -nt node_modules/.package-lock.json ]; then
+if [ ! -d node_modules/@lancedb/lancedb ] || [ ! -x node_modules/.bin/node ] || [ package.json -nt node_modules/.package-lock.json ]; then
   npm install --no-audit --no-fund --loglevel=error || exit 1
+fi
+
+# Node 22 (LanceDB 0.39 needs it; Lambda runs it) from the pinned `node` devDependency, also
+# when this script is run directly rather than through `npm test` (which puts it first already):
+# every node, npx and tsx below, and the servers' helper scripts, run on it.
+export PATH="$REPO/node_modules/.bin:$PATH"
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+echo "node $(node --version) ($(command -v node))"
+if [ "$node_major" -lt 22 ]; then
+  echo "Node >= 22 is required, got $(node --version); run npm install (the node devDependency)"
+  echo "0 passed, 1 failed"
+  exit 1
 fi
 
 cleanup() {

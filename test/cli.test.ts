@@ -1,8 +1,12 @@
 /** The CLI as a user runs it: real processes, a real log in a temp folder. */
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { readBatchLines } from '../cli/input.ts';
+import { InvalidInputError } from '../lib/errors.ts';
 import { dgcl } from './support/proc.ts';
 
 const root = mkdtempSync(path.join(tmpdir(), 'dgcl-cli-'));
@@ -56,7 +60,6 @@ describe('dgcl CLI', () => {
   });
 
   it('blob writes the exact bytes to stdout', async () => {
-    const { spawnSync } = await import('node:child_process');
     const r = spawnSync(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'blob', ...flags, '--item', 'doc-1', '--field', 'image']);
     expect(r.status, String(r.stderr)).toBe(0);
     expect(Buffer.compare(r.stdout, png)).toBe(0);
@@ -102,6 +105,37 @@ describe('dgcl CLI', () => {
         expect(existsSync(untouched)).toBe(false);
       });
     }
+    it('an S3 bucket name AWS rejects, before any request (everything else is set up for S3)', async () => {
+      // A closed port as the endpoint: reaching the network would fail with exit 1, not 2.
+      const env = { DGCL_LEASE_TABLE: 'dgcl-leases', AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:9', AWS_ENDPOINT_URL_DYNAMODB: 'http://127.0.0.1:9', AWS_ACCESS_KEY_ID: 'k', AWS_SECRET_ACCESS_KEY: 's', AWS_REGION: 'us-east-1', AWS_MAX_ATTEMPTS: '1' };
+      for (const args of [['append'], ['fold', '--item', 'x']]) {
+        const r = await dgcl([...args, '--root', 's3://Bad_Bucket/x', '--pipeline', 'p', '--experiment', 'e'], { env, ...(args[0] === 'append' ? { stdin: lines({ itemId: 'a', runId: 'r', create: {} }) } : {}) });
+        expect(r.code, r.stderr).toBe(2);
+        expect(r.stderr).toContain('invalid S3 bucket name "Bad_Bucket": may contain only lowercase letters, digits, dots and hyphens');
+      }
+    });
+    // stdin as raw bytes (the helper only takes text): the CLI must not repair invalid UTF-8
+    const appendBytes = (args: string[], stdin: Buffer) => spawnSync(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'append', ...args], { input: stdin });
+    it('invalid UTF-8 on stdin, naming the line and byte offset', () => {
+      const good = Buffer.from(lines({ itemId: 'c-0', runId: 'r', create: {} }));
+      const bad = Buffer.concat([Buffer.from('{"itemId":"c-1","runId":"r","create":{},"set":{"s":"ab'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}}\n')]);
+      const r = appendBytes(fresh, Buffer.concat([good, bad]));
+      expect(r.status, String(r.stderr)).toBe(2);
+      const col = bad.indexOf(0xff);
+      expect(String(r.stderr)).toContain(`line 2 of stdin is not valid UTF-8: byte 0xff at offset ${col} of the line (offset ${good.length + col} of stdin)`);
+      expect(String(r.stdout)).toBe('');
+      expect(existsSync(untouched)).toBe(false);
+    });
+    it('invalid UTF-8 for an existing log leaves it unchanged (not folded to U+FFFD)', async () => {
+      const before = await dgcl(['stats', ...flags, '--json']);
+      const r = appendBytes(flags, Buffer.concat([Buffer.from('{"itemId":"doc-1","runId":"r","set":{"s":"ab'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}}\n')]));
+      expect(r.status, String(r.stderr)).toBe(2);
+      expect(String(r.stderr)).toMatch(/line 1 of stdin is not valid UTF-8/);
+      const after = await dgcl(['stats', ...flags, '--json']);
+      expect(JSON.parse(after.stdout).base).toEqual(JSON.parse(before.stdout).base);
+      const fold = JSON.parse((await dgcl(['fold', ...flags, '--item', 'doc-1', '--json'])).stdout);
+      expect(fold.fields.s).toBeUndefined();
+    });
     it('the log that exists is unchanged by rejected input', async () => {
       const before = await dgcl(['stats', ...flags, '--json']);
       const r = await dgcl(['append', ...flags], { stdin: lines({ itemId: 'doc-3', runId: 'r', create: {} }, { itemId: 'doc-1', runId: 'r', set: { x: null } }) });
@@ -111,5 +145,70 @@ describe('dgcl CLI', () => {
       expect(JSON.parse(after.stdout).base).toEqual(JSON.parse(before.stdout).base);
       expect(existsSync(logDir)).toBe(true);
     });
+  });
+});
+
+describe('Node 22 (LanceDB 0.39 needs it; Lambda runs it)', () => {
+  it('the tests run on it (npm scripts and npx take the pinned node devDependency)', () => {
+    expect(Number(process.versions.node.split('.')[0])).toBeGreaterThanOrEqual(22);
+  });
+
+  it('bin/dgcl.js started by the shell\'s node, outside npm, still runs on it: no AWS SDK Node-version warning', () => {
+    // PATH without any node_modules/.bin: `node` is whatever the machine has (here Node 20).
+    const PATH = (process.env.PATH ?? '').split(path.delimiter).filter((d) => !d.includes('node_modules')).join(path.delimiter);
+    const env = { ...process.env, PATH, DGCL_LEASE_TABLE: 'dgcl-leases', AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:9', AWS_ENDPOINT_URL_DYNAMODB: 'http://127.0.0.1:9', AWS_ACCESS_KEY_ID: 'k', AWS_SECRET_ACCESS_KEY: 's', AWS_REGION: 'us-east-1', AWS_MAX_ATTEMPTS: '1' };
+    const r = spawnSync('node', ['bin/dgcl.js', 'fold', '--root', 's3://dgcl-node-check/x', '--pipeline', 'p', '--experiment', 'e', '--item', 'x'], { env });
+    const stderr = String(r.stderr);
+    // It reached the S3 client (closed port: exit 1), and the SDK did not warn about the Node version.
+    expect(r.status, stderr).toBe(1);
+    expect(stderr).toContain('ECONNREFUSED');
+    expect(stderr).not.toMatch(/NodeVersionSupportWarning|require node >=22/);
+  });
+});
+
+describe('readBatchLines', () => {
+  const read = (bytes: Buffer) => readBatchLines(Readable.from([bytes]));
+  const rejection = async (bytes: Buffer): Promise<InvalidInputError> => {
+    const e = await read(bytes).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(e).toBeInstanceOf(InvalidInputError);
+    return e as InvalidInputError;
+  };
+
+  it('keeps valid multi-byte text exactly (no normalization, a literal U+FFFD stays one)', async () => {
+    const s = 'é漢😀\uFFFD';
+    expect(await read(Buffer.from(`{"s":"${s}"}\n`))).toEqual([{ s }]);
+  });
+
+  it('rejects every kind of invalid UTF-8 at the offset of the bad sequence', async () => {
+    const cases: Array<[string, number[]]> = [
+      ['a stray continuation byte', [0x80]],
+      ['an invalid lead byte', [0xff]],
+      ['a truncated 2-byte sequence', [0xc3]],
+      ['a truncated 4-byte sequence', [0xf0, 0x9f, 0x98]],
+      ['an overlong encoding of "/"', [0xc0, 0xaf]],
+      ['an overlong 3-byte encoding', [0xe0, 0x80, 0xaf]],
+      ['a UTF-16 surrogate (U+D800)', [0xed, 0xa0, 0x80]],
+      ['a code point above U+10FFFF', [0xf4, 0x90, 0x80, 0x80]],
+    ];
+    for (const [what, bytes] of cases) {
+      const head = Buffer.from('{"s":"ok\u00e9');
+      const e = await rejection(Buffer.concat([Buffer.from('{}\n\n'), head, Buffer.from(bytes), Buffer.from('"}\n')]));
+      const hex = bytes[0]!.toString(16).padStart(2, '0');
+      expect(e.message, what).toContain(`line 3 of stdin is not valid UTF-8: byte 0x${hex} at offset ${head.length} of the line (offset ${head.length + 4} of stdin)`);
+      expect(e.field, what).toBe('line 3');
+    }
+  });
+
+  it('rejects a truncated sequence at the very end of stdin', async () => {
+    const e = await rejection(Buffer.from([0x7b, 0x7d, 0x0a, 0xe6, 0xbc]));
+    expect(e.message).toContain('line 2 of stdin is not valid UTF-8: byte 0xe6 at offset 0 of the line (offset 3 of stdin)');
+  });
+
+  it('does not strip or accept a byte order mark silently', async () => {
+    const e = await rejection(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{}\n')]));
+    expect(e.message).toMatch(/line 1 of stdin is not valid JSON/);
   });
 });

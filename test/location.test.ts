@@ -55,9 +55,61 @@ describe('parseRoot', () => {
     invalid(() => parseRoot('s3://bad bucket/x'), 'bad bucket');
   });
 
+  it('accepts bucket names AWS accepts', () => {
+    for (const b of ['abc', 'a'.repeat(63), 'my-bucket.v2', '1bucket9', 'a.b-c.d', 'x-s3', 'ab--cd', '1.2.3', '1.2.3.4.5', 'b--usw2-az1--x-s3']) {
+      expect(parseRoot(`s3://${b}/p`)).toEqual({ kind: 's3', bucket: b, prefix: 'p' });
+    }
+  });
+
+  it('rejects bucket names AWS rejects, naming the bucket and the rule, before any I/O', () => {
+    const cases: Array<[string, string]> = [
+      ['Bad_Bucket', 'only lowercase letters, digits, dots and hyphens'],
+      ['UPPER', 'only lowercase letters, digits, dots and hyphens'],
+      ['under_score', 'only lowercase letters, digits, dots and hyphens'],
+      ['b', '3 to 63 characters'],
+      ['ab', '3 to 63 characters'],
+      ['a'.repeat(64), '3 to 63 characters'],
+      ['-abc', 'begin and end with a letter or digit'],
+      ['abc-', 'begin and end with a letter or digit'],
+      ['.abc', 'begin and end with a letter or digit'],
+      ['abc.', 'begin and end with a letter or digit'],
+      ['a..b', 'two adjacent dots'],
+      ['192.168.5.4', 'IP address'],
+      ['xn--abc', 'xn--'],
+      ['sthree-abc', 'sthree-'],
+      ['amzn-s3-demo-abc', 'amzn-s3-demo-'],
+      ['abc-s3alias', '-s3alias'],
+      ['abc--ol-s3', '--ol-s3'],
+      ['abc.mrap', '.mrap'],
+      ['abc--table-s3', '--table-s3'],
+    ];
+    for (const [bucket, rule] of cases) {
+      let err: unknown;
+      try {
+        parseRoot(`s3://${bucket}/x`);
+      } catch (e) {
+        err = e;
+      }
+      expect(err, bucket).toBeInstanceOf(InvalidInputError);
+      expect((err as InvalidInputError).field, bucket).toBe('root');
+      expect((err as Error).message, bucket).toContain(`invalid S3 bucket name ${JSON.stringify(bucket)}`);
+      expect((err as Error).message, bucket).toContain(rule);
+    }
+  });
+
+  it('rejects a prefix S3 cannot store (ill-formed Unicode, or no room under the 1024-byte key limit), accepts any other', () => {
+    invalid(() => parseRoot('s3://bkt/a\uD800b'), 'not well-formed Unicode');
+    invalid(() => parseRoot('s3://bkt/a\uDC00'), 'not well-formed Unicode');
+    invalid(() => parseRoot(`s3://bkt/${'x'.repeat(1000)}`), '1024');
+    invalid(() => parseRoot(`s3://bkt/${'é'.repeat(500)}`), '1024'); // 1000 bytes in UTF-8
+    for (const prefix of ['a b/c', 'ünïcode/😀', "q'(x)!*", 'a:b@c$d&e+f,g;h=i', 'x'.repeat(900)]) {
+      expect(parseRoot(`s3://bkt/${prefix}`)).toEqual({ kind: 's3', bucket: 'bkt', prefix });
+    }
+  });
+
   it('formats back', () => {
-    expect(formatLocation(parseRoot('s3://b/p/q/'))).toBe('s3://b/p/q');
-    expect(formatLocation(parseRoot('s3://b'))).toBe('s3://b');
+    expect(formatLocation(parseRoot('s3://bkt/p/q/'))).toBe('s3://bkt/p/q');
+    expect(formatLocation(parseRoot('s3://bkt'))).toBe('s3://bkt');
     expect(formatLocation(parseRoot('/tmp/a b'))).toBe('file:///tmp/a%20b');
   });
 });
@@ -69,11 +121,11 @@ describe('logUri', () => {
   });
 
   it('builds s3 URIs without double slashes', () => {
-    expect(logUri(parseRoot('s3://b/pre/fix/'), 'p', 'e')).toBe('s3://b/pre/fix/datagen_checkpoints/p/e/log.lance');
-    expect(logUri(parseRoot('s3://b'), 'p', 'e')).toBe('s3://b/datagen_checkpoints/p/e/log.lance');
-    expect(logLocation(parseRoot('s3://b/x'), 'p', 'e')).toEqual({
+    expect(logUri(parseRoot('s3://bkt/pre/fix/'), 'p', 'e')).toBe('s3://bkt/pre/fix/datagen_checkpoints/p/e/log.lance');
+    expect(logUri(parseRoot('s3://bkt'), 'p', 'e')).toBe('s3://bkt/datagen_checkpoints/p/e/log.lance');
+    expect(logLocation(parseRoot('s3://bkt/x'), 'p', 'e')).toEqual({
       kind: 's3',
-      bucket: 'b',
+      bucket: 'bkt',
       prefix: 'x/datagen_checkpoints/p/e/log.lance',
     });
   });
@@ -81,7 +133,7 @@ describe('logUri', () => {
   it('validates pipeline and experiment names before anything else', () => {
     for (const bad of ['', '.', '..', 'a/b', 'a b', 'x'.repeat(129), 'ü']) {
       invalid(() => logUri(parseRoot('/r'), bad, 'e'), 'pipeline');
-      invalid(() => logUri(parseRoot('s3://b'), 'p', bad), 'experiment');
+      invalid(() => logUri(parseRoot('s3://bkt'), 'p', bad), 'experiment');
     }
     expect(checkLogName('A.b_c-9', 'pipeline')).toBe('A.b_c-9');
     expect(checkLogName('x'.repeat(128), 'experiment')).toHaveLength(128);
@@ -94,7 +146,7 @@ describe('lanceStorageOptions', () => {
   });
 
   it('passes a custom http endpoint, region and static credentials', () => {
-    const opts = lanceStorageOptions(parseRoot('s3://b/p'), {
+    const opts = lanceStorageOptions(parseRoot('s3://bkt/p'), {
       AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:7480',
       AWS_ENDPOINT_URL: 'http://ignored:1',
       AWS_REGION: 'eu-west-1',
@@ -114,13 +166,13 @@ describe('lanceStorageOptions', () => {
 
   it('falls back to AWS_ENDPOINT_URL and AWS_DEFAULT_REGION; https needs no allow_http', () => {
     expect(
-      lanceStorageOptions(parseRoot('s3://b'), { AWS_ENDPOINT_URL: 'https://minio.local', AWS_DEFAULT_REGION: 'r1' }),
+      lanceStorageOptions(parseRoot('s3://bkt'), { AWS_ENDPOINT_URL: 'https://minio.local', AWS_DEFAULT_REGION: 'r1' }),
     ).toEqual({ endpoint: 'https://minio.local', region: 'r1' });
   });
 
   it('leaves credentials to Lance when the environment has none (real S3)', () => {
-    expect(lanceStorageOptions(parseRoot('s3://b'), {})).toEqual({ region: 'us-east-1' });
-    expect(lanceStorageOptions(parseRoot('s3://b'), { AWS_ACCESS_KEY_ID: 'only-id', AWS_ENDPOINT_URL_S3: '' })).toEqual({
+    expect(lanceStorageOptions(parseRoot('s3://bkt'), {})).toEqual({ region: 'us-east-1' });
+    expect(lanceStorageOptions(parseRoot('s3://bkt'), { AWS_ACCESS_KEY_ID: 'only-id', AWS_ENDPOINT_URL_S3: '' })).toEqual({
       region: 'us-east-1',
     });
   });

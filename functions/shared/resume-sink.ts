@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import { SendMessageBatchCommand, SQSClient, type SendMessageBatchCommandOutput, type SQSClientConfig } from '@aws-sdk/client-sqs';
 import { InvalidInputError, UnavailableError } from '../../lib/errors.ts';
 import { awsRegion, type Env } from '../../lib/storage/location.ts';
+import type { ResumeBy } from '../../lib/resume.ts';
 import type { Cursor, ItemStatus } from '../../lib/types.ts';
 import { summarizeError, type ErrorSummary } from './errors.ts';
 
@@ -21,7 +22,10 @@ export interface ResumeInstruction {
   itemId: string;
   status: ItemStatus;
   cursor: Cursor | null;
-  nextStepIndex: number;
+  /** The step to run by index; null when resuming by name (lib/resume.ts). */
+  nextStepIndex: number | null;
+  /** 'index': run step `nextStepIndex`; 'name': run the step after `cursor.stepName`. */
+  resumeBy: Exclude<ResumeBy, null>;
   attempt: number;
 }
 

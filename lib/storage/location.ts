@@ -1,7 +1,8 @@
 /**
  * Roots and the URIs derived from them (CONTRACT.md, "Locations"):
  *  - a root is `file:///abs/dir`, a plain local path (resolved to absolute), or
- *    `s3://bucket/prefix`;
+ *    `s3://bucket/prefix`, whose bucket name must follow the AWS naming rules and whose prefix
+ *    must be storable as S3 keys (checked here, so a bad root is bad input, not a network error);
  *  - an experiment's log is `<root>/datagen_checkpoints/<pipeline>/<experiment>/log.lance`;
  *  - S3 settings come from the standard AWS environment plus `AWS_ENDPOINT_URL_S3` (or
  *    `AWS_ENDPOINT_URL`) for an S3-compatible server. Nothing here is specific to one server.
@@ -58,8 +59,9 @@ export function parseRoot(root: string): Location {
         field: 'root',
       });
     }
-    if (!/^[A-Za-z0-9._-]+$/.test(bucket)) {
-      throw new InvalidInputError(`root ${JSON.stringify(root)} has an invalid bucket name ${JSON.stringify(bucket)}`, {
+    const broken = bucketRuleBroken(bucket);
+    if (broken !== undefined) {
+      throw new InvalidInputError(`root ${JSON.stringify(root)}: invalid S3 bucket name ${JSON.stringify(bucket)}: ${broken}`, {
         field: 'root',
       });
     }
@@ -68,12 +70,63 @@ export function parseRoot(root: string): Location {
         field: 'root',
       });
     }
+    checkS3Prefix(root, prefix);
     return { kind: 's3', bucket, prefix };
   }
   throw new InvalidInputError(
     `root ${JSON.stringify(root)} has an unsupported scheme '${scheme}:' (use file:///abs/dir, a local path, or s3://bucket/prefix)`,
     { field: 'root' },
   );
+}
+
+/**
+ * The AWS naming rules for general purpose buckets, checked up front so a name S3 can never
+ * have fails as bad input (exit 2) instead of as a network error later. Returns the first rule
+ * `bucket` breaks, or undefined. Directory bucket names (`base--zone--x-s3`) pass: they obey
+ * the general rules and are real buckets. Legacy us-east-1 buckets with uppercase letters or
+ * `_` (created before March 2018) are rejected, as are the relaxed names some S3-compatible
+ * servers allow.
+ */
+function bucketRuleBroken(bucket: string): string | undefined {
+  if (bucket.length < 3 || bucket.length > 63) return `must be 3 to 63 characters long (it has ${bucket.length})`;
+  const bad = /[^a-z0-9.-]/.exec(bucket);
+  if (bad) return `may contain only lowercase letters, digits, dots and hyphens (found ${JSON.stringify(bad[0])})`;
+  if (!/^[a-z0-9].*[a-z0-9]$/.test(bucket)) return 'must begin and end with a letter or digit';
+  if (bucket.includes('..')) return 'must not contain two adjacent dots';
+  if (/^\d+\.\d+\.\d+\.\d+$/.test(bucket)) return 'must not be formatted as an IP address';
+  for (const p of RESERVED_BUCKET_PREFIXES) if (bucket.startsWith(p)) return `must not start with the reserved prefix "${p}"`;
+  for (const s of RESERVED_BUCKET_SUFFIXES) if (bucket.endsWith(s)) return `must not end with the reserved suffix "${s}"`;
+  return undefined;
+}
+
+const RESERVED_BUCKET_PREFIXES = ['xn--', 'sthree-', 'amzn-s3-demo-'];
+/** Access point aliases, Object Lambda aliases, Multi-Region Access Points, table buckets. */
+const RESERVED_BUCKET_SUFFIXES = ['-s3alias', '--ol-s3', '.mrap', '--table-s3'];
+
+/** S3's limit on an object key, in UTF-8 bytes. */
+const S3_MAX_KEY_BYTES = 1024;
+/** The fixed part of the shortest object key under a root (one-character names, one-byte file). */
+const SHORTEST_LOG_KEY_TAIL = `/${CHECKPOINTS_DIR}/p/e/${LOG_DATASET}/x`;
+
+/**
+ * Rejects only prefixes S3 cannot hold: text that is not well-formed Unicode (a lone surrogate
+ * has no UTF-8 form, so the SDK would write U+FFFD instead), and a prefix so long that no key of
+ * a log fits under it. Any other character is a legal key character and stays accepted.
+ */
+function checkS3Prefix(root: string, prefix: string): void {
+  // In a `u` regex a paired surrogate is one astral code point, so \p{Cs} matches lone ones only.
+  if (/\p{Cs}/u.test(prefix)) {
+    throw new InvalidInputError(`root ${JSON.stringify(root)}: the prefix is not well-formed Unicode (it has a lone UTF-16 surrogate)`, {
+      field: 'root',
+    });
+  }
+  const bytes = Buffer.byteLength(prefix, 'utf8');
+  if (bytes + Buffer.byteLength(SHORTEST_LOG_KEY_TAIL) > S3_MAX_KEY_BYTES) {
+    throw new InvalidInputError(
+      `root ${JSON.stringify(root.length > 80 ? `${root.slice(0, 80)}...` : root)}: the prefix is ${bytes} bytes in UTF-8; the keys of a log under it would exceed S3's ${S3_MAX_KEY_BYTES}-byte key limit`,
+      { field: 'root' },
+    );
+  }
 }
 
 /** The root back as a URI: `file:///abs/dir` or `s3://bucket/prefix` (no trailing slash). */

@@ -11,6 +11,8 @@ import { createResumeHandler, handler as resumeHandler } from '../../functions/r
 import { eventBridgeEvent, sqsEvent } from '../../functions/shared/events.ts';
 import { logCache } from '../../functions/shared/logs.ts';
 import { MemoryResumeSink, SqsResumeSink, type ResumeInstruction, type ResumeSink } from '../../functions/shared/resume-sink.ts';
+import { resumePoint } from '../../lib/resume.ts';
+import type { Cursor, ItemState } from '../../lib/types.ts';
 import { createBatch, ctx, freshFileRoot, stepBatch, thrown } from './support/fixtures.ts';
 import { startLocalSqs, type LocalSqs } from './support/sqs.ts';
 
@@ -50,6 +52,11 @@ beforeAll(async () => {
         stepBatch('running', 1),
         stepBatch('running', 2),
         { itemId: 'new', runId: 'r1', create: {} },
+        // A pipeline that names its steps but does not number them: resume goes by name.
+        { itemId: 'by-name', runId: 'r1', create: {}, step: { name: 'load', instanceId: 'load#1' } },
+        { itemId: 'by-name', runId: 'r1', step: { name: 'generate', instanceId: 'gen#2', iteration: 3 } },
+        { itemId: 'by-name-failed', runId: 'r1', create: {}, step: { name: 'load' } },
+        { itemId: 'by-name-failed', runId: 'r1', step: { name: 'generate' }, failed: { errorType: 'Timeout', errorDump: '{}', traceback: 't' } },
       ],
     },
     ctx(),
@@ -66,19 +73,40 @@ afterAll(async () => {
 
 const cursor = (stepIndex: number) => expect.objectContaining({ stepIndex, stepName: stepIndex === 0 ? 'load' : `step${stepIndex}` });
 
-/** What the contract says each item resumes with. */
+/**
+ * What the contract says each item resumes with: the step after the cursor by index when the
+ * cursor has one (0 with no cursor); by the cursor's step name when it has none.
+ */
 const EXPECTED: Record<string, unknown> = {
-  failed: { ...at, itemId: 'failed', status: 'failed', cursor: cursor(1), nextStepIndex: 2, attempt: 2 },
-  'failed-twice': { ...at, itemId: 'failed-twice', status: 'failed', cursor: cursor(0), nextStepIndex: 1, attempt: 3 },
-  running: { ...at, itemId: 'running', status: 'in_progress', cursor: cursor(2), nextStepIndex: 3, attempt: 1 },
-  new: { ...at, itemId: 'new', status: 'in_progress', cursor: null, nextStepIndex: 0, attempt: 1 },
+  failed: { ...at, itemId: 'failed', status: 'failed', cursor: cursor(1), nextStepIndex: 2, resumeBy: 'index', attempt: 2 },
+  'failed-twice': { ...at, itemId: 'failed-twice', status: 'failed', cursor: cursor(0), nextStepIndex: 1, resumeBy: 'index', attempt: 3 },
+  running: { ...at, itemId: 'running', status: 'in_progress', cursor: cursor(2), nextStepIndex: 3, resumeBy: 'index', attempt: 1 },
+  new: { ...at, itemId: 'new', status: 'in_progress', cursor: null, nextStepIndex: 0, resumeBy: 'index', attempt: 1 },
+  'by-name': {
+    ...at,
+    itemId: 'by-name',
+    status: 'in_progress',
+    cursor: expect.objectContaining({ stepName: 'generate', stepIndex: null, stepInstanceId: 'gen#2', iteration: 3 }),
+    nextStepIndex: null,
+    resumeBy: 'name',
+    attempt: 1,
+  },
+  'by-name-failed': {
+    ...at,
+    itemId: 'by-name-failed',
+    status: 'failed',
+    cursor: expect.objectContaining({ stepName: 'load', stepIndex: null, stepInstanceId: null }),
+    nextStepIndex: null,
+    resumeBy: 'name',
+    attempt: 2,
+  },
 };
 
 const byId = (list: Array<{ itemId: string }>) => [...list].sort((a, b) => (a.itemId < b.itemId ? -1 : 1));
 
 describe('resume handler', () => {
   it('direct: sends one instruction per resumable item, reports terminal and missing ones', async () => {
-    const res = await resume({ ...at, itemIds: ['done', 'filtered', 'failed', 'failed-twice', 'running', 'new', 'ghost', 'running'] }, ctx());
+    const res = await resume({ ...at, itemIds: ['done', 'filtered', 'failed', 'failed-twice', 'running', 'new', 'by-name', 'by-name-failed', 'ghost', 'running'] }, ctx());
     expect(byId(res.sent)).toEqual(byId(Object.values(EXPECTED) as Array<{ itemId: string }>));
     expect(byId(res.terminal)).toEqual([
       { ...at, itemId: 'done', status: 'completed' },
@@ -89,7 +117,7 @@ describe('resume handler', () => {
     // What the queue holds is exactly what was reported sent: one message per item.
     const got = (await sqs.drain(queueUrl)) as Array<{ itemId: string }>;
     expect(byId(got)).toEqual(byId(res.sent));
-    expect(got).toHaveLength(4);
+    expect(got).toHaveLength(6);
   });
 
   it('SQS trigger: an invalid message is reported alone; the other items are resumed', async () => {
@@ -167,7 +195,7 @@ describe('resume handler', () => {
 });
 
 describe('SqsResumeSink', () => {
-  const instruction = (i: number): ResumeInstruction => ({ ...at, itemId: `it-${String(i).padStart(2, '0')}`, status: 'in_progress', cursor: null, nextStepIndex: 0, attempt: 1 });
+  const instruction = (i: number): ResumeInstruction => ({ ...at, itemId: `it-${String(i).padStart(2, '0')}`, status: 'in_progress', cursor: null, nextStepIndex: 0, resumeBy: 'index', attempt: 1 });
 
   it('sends in chunks of 10 and retries the entries SQS failed on its side, until each is sent once', async () => {
     const calls: number[] = [];
@@ -242,5 +270,43 @@ describe('SqsResumeSink', () => {
     const got = (await sqs.drain(fifo)) as ResumeInstruction[];
     // the same instruction twice is deduplicated by content
     expect(got.map((g) => g.itemId).sort()).toEqual(['it-00', 'it-01']);
+  });
+});
+
+describe('resumePoint', () => {
+  const cursorOf = (c: Partial<Cursor>): Cursor => ({ stepName: 's', stepIndex: null, stepInstanceId: null, iteration: null, attempt: 1, checkpointId: 'c', ...c });
+  const state = (s: Partial<ItemState>): ItemState => ({
+    itemId: 'x',
+    rootItemId: 'x',
+    parentItemId: null,
+    status: 'in_progress',
+    fields: {},
+    cursor: null,
+    lastSeq: 3,
+    attempts: 1,
+    failures: [],
+    violations: [],
+    ...s,
+  });
+  const failure = (attempt: number) => ({ stepName: 'gen', attempt, errorType: 'E', errorDump: null, traceback: null, seq: 3 });
+
+  it('a cursor without a step index resumes by name after that step, never back at step 0', () => {
+    const c = cursorOf({ stepName: 'generate', stepInstanceId: 'gen#2' });
+    expect(resumePoint(state({ cursor: c }))).toEqual({ itemId: 'x', status: 'in_progress', cursor: c, nextStepIndex: null, resumeBy: 'name', attempt: 1, resumable: true });
+    expect(resumePoint(state({ cursor: c, status: 'failed', failures: [failure(1), failure(2)] }))).toMatchObject({ nextStepIndex: null, resumeBy: 'name', attempt: 3, resumable: true });
+  });
+
+  it('an indexed cursor resumes at the next index; no cursor at 0; both by index', () => {
+    expect(resumePoint(state({ cursor: cursorOf({ stepIndex: 0 }) }))).toMatchObject({ nextStepIndex: 1, resumeBy: 'index', resumable: true });
+    expect(resumePoint(state({ cursor: cursorOf({ stepIndex: 4 }), status: 'failed', failures: [failure(1)] }))).toMatchObject({ nextStepIndex: 5, resumeBy: 'index', attempt: 2 });
+    expect(resumePoint(state({ cursor: null }))).toMatchObject({ nextStepIndex: 0, resumeBy: 'index', resumable: true });
+  });
+
+  it('terminal items are not resumed, with or without an index', () => {
+    for (const status of ['completed', 'filtered'] as const) {
+      for (const c of [cursorOf({ stepIndex: 2 }), cursorOf({}), null]) {
+        expect(resumePoint(state({ status, cursor: c }))).toMatchObject({ nextStepIndex: null, resumeBy: null, resumable: false });
+      }
+    }
   });
 });

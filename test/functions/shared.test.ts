@@ -36,8 +36,8 @@ describe('readConfig', () => {
   });
 
   it('reads a complete configuration', () => {
-    const c = readConfig({ DGCL_ROOT: 's3://b/p', DGCL_LEASE_TABLE: 't', DGCL_RESUME_QUEUE_URL: 'https://sqs.us-east-1.amazonaws.com/123456789012/q', DGCL_MERGE_EVERY_MS: '1000' });
-    expect(c).toMatchObject({ location: { kind: 's3', bucket: 'b', prefix: 'p' }, leaseTable: 't', mergeEveryMs: 1000, leaseTtlMaxMs: 60_000 });
+    const c = readConfig({ DGCL_ROOT: 's3://bkt/p', DGCL_LEASE_TABLE: 't', DGCL_RESUME_QUEUE_URL: 'https://sqs.us-east-1.amazonaws.com/123456789012/q', DGCL_MERGE_EVERY_MS: '1000' });
+    expect(c).toMatchObject({ location: { kind: 's3', bucket: 'bkt', prefix: 'p' }, leaseTable: 't', mergeEveryMs: 1000, leaseTtlMaxMs: 60_000 });
     expect(requireResumeQueueUrl(c)).toBe('https://sqs.us-east-1.amazonaws.com/123456789012/q');
     expect(() => requireResumeQueueUrl(readConfig({ DGCL_ROOT: '/x', DGCL_RESUME_QUEUE_URL: 'queue' }))).toThrow(ConfigurationError);
     expect(readConfig({ DGCL_ROOT: './rel' }).location).toMatchObject({ kind: 'file' });
