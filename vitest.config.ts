@@ -1,7 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
-// Two projects: `fast` (pure logic + embedded Lance in temp folders, no servers) for the inner
-// loop, and `servers` (S3 on a local RGW, DynamoDB Local) started by scripts/test.sh.
+// Three projects: `fast` (pure logic + embedded Lance in temp folders, no servers) for the inner
+// loop, `sim` (the seeded interleaving simulation, test/sim/), and `servers` (S3 on a local RGW,
+// DynamoDB Local) started by scripts/test.sh.
 export default defineConfig({
   test: {
     projects: [
@@ -9,9 +10,18 @@ export default defineConfig({
         test: {
           name: 'fast',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/**/*.servers.test.ts', 'node_modules/**'],
+          exclude: ['test/**/*.servers.test.ts', 'test/sim/**', 'node_modules/**'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
+          pool: 'forks',
+        },
+      },
+      {
+        // The seeded interleaving simulation (test/sim/): its own worker processes, both cores.
+        test: {
+          name: 'sim',
+          include: ['test/sim/**/*.test.ts'],
+          testTimeout: 3_600_000,
           pool: 'forks',
         },
       },
