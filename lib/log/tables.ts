@@ -49,11 +49,19 @@ export class LanceTables {
   // Each connection is made only once something of it is known to exist: connecting to a local
   // folder creates it, and reads must not write.
   private baseConnection(): Promise<lancedb.Connection> {
-    return (this.baseConn ??= this.connect(this.parentUri().dir));
+    if (!this.baseConn) {
+      const c = (this.baseConn = this.connect(this.parentUri().dir));
+      c.catch(() => this.baseConn === c && (this.baseConn = null)); // a failed connect is tried again
+    }
+    return this.baseConn;
   }
 
   private shardConnection(): Promise<lancedb.Connection> {
-    return (this.shardConn ??= this.connect(`${this.logUri}/${SHARDS_DIR}`));
+    if (!this.shardConn) {
+      const c = (this.shardConn = this.connect(`${this.logUri}/${SHARDS_DIR}`));
+      c.catch(() => this.shardConn === c && (this.shardConn = null));
+    }
+    return this.shardConn;
   }
 
   /**
@@ -85,7 +93,10 @@ export class LanceTables {
 
   /** Create a generation this process will write; its handle serves this process's reads too. */
   async createShard(name: string): Promise<Table> {
-    this.ownShardConn ??= this.connect(`${this.logUri}/${SHARDS_DIR}`, false);
+    if (!this.ownShardConn) {
+      const c = (this.ownShardConn = this.connect(`${this.logUri}/${SHARDS_DIR}`, false));
+      c.catch(() => this.ownShardConn === c && (this.ownShardConn = null));
+    }
     const conn = await this.ownShardConn;
     const t = this.wrap(await conn.createEmptyTable(name, EVENT_SCHEMA, { mode: 'create', existOk: true }), name);
     // The marker makes the generation visible to readers; nothing is committed to it before.
