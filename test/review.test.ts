@@ -5,7 +5,8 @@
  * sees. Each one FAILS on the reviewed code (h-review at a6da3f1); the failure is the finding.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { FencedError } from '../lib/errors.ts';
+import { FencedError, UnavailableError } from '../lib/errors.ts';
+import { itemKey } from '../lib/log/layout.ts';
 import type { LocalLeaseStore } from '../lib/lease/local.ts';
 import { ManualClock } from '../lib/clock.ts';
 import type { Ack } from '../lib/types.ts';
@@ -201,5 +202,41 @@ describe("review 3: claims are deleted by the maintainer's clock", () => {
     const second = out.ok ? out.value[0]! : null;
     // I4: at most one ack per checkpoint says duplicate: false.
     expect([first!.duplicate, second?.duplicate], 'duplicate flags of the two acks of b').toContain(true);
+  });
+});
+
+describe('review 4: an item marker PUT that times out and lands later', () => {
+  // plan() trusts a cached track while the marker names this writer's epoch. A marker PUT that
+  // failed (timeout) may land later, after another writer's marker: the marker then names us
+  // again although the other writer wrote the item since our copy was made.
+  it('one writer at a time per item (W2, W, W2, W): no seq_conflict, every ack visible', async () => {
+    const { root, clock, leases, open } = setup();
+    const W = open({ slot: 0, slots: 2 });
+    const W2 = open({ slot: 1, slots: 2 });
+    const xKey = itemKey('x');
+    const acks: Ack[] = await W2.log.append([createBatch('x')]);
+
+    // W's first attempt at step 1: the marker PUT times out (it will land later).
+    let failed = false;
+    W.objects.tap.before = (op, key) => {
+      if (op === 'put' && key === xKey && !failed) {
+        failed = true;
+        throw new UnavailableError('marker PUT timed out');
+      }
+    };
+    const first = await settle(W.log.append([stepBatch('x', 1)]));
+    expect(first.ok).toBe(false);
+    const wEpoch = W.log.writerEpoch!;
+    expect(wEpoch).not.toBeNull();
+    // The retry succeeds (W now caches x), then x moves to W2 for step 2.
+    acks.push(...(await W.log.append([stepBatch('x', 1)])));
+    acks.push(...(await W2.log.append([stepBatch('x', 2)])));
+
+    // The first, timed-out marker PUT lands now.
+    await W.objects.inner.put(xKey, wEpoch);
+
+    // x moves back to W for step 3.
+    acks.push(...(await W.log.append([stepBatch('x', 3)])));
+    await withFreshReader(root, leases, clock, (r) => expectAcksVisible(r, acks, 'after W, W2, W'));
   });
 });
