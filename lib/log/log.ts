@@ -13,7 +13,7 @@ import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, BlobRef, EventRow, ItemState, ItemStatus, TrajectoryEvent } from '../types.ts';
 import { ITEM_STATUSES } from '../types.ts';
 import { maintain } from './maintain.ts';
-import { LogReader } from './reader.ts';
+import { LogReader, type ShardListing } from './reader.ts';
 import { LanceTables, sqlString, type Table, type TableWrapper } from './tables.ts';
 import { ShardWriter, type WriterOptions } from './writer.ts';
 
@@ -184,7 +184,11 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   async stats(): Promise<LogStats> {
-    const listing = await this.reader.listShards();
+    // A consistent read: a generation retired under it makes it start over.
+    return this.reader.read((listing) => this.statsOf(listing));
+  }
+
+  private async statsOf(listing: ShardListing): Promise<LogStats> {
     const base = await this.tables.base(listing.baseExists);
     const baseStats = base
       ? await (async () => {

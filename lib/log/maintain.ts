@@ -141,6 +141,8 @@ async function takeOrphans(ctx: Ctx, o: MaintainOptions): Promise<void> {
         slots: o.slots,
         ttlMs: o.leaseTtlMs,
         slot,
+        waitMs: 0, // a writer that just took it is alive: leave it
+        clock: o.clock,
       });
       await sealPredecessors(ctx, slot, taken.lease.epoch, taken.writerEpoch, o.clock);
       await sealOwnEpoch(ctx, taken.writerEpoch, o.clock);
@@ -180,25 +182,26 @@ async function sweepUnlisted(ctx: Ctx): Promise<string[]> {
 /**
  * Delete seals of epochs with no generation left (keeping each slot's highest, which hides any
  * later zombie generation of older epochs), fences of sealed epochs (the seal decides), and
- * retired markers whose data is gone.
+ * retired markers whose data is gone. Every decision comes from ONE listing: a generation
+ * created after it belongs to an epoch that had no seal in it, so no seal it needs is deleted.
  */
 async function cleanupMeta(ctx: { objects: ObjectStore; reader: LogReader }): Promise<void> {
-  const listing = await ctx.reader.listShards();
+  const meta = parseMetaNames(await ctx.objects.list(META_DIR));
+  const listing = await ctx.reader.listingOf(meta);
   const all = [...listing.visible, ...listing.invisible, ...listing.pending, ...listing.retired];
   const live = new Set(all.map((s) => s.writerEpoch));
   const liveShards = new Set(all.map((s) => s.name));
-  const { sealEpochs, fenceEpochs, retired } = parseMetaNames(await ctx.objects.list(META_DIR));
   const maxPerSlot = new Map<number, number>();
-  for (const e of sealEpochs) {
+  for (const e of meta.sealEpochs) {
     const p = parseShardName(`${e}-g000000`);
     if (p) maxPerSlot.set(p.slot, Math.max(maxPerSlot.get(p.slot) ?? 0, p.epoch));
   }
-  const sealed = new Set(sealEpochs);
-  for (const e of fenceEpochs) if (sealed.has(e)) await ctx.objects.delete(fenceKey(e));
-  for (const e of sealEpochs) {
+  const sealed = new Set(meta.sealEpochs);
+  for (const e of meta.fenceEpochs) if (sealed.has(e)) await ctx.objects.delete(fenceKey(e));
+  for (const e of meta.sealEpochs) {
     const p = parseShardName(`${e}-g000000`);
     if (!p || live.has(e) || maxPerSlot.get(p.slot) === p.epoch) continue;
     await ctx.objects.delete(sealKey(e));
   }
-  for (const r of retired) if (!liveShards.has(r)) await ctx.objects.delete(retiredKey(r));
+  for (const r of meta.retired) if (!liveShards.has(r)) await ctx.objects.delete(retiredKey(r));
 }

@@ -90,7 +90,8 @@ export class LogReader {
     return this.listingOf(parseMetaNames(await this.objects.list(META_DIR)));
   }
 
-  private async listingOf(meta: MetaNames): Promise<ShardListing> {
+  /** The listing of one meta folder listing the caller made (decisions from one snapshot). */
+  async listingOf(meta: MetaNames): Promise<ShardListing> {
     const { baseExists, gens, sealEpochs, fenceEpochs, retired } = meta;
     const shards = gens.map((n) => parseShardName(n)).filter((s): s is ShardName => s !== null);
     const seals = new Map<string, Seal>();
@@ -104,12 +105,10 @@ export class LogReader {
         }),
     );
     // Highest sealed epoch per slot: unsealed epochs at or below it are zombies.
-    const maxSealed = new Map<number, number>();
-    for (const e of sealEpochs) {
-      const p = parseShardName(`${e}-g000000`);
-      if (p) maxSealed.set(p.slot, Math.max(maxSealed.get(p.slot) ?? 0, p.epoch));
-    }
-    const fenced = new Set(fenceEpochs);
+    const maxSealed = maxEpochPerSlot(sealEpochs);
+    // Highest fenced epoch per slot: a generation of an epoch at or below it may become
+    // invisible (or be sealed below what it shows) any moment: wait for the seals.
+    const maxFenced = maxEpochPerSlot(fenceEpochs);
     const listing: ShardListing = {
       baseExists,
       visible: [],
@@ -132,7 +131,7 @@ export class LogReader {
         else listing.visible.push({ ...s, version: v, sealed: true });
       } else if ((maxSealed.get(s.slot) ?? 0) >= s.epoch) {
         listing.invisible.push(s);
-      } else if (fenced.has(s.writerEpoch)) {
+      } else if ((maxFenced.get(s.slot) ?? 0) >= s.epoch) {
         listing.pending.push(s);
       } else {
         listing.visible.push({ ...s, version: null, sealed: false });
@@ -201,21 +200,35 @@ export class LogReader {
     }, skip);
   }
 
-  /** Seal every fenced epoch whose seal is missing (a takeover that stalled or died). */
+  /**
+   * Seal the epochs of pending generations (a takeover that stalled or died), oldest first.
+   * Safe: a fence at or above an epoch of the slot means its lease moved on, so it can no longer
+   * confirm a commit, and every commit it confirmed is in the versions read now.
+   */
   private async completeSeals(listing: ShardListing): Promise<void> {
-    const epochs = [...new Set(listing.pending.map((s) => s.writerEpoch))];
-    for (const e of epochs) {
-      const gens = listing.pending.filter((s) => s.writerEpoch === e).map((s) => s.name);
-      await writeSeal({ objects: this.objects, tables: this.tables }, e, gens, 'reader', this.clock);
-    }
+    const pending = [...new Map(listing.pending.map((s) => [s.writerEpoch, s])).values()].sort((a, b) => a.slot - b.slot || a.epoch - b.epoch);
+    for (const s of pending) await writeSeal({ objects: this.objects, tables: this.tables }, s.writerEpoch, 'reader', this.clock);
   }
 }
 
-/** Whether every generation `read` saw is still there, unretired, and (if read at latest) unfenced. */
+/**
+ * Whether every generation `read` saw is still there and unretired, and, if read at its latest
+ * version, no epoch at or above its own in its slot was fenced or sealed meanwhile (its epoch is
+ * over: the seal decides what of it stays).
+ */
 function stable(read: readonly ShardView[], now: MetaNames): boolean {
   const gens = new Set(now.gens);
-  const ended = new Set([...now.fenceEpochs, ...now.sealEpochs]);
-  return read.every((v) => gens.has(v.name) && !now.retired.has(v.name) && (v.version !== null || !ended.has(v.writerEpoch)));
+  const ended = maxEpochPerSlot([...now.fenceEpochs, ...now.sealEpochs]);
+  return read.every((v) => gens.has(v.name) && !now.retired.has(v.name) && (v.version !== null || (ended.get(v.slot) ?? 0) < v.epoch));
+}
+
+function maxEpochPerSlot(writerEpochs: readonly string[]): Map<number, number> {
+  const max = new Map<number, number>();
+  for (const e of writerEpochs) {
+    const p = parseShardName(`${e}-g000000`);
+    if (p) max.set(p.slot, Math.max(max.get(p.slot) ?? 0, p.epoch));
+  }
+  return max;
 }
 
 async function query(t: Table, filter: string | null, columns: readonly string[]): Promise<EventRow[]> {

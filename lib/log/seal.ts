@@ -26,12 +26,9 @@ type SealCtx = { objects: ObjectStore; reader: LogReader; tables: LanceTables };
  */
 export async function sealPredecessors(ctx: SealCtx, slot: number, epoch: number, sealedBy: string, clock: Clock): Promise<void> {
   const listing = await ctx.reader.listShards();
-  const byEpoch = new Map<number, { writerEpoch: string; gens: string[] }>();
+  const toSeal = new Set<number>();
   for (const s of [...listing.visible, ...listing.invisible, ...listing.pending, ...listing.retired]) {
-    if (s.slot !== slot || s.epoch >= epoch) continue;
-    const e = byEpoch.get(s.epoch) ?? { writerEpoch: s.writerEpoch, gens: [] };
-    if (!listing.retired.some((r) => r.name === s.name)) e.gens.push(s.name);
-    byEpoch.set(s.epoch, e);
+    if (s.slot === slot && s.epoch < epoch) toSeal.add(s.epoch);
   }
   // An epoch at or below a sealed one would be read as a zombie's (e.g. after DynamoDB TTL
   // deleted a lease record untouched for its grace period and the counter restarted).
@@ -41,12 +38,11 @@ export async function sealPredecessors(ctx: SealCtx, slot: number, epoch: number
       throw new CorruptError(`slot ${slot} was given epoch ${epoch}, but epoch ${p.epoch} of it is already sealed; the lease record was reset (DynamoDB TTL?). Release the slot and raise its epoch above ${p.epoch}.`);
     }
   }
-  const prev = `s${String(slot).padStart(2, '0')}-e${String(epoch - 1).padStart(6, '0')}`;
-  if (epoch > 1 && !byEpoch.has(epoch - 1)) byEpoch.set(epoch - 1, { writerEpoch: prev, gens: [] });
-  for (const e of [...byEpoch.keys()].sort((a, b) => a - b)) {
-    const { writerEpoch, gens } = byEpoch.get(e)!;
+  if (epoch > 1) toSeal.add(epoch - 1);
+  for (const e of [...toSeal].sort((a, b) => a - b)) {
+    const writerEpoch = `s${String(slot).padStart(2, '0')}-e${String(e).padStart(6, '0')}`;
     if (listing.seals.has(writerEpoch) || (await ctx.reader.readSeal(writerEpoch))) continue;
-    await writeSeal(ctx, writerEpoch, gens, sealedBy, clock);
+    await writeSeal(ctx, writerEpoch, sealedBy, clock);
   }
 }
 
@@ -56,22 +52,24 @@ export async function sealPredecessors(ctx: SealCtx, slot: number, epoch: number
  */
 export async function sealOwnEpoch(ctx: SealCtx, writerEpoch: string, clock: Clock): Promise<void> {
   if (await ctx.reader.readSeal(writerEpoch)) return;
-  const listing = await ctx.reader.listShards();
-  const gens = [...listing.visible, ...listing.invisible, ...listing.pending]
-    .filter((s) => s.writerEpoch === writerEpoch)
-    .map((s) => s.name);
-  await writeSeal(ctx, writerEpoch, gens, writerEpoch, clock);
+  await writeSeal(ctx, writerEpoch, writerEpoch, clock);
 }
 
-/** Fence, read the generations' latest versions, seal (each step put-if-absent: any sealer may race). */
+/**
+ * Fence, list the epoch's generations, read their latest versions, seal; each write
+ * put-if-absent, so any number of sealers may race and the first seal wins. The listing comes
+ * after the fence: a generation created before the fence is in it (a reader that read it at
+ * latest sees the fence when it re-lists), one created after is not (and never visible).
+ */
 export async function writeSeal(
   ctx: { objects: ObjectStore; tables: LanceTables },
   writerEpoch: string,
-  gens: readonly string[],
   sealedBy: string,
   clock: Clock,
 ): Promise<void> {
   await ctx.objects.putIfAbsent(fenceKey(writerEpoch), sealedBy);
+  const meta = parseMetaNames(await ctx.objects.list(META_DIR));
+  const gens = meta.gens.filter((g) => parseShardName(g)?.writerEpoch === writerEpoch && !meta.retired.has(g));
   const versions: Record<string, number> = {};
   for (const name of gens) {
     // A fresh handle: a cached one (e.g. the writer's own, without read consistency) may lag.
@@ -82,8 +80,8 @@ export async function writeSeal(
       versions[String(parseShardName(name)!.generation)] = await t.version();
     } catch (e) {
       // Merged and retired meanwhile: its rows are in the base, readers skip it either way.
-      const meta = parseMetaNames(await ctx.objects.list(META_DIR));
-      if (meta.gens.includes(name) && !meta.retired.has(name)) throw e;
+      const now = parseMetaNames(await ctx.objects.list(META_DIR).catch(() => { throw e; }));
+      if (now.gens.includes(name) && !now.retired.has(name)) throw e;
     }
   }
   const seal: Seal = { writerEpoch, gens: versions, sealedBy, sealedAtMs: clock.nowMs() };

@@ -98,7 +98,9 @@ export class ShardWriter {
    */
   private ownRows = new Map<string, EventRow[]>();
   /** Tracks of items this writer sequenced (LRU, `cachedItems`); see plan(). */
-  private tracks = new Map<string, ItemTrack>();
+  private tracks = new Map<string, { track: ItemTrack; marker: string }>();
+  /** Numbers this writer's marker bodies, so each PUT is told from every earlier one. */
+  private markerSeq = 0;
   /** The background merge of a frozen generation, if one runs (one at a time). */
   private merging: Promise<unknown> | null = null;
   private exclusiveJobs: Array<() => Promise<void>> = [];
@@ -183,11 +185,17 @@ export class ShardWriter {
     let committing = false;
     try {
       // Items we begin writing: mark them ours before the commit, so a writer that cached them
-      // reads them again instead of trusting its copy.
+      // reads them again instead of trusting its copy. Each PUT has a body of its own (epoch +
+      // counter): a PUT that times out and lands later must not pass for a newer one.
       await Promise.all(
         [...writing]
-          .filter((id) => plan.markers.get(id) !== st.writerEpoch)
-          .map((id) => this.ctx.objects.put(itemKey(id), st.writerEpoch)),
+          .filter((id) => plan.markers.get(id) !== plan.ownMarkers.get(id))
+          .map(async (id) => {
+            const body = `${st.writerEpoch} ${this.claimNonce} ${++this.markerSeq}`;
+            await this.ctx.objects.put(itemKey(id), body);
+            plan.ownMarkers.set(id, body);
+            plan.markers.set(id, body);
+          }),
       );
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(gen));
@@ -209,10 +217,11 @@ export class ShardWriter {
     const mine = this.ownRows.get(gen) ?? [];
     for (const r of rows) mine.push({ ...r, value_blob: null });
     this.ownRows.set(gen, mine);
-    for (const [id, t] of plan.tracks) {
-      if (!writing.has(id) && plan.markers.get(id) !== st.writerEpoch) continue;
+    for (const [id, track] of plan.tracks) {
+      const marker = plan.ownMarkers.get(id);
+      if (marker === undefined || plan.markers.get(id) !== marker) continue;
       this.tracks.delete(id); // re-insert: the Map's order is the LRU order
-      this.tracks.set(id, t);
+      this.tracks.set(id, { track, marker });
     }
     for (const old of this.tracks.keys()) {
       if (this.tracks.size <= this.opts.cachedItems) break;
@@ -288,11 +297,13 @@ export class ShardWriter {
 
   private async plan(group: Request[], writerEpoch: string) {
     const itemIds = [...new Set(group.flatMap((r) => r.batches.map((b) => b.itemId)))];
-    // Item markers say which writer epoch last began writing each item. A cached track is
-    // good while the marker names us (nobody else wrote the item since); no marker means no
-    // writer ever wrote it. Only the other items are read from storage (base + other writers'
-    // shards, which is what makes an ack's cost grow with the number of writers).
+    // Item markers say which writer last began writing each item. A cached track is good
+    // while the marker is exactly the body this writer put (nobody else wrote the item since);
+    // no marker means no writer ever wrote it. Only the other items are read from storage
+    // (base + other writers' shards, which is what makes an ack's cost grow with writers).
     const markers = new Map<string, string | null>();
+    /** Items whose marker is one this writer put and whose state it has cached: the body. */
+    const ownMarkers = new Map<string, string>();
     const tracks = new Map<string, ItemTrack>();
     const toRead: string[] = [];
     await Promise.all(
@@ -300,8 +311,9 @@ export class ShardWriter {
         const marker = await this.ctx.objects.get(itemKey(id));
         markers.set(id, marker);
         const cached = this.tracks.get(id);
-        if (marker === writerEpoch && cached) {
-          tracks.set(id, cached);
+        if (cached && marker === cached.marker && writerEpoch !== PENDING_EPOCH && marker.startsWith(`${writerEpoch} `)) {
+          tracks.set(id, cached.track);
+          ownMarkers.set(id, marker);
           return;
         }
         // Not (or no longer) ours alone: forget the copy before anything else can fail, so no
@@ -347,7 +359,7 @@ export class ShardWriter {
         req.reject(e);
       }
     }
-    return { epoch: writerEpoch, itemIds, rows, plans, tracks, markers };
+    return { epoch: writerEpoch, itemIds, rows, plans, tracks, markers, ownMarkers };
   }
 
   private async ensureSlot(): Promise<SlotState> {
@@ -380,7 +392,9 @@ export class ShardWriter {
   }
 
   private dropSlot(): void {
-    this.state?.keeper.stop();
+    const st = this.state;
+    st?.keeper.stop();
+    if (st) this.ctx.tables.forget(shardName(st.writerEpoch, st.generation));
     this.state = null;
     // A takeover decides what of our generations is visible (the seal): read them from storage,
     // on fresh handles (ours were opened without read consistency).
