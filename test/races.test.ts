@@ -5,51 +5,26 @@
  * tapped stores, so the schedule is the same on every run. Assertions are on what a user sees:
  * acks, errors, and what fresh readers fold.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FencedError, isDgclError, UnavailableError } from '../lib/errors.ts';
-import type { LocalLeaseStore } from '../lib/lease/local.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import {
   eventsOf,
   expectDurable,
-  manualClock,
   Gate,
   Pause,
   settle,
   startRead,
-  sharedLeases,
-  tempRoot,
-  testLog,
   withFreshReader,
-  type TestLog,
+  raceFixture,
 } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const META = '_dgcl/meta';
 const isSealPut = (op: string, key: string) => op === 'putIfAbsent' && key.startsWith(`${META}/seal.`);
 
-let opened: TestLog[] = [];
-let stores: LocalLeaseStore[] = [];
-afterEach(async () => {
-  for (const t of opened) await t.log.close().catch(() => undefined);
-  for (const s of stores) await s.close();
-  opened = [];
-  stores = [];
-});
-
-function setup() {
-  const root = tempRoot();
-  const clock = manualClock();
-  const leases = sharedLeases(root, clock);
-  stores.push(leases);
-  const open = (o: Omit<Parameters<typeof testLog>[0], 'root' | 'leases' | 'clock'>) => {
-    const t = testLog({ root, leases, clock, leaseTtlMs: TTL, ...o });
-    opened.push(t);
-    return t;
-  };
-  return { root, clock, leases, open };
-}
+const { setup } = raceFixture(TTL);
 
 /** A writer whose next commit touching `itemId` stops before the shard commit until released. */
 function pauseBeforeCommitOf(itemId: string) {

@@ -4,50 +4,26 @@
  * stores and writer hooks; no sleeps) on a local root with real Lance, and asserts what a user
  * sees. Each one FAILS on the reviewed code (h-review at a6da3f1); the failure is the finding.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FencedError, UnavailableError } from '../lib/errors.ts';
 import { itemKey } from '../lib/log/layout.ts';
-import type { LocalLeaseStore } from '../lib/lease/local.ts';
 import { ManualClock } from '../lib/clock.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import {
   eventsOf,
   expectAcksVisible,
-  manualClock,
   Pause,
   settle,
-  sharedLeases,
-  tempRoot,
   testLog,
   withFreshReader,
-  type TestLog,
+  raceFixture,
 } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const META = '_dgcl/meta';
 
-let opened: TestLog[] = [];
-let stores: LocalLeaseStore[] = [];
-afterEach(async () => {
-  for (const t of opened) await t.log.close().catch(() => undefined);
-  for (const s of stores) await s.close();
-  opened = [];
-  stores = [];
-});
-
-function setup() {
-  const root = tempRoot();
-  const clock = manualClock();
-  const leases = sharedLeases(root, clock);
-  stores.push(leases);
-  const open = (o: Omit<Parameters<typeof testLog>[0], 'root' | 'leases' | 'clock'> & { clock?: ManualClock }) => {
-    const t = testLog({ root, leases, clock, leaseTtlMs: TTL, ...o });
-    opened.push(t);
-    return t;
-  };
-  return { root, clock, leases, open };
-}
+const { setup } = raceFixture(TTL);
 
 describe('review 1: a takeover lists the old epoch\'s generations BEFORE its fence', () => {
   // sealPredecessors() lists `_dgcl/meta/` and only then (in writeSeal) PUTs the fence. A zombie

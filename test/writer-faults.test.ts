@@ -3,7 +3,7 @@
  * code"), each forced deterministically on a local root with real Lance: hooks and tapped
  * stores fail or pause exactly one request. Assertions are on what a user observes.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../lib/clock.ts';
 import { CorruptError, FencedError, isDgclError, LeaseHeldError, UnavailableError } from '../lib/errors.ts';
 import { parseBatches } from '../lib/batch.ts';
@@ -17,7 +17,6 @@ import {
   expectAcksVisible,
   expectDurable,
   Gate,
-  manualClock,
   Pause,
   PIPELINE,
   settle,
@@ -25,32 +24,14 @@ import {
   tempRoot,
   testLog,
   withFreshReader,
+  raceFixture,
   type TestLog,
 } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const META = '_dgcl/meta';
 
-let opened: TestLog[] = [];
-let stores: LocalLeaseStore[] = [];
-afterEach(async () => {
-  for (const t of opened) await t.log.close().catch(() => undefined);
-  for (const s of stores) await s.close();
-  opened = [];
-  stores = [];
-});
-
-function setup(clock: ManualClock = manualClock()) {
-  const root = tempRoot();
-  const leases = sharedLeases(root, clock);
-  stores.push(leases);
-  const open = (o: Omit<Parameters<typeof testLog>[0], 'root' | 'leases' | 'clock'>) => {
-    const t = testLog({ root, leases, clock, leaseTtlMs: TTL, ...o });
-    opened.push(t);
-    return t;
-  };
-  return { root, clock, leases, open };
-}
+const { setup, keep } = raceFixture(TTL);
 
 const slotKey = (slot: number) => `${PIPELINE}/${EXPERIMENT}/slot/${slot}`;
 const checkpointOf = (batch: Record<string, unknown>) => parseBatches([batch])[0]!.checkpointId;
@@ -124,10 +105,11 @@ describe('slots', () => {
     const root = tempRoot();
     const { systemClock } = await import('../lib/clock.ts');
     const leases = sharedLeases(root, systemClock);
-    stores.push(leases);
+    keep.store(leases);
     const W1 = testLog({ root, leases, clock: systemClock, slots: 1, leaseTtlMs: TTL });
     const W2 = testLog({ root, leases, clock: systemClock, slots: 1, leaseTtlMs: TTL });
-    opened.push(W1, W2);
+    keep.log(W1);
+    keep.log(W2);
     const acks = await W1.log.append([createBatch('a')]);
 
     const refused = new Gate();

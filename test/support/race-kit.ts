@@ -8,7 +8,7 @@
 import { promises as fs, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { expect } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import { ManualClock, type Clock } from '../../lib/clock.ts';
 import { DEFAULTS } from '../../lib/index.ts';
 import { LocalLeaseStore } from '../../lib/lease/local.ts';
@@ -379,4 +379,41 @@ export function startRead<T>(
   };
   const result = settle(fn(log).finally(() => log.close()));
   return { result, settledOrRelisting: Promise.race([result.then(() => undefined), relisting.promise]) };
+}
+
+// ---- per-file set-up ------------------------------------------------------------------------
+
+export type OpenTestLog = (o: Omit<TestLogOptions, 'root' | 'leases' | 'clock'> & { clock?: Clock }) => TestLog;
+
+/**
+ * For a test file: `setup()` gives each test a fresh root, clock and shared lease store, and
+ * `open()` logs on them with lease ttl `ttlMs`; every log and store is closed after each test
+ * (`keep` registers ones made by hand).
+ */
+export function raceFixture(ttlMs: number) {
+  let opened: TestLog[] = [];
+  let stores: LocalLeaseStore[] = [];
+  afterEach(async () => {
+    for (const t of opened) await t.log.close().catch(() => undefined);
+    for (const s of stores) await s.close();
+    opened = [];
+    stores = [];
+  });
+  const keep = {
+    log<T extends TestLog>(t: T): T {
+      opened.push(t);
+      return t;
+    },
+    store<T extends LocalLeaseStore>(s: T): T {
+      stores.push(s);
+      return s;
+    },
+  };
+  function setup(clock: ManualClock = manualClock()) {
+    const root = tempRoot();
+    const leases = keep.store(sharedLeases(root, clock));
+    const open: OpenTestLog = (o) => keep.log(testLog({ root, leases, clock, leaseTtlMs: ttlMs, ...o }));
+    return { root, clock, leases, open };
+  }
+  return { setup, keep };
 }
