@@ -1,0 +1,46 @@
+/**
+ * Reads must not write, and rejected input writes nothing: after an item's writer closed (its
+ * shard merged and deleted), folding, listing and a refused append leave the log folder exactly
+ * as it was (no `_dgcl/shards/` recreated by a connection, no lease, no marker).
+ */
+import { mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { InvalidInputError } from '../lib/errors.ts';
+import { openLog } from '../lib/index.ts';
+import { createBatch, stepBatch } from './support/batches.ts';
+
+function tree(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string) => {
+    for (const n of readdirSync(d).sort()) {
+      const p = path.join(d, n);
+      const s = statSync(p);
+      out.push(`${path.relative(dir, p)}${s.isDirectory() ? '/' : ` ${s.size}`}`);
+      if (s.isDirectory()) walk(p);
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+describe('reads write nothing', () => {
+  it('fold, items, stats and a refused append after the writer closed leave the folder unchanged', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'dgcl-ro-'));
+    const w = await openLog({ root, pipeline: 'p', experiment: 'e' });
+    await w.append([createBatch('t', { terminal: 'completed' })]);
+    await w.close();
+    const before = tree(root);
+    expect(before.some((l) => l.includes('_dgcl/shards/')), 'the merged shard is gone').toBe(false);
+
+    const r = await openLog({ root, pipeline: 'p', experiment: 'e' });
+    expect((await r.fold('t')).status).toBe('completed');
+    expect((await r.items()).items.map((i) => i.itemId)).toEqual(['t']);
+    await r.stats();
+    await expect(r.append([stepBatch('t', 1)])).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(r.fold('never-written')).rejects.toThrow(/not found/);
+    await r.close();
+    expect(tree(root)).toEqual(before);
+  });
+});
