@@ -75,8 +75,10 @@ export function buildProgram(): Command {
       const bar = progressOf(flags);
       let acks;
       try {
-        bar.stage('reading stdin', stdinSize(), 'bytes');
-        const batches = await readBatchLines(process.stdin, (n) => bar.update(n));
+        // Lines typed at a terminal would be drawn over: no bar while a person types them.
+        const typed = process.stdin.isTTY === true;
+        if (!typed) bar.stage('reading stdin', stdinSize(), 'bytes');
+        const batches = await readBatchLines(process.stdin, typed ? undefined : (n) => bar.update(n));
         // One request, all or nothing: the acks arrive together when its commit is confirmed.
         bar.stage('appending', batches.length, 'batches');
         acks = await using(flags, (log) => log.append(batches));
