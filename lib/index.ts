@@ -36,6 +36,7 @@ export type { Clock } from './clock.ts';
 export type { Lease, LeaseStore } from './lease/types.ts';
 export { LocalLeaseStore } from './lease/local.ts';
 export { MissingLeaseStore } from './lease/missing.ts';
+export type { MaintainProgress } from './log/maintain.ts';
 export { DynamoLeaseStore, createLeaseTable } from './lease/dynamo.ts';
 export { parseBatch, parseBatches } from './batch.ts';
 export { foldItem, trajectory } from './fold.ts';
