@@ -100,5 +100,5 @@ describe('an s3:// root without DGCL_LEASE_TABLE', () => {
     expect(append.stderr).toContain('dgcl: INVALID_INPUT: DGCL_LEASE_TABLE: an s3:// root needs a DynamoDB lease table to append or maintain');
     expect(append.stdout).toBe('');
     expect(requests).toEqual([]);
-  });
+  }, 240_000); // two CLI processes (tsx start-up): seconds apiece on a loaded machine
 });

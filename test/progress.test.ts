@@ -15,6 +15,8 @@ import { dgcl } from './support/proc.ts';
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const BAR_CHARS = /[\u2588\u2591]/; // cli-progress shades_classic: full and light shade blocks
 const N = 600;
+/** Each CLI process starts tsx and Lance: seconds apiece on a loaded machine. */
+const SPAWNS = 240_000;
 
 const dir = mkdtempSync(path.join(tmpdir(), 'dgcl-progress-'));
 const batchFile = path.join(dir, 'batches.jsonl');
@@ -69,7 +71,7 @@ describe('dgcl append and maintain', () => {
     const lines = readFileSync(acks, 'utf8').trim().split('\n');
     expect(lines).toHaveLength(N);
     expect(JSON.parse(lines[0]!)).toMatchObject({ itemId: 'k-0', duplicate: false });
-  });
+  }, SPAWNS);
 
   it('on a terminal: maintain counts its steps to the end; with --json it draws nothing', () => {
     const r = inTerminal(['maintain', ...flags]);
@@ -84,7 +86,7 @@ describe('dgcl append and maintain', () => {
     expect(quiet.screen).not.toMatch(BAR_CHARS);
     expect(quiet.screen).not.toContain('maintaining');
     expect(JSON.parse(quiet.screen).ran).toBe(true);
-  });
+  }, SPAWNS);
 
   it('not on a terminal (pipes): stderr stays empty', async () => {
     const stdin = readFileSync(batchFile, 'utf8');
@@ -97,5 +99,5 @@ describe('dgcl append and maintain', () => {
     expect(m.code, m.stderr).toBe(0);
     expect(m.stderr).toBe('');
     expect(JSON.parse(m.stdout).ran).toBe(true);
-  });
+  }, SPAWNS);
 });
