@@ -2,14 +2,21 @@ import type { Readable } from 'node:stream';
 import { InvalidInputError } from '../lib/errors.ts';
 
 /**
- * JSON Lines of checkpoint batches; blank lines are skipped. Stdin must be valid UTF-8: a
+ * JSON Lines of checkpoint batches; blank lines are skipped. `onRead` is told the bytes read so
+ * far (the progress bar). Stdin must be valid UTF-8: a
  * replacing decoder would turn bad bytes into U+FFFD and the log would store text the caller
  * never sent, so a bad byte is an error naming its line and byte offset. A line that is not
  * JSON is an error naming its line number. Both are raised before anything is written.
  */
-export async function readBatchLines(input: Readable): Promise<unknown[]> {
+export async function readBatchLines(input: Readable, onRead?: (bytes: number) => void): Promise<unknown[]> {
   const chunks: Buffer[] = [];
-  for await (const c of input) chunks.push(typeof c === 'string' ? Buffer.from(c) : (c as Buffer));
+  let read = 0;
+  for await (const c of input) {
+    const chunk = typeof c === 'string' ? Buffer.from(c) : (c as Buffer);
+    chunks.push(chunk);
+    read += chunk.length;
+    onRead?.(read);
+  }
   const bytes = Buffer.concat(chunks);
   const batches: unknown[] = [];
   decodeLines(bytes).forEach((line, i) => {

@@ -2,6 +2,7 @@
  * `dgcl`: the command line of CONTRACT.md. Exit codes: 0 ok, 2 bad usage or input (message on
  * stderr, nothing written), 1 anything else.
  */
+import { fstatSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { isDgclError } from '../lib/errors.ts';
@@ -12,6 +13,7 @@ import { ITEM_STATUSES, type ItemStatus } from '../lib/types.ts';
 import { runDemo } from './demo.ts';
 import { formatFailures, formatItems, formatStats, formatTrajectory } from './format.ts';
 import { readBatchLines } from './input.ts';
+import { progress, type Progress } from './progress.ts';
 
 interface LogFlags {
   root?: string;
@@ -70,8 +72,20 @@ export function buildProgram(): Command {
   withLog(program.command('append'))
     .description('append checkpoint batches read as JSON Lines on stdin; prints one ack per line')
     .action(async (flags: LogFlags) => {
-      const batches = await readBatchLines(process.stdin);
-      const acks = await using(flags, (log) => log.append(batches));
+      const bar = progressOf(flags);
+      let acks;
+      try {
+        // Lines typed at a terminal would be drawn over: no bar while a person types them.
+        const typed = process.stdin.isTTY === true;
+        if (!typed) bar.stage('reading stdin', stdinSize(), 'bytes');
+        const batches = await readBatchLines(process.stdin, typed ? undefined : (n) => bar.update(n));
+        // One request, all or nothing: the acks arrive together when its commit is confirmed.
+        bar.stage('appending', batches.length, 'batches');
+        acks = await using(flags, (log) => log.append(batches));
+        bar.update(acks.length);
+      } finally {
+        bar.stop();
+      }
       for (const a of acks) json(a);
     });
 
@@ -121,7 +135,15 @@ export function buildProgram(): Command {
   withLog(program.command('maintain'))
     .description('merge shards, compact, refresh indexes, clean up; prints what it did')
     .action(async (flags: LogFlags) => {
-      const report = await using(flags, (log) => log.maintain());
+      const bar = progressOf(flags);
+      let report;
+      try {
+        // The number of steps is known once the pass has listed the generations it merges.
+        bar.stage('maintaining', null, 'steps');
+        report = await using(flags, (log) => log.maintain({ onProgress: (step, done, total) => bar.update(done, total, step) }));
+      } finally {
+        bar.stop();
+      }
       json(report, !flags.json);
     });
 
@@ -149,6 +171,21 @@ export function buildProgram(): Command {
     });
 
   return program;
+}
+
+/** The progress bar of a long command (stderr; nothing with --json or off a terminal). */
+function progressOf(flags: LogFlags): Progress {
+  return progress({ json: flags.json, stream: process.stderr, env: process.env });
+}
+
+/** Size of stdin when it is a regular file (`< batches.jsonl`); null for a pipe or terminal. */
+function stdinSize(): number | null {
+  try {
+    const st = fstatSync(0);
+    return st.isFile() ? st.size : null;
+  } catch {
+    return null;
+  }
 }
 
 function positiveInt(v: string, name: string): number {

@@ -11,14 +11,17 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
-import type { CheckpointLog } from './api.ts';
+import type { CheckpointLog, MaintenanceReport } from './api.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { InvalidInputError } from './errors.ts';
 import { DynamoLeaseStore } from './lease/dynamo.ts';
 import { LocalLeaseStore } from './lease/local.ts';
+import { MissingLeaseStore } from './lease/missing.ts';
 import type { LeaseStore } from './lease/types.ts';
-import { LanceCheckpointLog } from './log/log.ts';
+import type { Ack } from './types.ts';
+import { LanceCheckpointLog, type LanceLogOptions } from './log/log.ts';
 import type { MergeHooks } from './log/merge.ts';
+import type { MaintainProgress } from './log/maintain.ts';
 import type { WriterHooks } from './log/writer.ts';
 import { validateName } from './names.ts';
 import { LocalObjectStore } from './storage/local.ts';
@@ -32,6 +35,8 @@ export * from './types.ts';
 export type { Clock } from './clock.ts';
 export type { Lease, LeaseStore } from './lease/types.ts';
 export { LocalLeaseStore } from './lease/local.ts';
+export { MissingLeaseStore } from './lease/missing.ts';
+export type { MaintainProgress } from './log/maintain.ts';
 export { DynamoLeaseStore, createLeaseTable } from './lease/dynamo.ts';
 export { parseBatch, parseBatches } from './batch.ts';
 export { foldItem, trajectory } from './fold.ts';
@@ -43,7 +48,8 @@ export interface OpenLogOptions {
   experiment: string;
   /**
    * Writer epochs and maintainer election. Default: for local roots a lease folder beside the
-   * logs (`<root>/.dgcl/leases`); for S3 roots DynamoDB table `DGCL_LEASE_TABLE`.
+   * logs (`<root>/.dgcl/leases`); for S3 roots DynamoDB table `DGCL_LEASE_TABLE`, and without
+   * it none: the log reads, while append and maintain fail with INVALID_INPUT naming it.
    */
   leases?: LeaseStore;
   /** Identity of this process in leases (default: host/pid/random). */
@@ -116,7 +122,7 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     leases = owned.store;
     onClose = owned.close;
   }
-  return new LanceCheckpointLog({
+  const options: LanceLogOptions = {
     pipeline,
     experiment,
     uri: logUri(root, pipeline, experiment),
@@ -135,7 +141,30 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     claimRetentionMs: o.claimRetentionMs ?? DEFAULTS.claimRetentionMs,
     ...(o.hooks ? { hooks: o.hooks } : {}),
     ...(onClose ? { onClose } : {}),
-  });
+  };
+  return leases instanceof MissingLeaseStore ? new LeaselessLog(options, leases) : new LanceCheckpointLog(options);
+}
+
+/**
+ * A log with no lease store (an s3:// root without DGCL_LEASE_TABLE). Reads never take a lease;
+ * append and maintain would (a writer slot, the maintainer), so they fail at once, before the
+ * writer reads the items it would sequence: no request is sent and nothing is written.
+ */
+class LeaselessLog extends LanceCheckpointLog {
+  constructor(
+    o: LanceLogOptions,
+    private readonly missing: MissingLeaseStore,
+  ) {
+    super(o);
+  }
+
+  override append(_batches: unknown[]): Promise<Ack[]> {
+    return Promise.reject(this.missing.error());
+  }
+
+  override maintain(_options: { onProgress?: MaintainProgress } = {}): Promise<MaintenanceReport> {
+    return Promise.reject(this.missing.error());
+  }
 }
 
 /** The lease store a root uses when none is given, and how to close what it opened. */
@@ -150,7 +179,8 @@ export function defaultLeaseStore(
   }
   const table = env.DGCL_LEASE_TABLE;
   if (!table) {
-    throw new InvalidInputError('an s3:// root needs a DynamoDB lease table: set DGCL_LEASE_TABLE (or pass `leases`)', { field: 'DGCL_LEASE_TABLE' });
+    // Reads need no lease: open anyway; the first use of the store says what is missing.
+    return { store: new MissingLeaseStore(), close: async () => {} };
   }
   const client = new DynamoDBClient({ requestHandler: DYNAMODB_REQUESTS });
   const store = new DynamoLeaseStore({ client, table, clock });

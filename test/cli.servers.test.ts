@@ -25,5 +25,12 @@ describe('dgcl on s3://', () => {
     const none = await dgcl(['append', ...flags], { env: { DGCL_LEASE_TABLE: '' }, stdin: `${JSON.stringify(batch)}\n` });
     expect(none.code).toBe(2);
     expect(none.stderr).toContain('DGCL_LEASE_TABLE');
+    // Reads take no lease: they work without the table.
+    const read = await dgcl(['fold', ...flags, '--item', 'a', '--json'], { env: { DGCL_LEASE_TABLE: '' } });
+    expect(read.code, read.stderr).toBe(0);
+    expect(JSON.parse(read.stdout)).toMatchObject({ status: 'in_progress', fields: { n: 1 } });
+    const items = await dgcl(['items', ...flags, '--json'], { env: { DGCL_LEASE_TABLE: '' } });
+    expect(items.code, items.stderr).toBe(0);
+    expect(items.stdout.split('\n').map((l) => JSON.parse(l).itemId)).toEqual(['a']);
   });
 });

@@ -43,8 +43,20 @@ describe('maintenance sweeps what zombies leave', () => {
     await pause.reached.promise;
     clock.advance(TTL + 1);
     const M = testLog({ root, leases, clock, slots: 1, leaseTtlMs: TTL, owner: 'maintainer' });
-    const first = await M.log.maintain();
+    const progress: Array<[string, number, number]> = [];
+    const first = await M.log.maintain({ onProgress: (step, done, total) => progress.push([step, done, total]) });
     expect(first.failures).toEqual([]);
+    // Every step is reported once, in order; the total grows by the one merge once it is listed.
+    expect(progress).toEqual([
+      ['orphans', 1, 7],
+      ['retirements', 2, 7],
+      ['merge', 3, 8],
+      ['zombies', 4, 8],
+      ['compaction', 5, 8],
+      ['indexes', 6, 8],
+      ['claims', 7, 8],
+      ['meta', 8, 8],
+    ]);
     expect(first.mergedShards).toContain(gen);
     expect(existsSync(dir), 'merged and deleted').toBe(false);
 

@@ -12,7 +12,7 @@ import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, BlobRef, EventRow, ItemState, ItemStatus, TrajectoryEvent } from '../types.ts';
 import { ITEM_STATUSES } from '../types.ts';
-import { maintain } from './maintain.ts';
+import { maintain, type MaintainProgress } from './maintain.ts';
 import { LogReader, type ShardListing } from './reader.ts';
 import { LanceTables, sqlString, type Table, type TableWrapper } from './tables.ts';
 import { ShardWriter, type WriterOptions } from './writer.ts';
@@ -169,7 +169,8 @@ export class LanceCheckpointLog implements CheckpointLog {
     return this.writer.mergeOwn();
   }
 
-  async maintain(): Promise<MaintenanceReport> {
+  /** `onProgress` is told after each step (the CLI's progress bar). */
+  async maintain(options: { onProgress?: MaintainProgress } = {}): Promise<MaintenanceReport> {
     return maintain(this.ctx(), {
       pipeline: this.o.pipeline,
       experiment: this.o.experiment,
@@ -180,6 +181,7 @@ export class LanceCheckpointLog implements CheckpointLog {
       claimRetentionMs: this.o.claimRetentionMs,
       clock: this.o.clock,
       ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     });
   }
 

@@ -31,7 +31,15 @@ export interface MaintainOptions {
   claimRetentionMs: number;
   clock: Clock;
   hooks?: MergeHooks;
+  /** Told after each step (a skipped one too), so a caller can show progress; never awaited. */
+  onProgress?: MaintainProgress;
 }
+
+/** `done` of `total` steps are over, the last one `step`; `total` grows once the merges are known. */
+export type MaintainProgress = (step: MaintenanceStep, done: number, total: number) => void;
+
+/** Steps every pass runs besides one `merge` per sealed generation. */
+const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zombies', 'compaction', 'indexes', 'claims', 'meta'];
 
 export const INDEXED_COLUMNS = ['item_id', 'event_id'] as const;
 
@@ -59,12 +67,23 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
   }
   const keeper = new LeaseKeeper(ctx.leases, lease, o.leaseTtlMs);
   const mctx = { ...ctx, hooks: o.hooks };
+  let done = 0;
+  let total = FIXED_STEPS.length;
+  const tick = (name: MaintenanceStep): void => {
+    done++;
+    try {
+      o.onProgress?.(name, done, total);
+    } catch {
+      // a failing progress display must not stop a maintenance pass
+    }
+  };
   const step = async (name: MaintenanceStep, fn: () => Promise<void>): Promise<void> => {
     try {
       await fn();
     } catch (e) {
       report.failures.push({ step: name, code: e instanceof DgclError ? e.code : 'INTERNAL', message: e instanceof Error ? e.message : String(e) });
     }
+    tick(name);
   };
   try {
     report.ran = true;
@@ -79,6 +98,7 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
     });
     if (listing) {
       const l: ShardListing = listing;
+      total += l.visible.filter((s) => s.sealed).length;
       // 3. Merge sealed generations (each on its own: one failure does not stop the others).
       for (const v of l.visible.filter((s) => s.sealed)) {
         await step('merge', async () => {
@@ -95,6 +115,8 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
         }
         report.sweptShards.push(...(await sweepUnlisted(ctx)));
       });
+    } else {
+      tick('zombies'); // skipped: no listing to sweep from
     }
 
     // 4. Base: compaction + prune, then scalar indexes.
