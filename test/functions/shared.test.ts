@@ -16,9 +16,9 @@ afterAll(async () => {
 });
 
 describe('readConfig', () => {
-  const cfgError = (env: Record<string, string>) => {
+  const cfgError = (env: Record<string, string>, leases = false) => {
     try {
-      readConfig(env);
+      readConfig(env, { leases });
     } catch (e) {
       expect(e).toBeInstanceOf(ConfigurationError);
       return e as ConfigurationError;
@@ -29,7 +29,9 @@ describe('readConfig', () => {
   it('names the variable at fault', () => {
     expect(cfgError({}).variable).toBe('DGCL_ROOT');
     expect(cfgError({ DGCL_ROOT: 'ftp://x/y' }).variable).toBe('DGCL_ROOT');
-    expect(cfgError({ DGCL_ROOT: 's3://bucket/prefix' }).variable).toBe('DGCL_LEASE_TABLE');
+    // Only handlers that take leases (append, maintenance) need the table; readers do not.
+    expect(cfgError({ DGCL_ROOT: 's3://bucket/prefix' }, true).variable).toBe('DGCL_LEASE_TABLE');
+    expect(readConfig({ DGCL_ROOT: 's3://bucket/prefix' }).leaseTable).toBeUndefined();
     expect(cfgError({ DGCL_ROOT: '/tmp/x', DGCL_LEASE_TTL_MS: '-3' }).variable).toBe('DGCL_LEASE_TTL_MS');
     const e = cfgError({});
     expect([e.name, e.code, e.retryable]).toEqual(['ConfigurationError', 'INTERNAL', false]);
