@@ -14,7 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG, normalizePrefix, readConfig } from '../../infra/config.ts';
 import { assertFits, formatSizes, LAMBDA_UNZIPPED_LIMIT_BYTES, measureAssembly } from '../../infra/sizes.ts';
 import { METRICS_NAMESPACE, RECORD_FAILURES_METRIC } from '../../functions/shared/metric-names.ts';
-import { APPEND_QUEUE_AGE_ALARM, DgclStack, HANDLERS, LAYER_MODULES, WRITER_SLOTS } from '../../infra/stack.ts';
+import { LAYER_SPECIFIERS } from '../../infra/lancedb-layer.ts';
+import { APPEND_QUEUE_AGE_ALARM, DgclStack, HANDLERS, LAYER_ALIASES, LAYER_MODULES, WRITER_SLOTS } from '../../infra/stack.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const CDK_CONTEXT = (JSON.parse(fs.readFileSync(path.join(REPO, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> })
@@ -210,14 +211,19 @@ describe('functions', () => {
       expect(fs.readdirSync(dir)).toEqual(['index.mjs']);
       const code = fs.readFileSync(path.join(dir, 'index.mjs'), 'utf8');
       // Stock Node's ESM loader ignores NODE_PATH: a bare import would not find the layer.
-      for (const m of [...LAYER_MODULES, 'apache-arrow/visitor/vectorassembler']) {
-        expect(code).not.toContain(`from "${m}"`);
-        expect(code).not.toContain(`import("${m}")`);
-        expect(code).toContain(`loadLayerModule("${m}")`); // functions/shared/layer.ts
+      for (const m of LAYER_MODULES) {
+        // Neither the package nor any subpath of it.
+        expect(code).not.toMatch(new RegExp(`(from|import)\\s*\\(?\\s*"${m}(/[^"]*)?"`));
       }
+      for (const spec of LAYER_SPECIFIERS) expect(code).toContain(`loadLayerModule("${spec}")`); // functions/shared/layer.ts
       expect(code).toContain('createRequire');
       expect(code).not.toContain('RecordBatchReader'); // nothing of Arrow's code
     }
+  });
+
+  it('have a CommonJS shim for every layer specifier lib/ imports (the ones the layer builder traces)', () => {
+    expect(Object.keys(LAYER_ALIASES).sort()).toEqual([...LAYER_SPECIFIERS].sort());
+    for (const file of Object.values(LAYER_ALIASES)) expect(fs.existsSync(file), file).toBe(true);
   });
 
   it('fit under the unzipped size limit with their layer, and the check catches a breach', () => {
