@@ -8,10 +8,12 @@
  *
  * SQS records are validated one by one (an invalid record fails alone), grouped per experiment,
  * and appended concurrently, one `append` call per record, so the records of a batch share the
- * log's group commits while each keeps its own ack or error. Records of one item go in rounds,
- * in delivery order: the next record of an item is appended only after the previous one was
- * acknowledged or found invalid; after any other failure the item's later records are failed
- * without being tried, so a redelivery can never put an item's steps out of order.
+ * log's group commits while each keeps its own ack or error. Records of one FIFO message group
+ * (the stack's append queue: MessageGroupId = root item id; without one, of one item) go in
+ * rounds, in delivery order: the group's next record is appended only after the previous one was
+ * acknowledged or found invalid; after any other failure the group's later records are failed
+ * without being tried (SQS FIFO semantics: a group's redelivery must start at its first failed
+ * record), so a redelivery can never put the group's batches out of order.
  *
  * The container keeps its log per experiment (functions/shared/logs.ts), hence its shard slot.
  */
@@ -24,6 +26,7 @@ import type { Ack } from '../lib/types.ts';
 import { readConfig, type HandlerConfig } from './shared/config.ts';
 import { isInvalid, summarizeError, type ErrorSummary } from './shared/errors.ts';
 import { logCache, type CachedLog } from './shared/logs.ts';
+import { RECORD_FAILURES_METRIC } from './shared/metric-names.ts';
 import { lambdaHandler, MetricUnit, observability } from './shared/observability.ts';
 import { AppendDirectSchema, AppendMessageSchema, isSqsEvent, parseInput, parseJson, SqsRecordSchema } from './shared/schemas.ts';
 import { beforeDeadline, deadlineOf, leaseTtlFor, untilDeadline, withinDeadline } from './shared/time.ts';
@@ -41,7 +44,7 @@ export interface AppendResult {
 export const handler = lambdaHandler(
   obs,
   async (event: unknown, context: Context): Promise<AppendResult | SQSBatchResponse> => {
-    const config = readConfig();
+    const config = readConfig(process.env, { leases: true });
     if (isSqsEvent(event)) return appendSqs(event.Records, context, config);
     return appendDirect(event, context, config);
   },
@@ -64,16 +67,50 @@ async function appendDirect(event: unknown, context: Context, config: HandlerCon
 
 // ------------------------------------------------------------------------------ SQS event
 
-interface Rec {
+export interface Rec {
   index: number;
   messageId: string;
   pipeline: string;
   experiment: string;
   itemId: string;
+  /** `attributes.MessageGroupId` (FIFO queues only). */
+  groupId: string | undefined;
   batch: Record<string, unknown>;
 }
 
-type Outcome =
+/**
+ * What must stay in delivery order: the FIFO message group; on a standard queue (no group, no
+ * order promised) at least the item's own records.
+ */
+export function orderKey(rec: { itemId: string; groupId: string | undefined }): string {
+  return rec.groupId !== undefined ? `group:${rec.groupId}` : `item:${rec.itemId}`;
+}
+
+/** The records of one experiment as queues in delivery order, one queue per orderKey. */
+export function orderQueues<R extends { itemId: string; groupId: string | undefined }>(recs: readonly R[]): R[][] {
+  const byKey = new Map<string, R[]>();
+  for (const r of recs) {
+    const key = orderKey(r);
+    let q = byKey.get(key);
+    if (!q) byKey.set(key, (q = []));
+    q.push(r);
+  }
+  return [...byKey.values()];
+}
+
+/**
+ * Fails the rest of a queue untried after its record failed (not for invalid input: such a
+ * record is never appended, so the order around it does not matter, and failing the rest with it
+ * would send them all to the DLQ alongside it).
+ */
+export function failRest(queue: Rec[], error: ErrorSummary, outcomes: Outcome[]): void {
+  for (const later of queue.splice(0)) {
+    const what = later.groupId !== undefined ? `message group ${JSON.stringify(later.groupId)}` : `item ${JSON.stringify(later.itemId)}`;
+    outcomes[later.index] = { kind: 'failed', error: { ...error, message: `not tried: an earlier record of ${what} in this batch failed (${error.message})` } };
+  }
+}
+
+export type Outcome =
   | { kind: 'ok'; ack: Ack }
   | { kind: 'invalid'; error: ErrorSummary }
   | { kind: 'failed'; error: ErrorSummary };
@@ -140,7 +177,8 @@ async function appendSqs(raw: unknown[], context: Context, config: HandlerConfig
   });
   metrics.addMetric('Acks', MetricUnit.Count, fresh);
   metrics.addMetric('Duplicates', MetricUnit.Count, duplicates);
-  metrics.addMetric('BatchItemFailures', MetricUnit.Count, failures.length);
+  // The stack alarms on this one (record failures reach the DLQ alarm only after every redelivery).
+  metrics.addMetric(RECORD_FAILURES_METRIC, MetricUnit.Count, failures.length);
   metrics.addMetric('InvalidRecords', MetricUnit.Count, invalid);
   logger.info('appended SQS records', { records: raw.length, experiments: groups.size, fresh, duplicates, failed: failures.length, invalid });
 
@@ -148,34 +186,27 @@ async function appendSqs(raw: unknown[], context: Context, config: HandlerConfig
   return { batchItemFailures: failures };
 }
 
-function parseRecord(raw: unknown, index: number, messageId: string): Rec {
+export function parseRecord(raw: unknown, index: number, messageId: string): Rec {
   const at = `Records[${index}]`;
   const record = parseInput(SqsRecordSchema, raw, at);
+  const groupId = record.attributes?.MessageGroupId;
   const body = parseJson(record.body, `${at}.body`);
   const { pipeline, experiment } = parseInput(AppendMessageSchema, body, `${at}.body`);
   const batch = { ...(body as Record<string, unknown>) };
   delete batch.pipeline;
   delete batch.experiment;
   const prepared = parseBatch(batch, `${at}.body`);
-  return { index, messageId, pipeline, experiment, itemId: prepared.itemId, batch };
+  return { index, messageId, pipeline, experiment, itemId: prepared.itemId, groupId, batch };
 }
 
 /**
- * One round = the next record of every item of the experiment, appended concurrently (they share
- * group commits). An item whose record failed for any reason but invalid input stops there: its
- * later records are failed untried, so they come back after it.
+ * One round = the next record of every message group (orderQueues) of the experiment, appended
+ * concurrently (they share group commits). A group whose record failed for any reason but invalid
+ * input stops there: its later records are failed untried, so they come back after it.
  */
 async function appendRounds(entry: CachedLog, recs: Rec[], outcomes: Outcome[], deadline: number): Promise<void> {
-  const perItem = new Map<string, Rec[]>();
-  for (const r of recs) {
-    let q = perItem.get(r.itemId);
-    if (!q) perItem.set(r.itemId, (q = []));
-    q.push(r);
-  }
-  const queues = [...perItem.values()];
-  const stopItem = (q: Rec[], error: ErrorSummary) => {
-    for (const later of q.splice(0)) outcomes[later.index] = { kind: 'failed', error: { ...error, message: `not tried: an earlier record of item ${JSON.stringify(later.itemId)} in this batch failed (${error.message})` } };
-  };
+  const queues = orderQueues(recs);
+  const stopGroup = (q: Rec[], error: ErrorSummary) => failRest(q, error, outcomes);
   const deadlineError = summarizeError(
     new UnavailableError("the invocation's deadline came before the record was acknowledged; it may or may not be written (a redelivery is safe)"),
   );
@@ -185,7 +216,7 @@ async function appendRounds(entry: CachedLog, recs: Rec[], outcomes: Outcome[], 
     if (untilDeadline(deadline) <= 0) {
       for (const { q, rec } of round) {
         outcomes[rec.index] = { kind: 'failed', error: deadlineError };
-        stopItem(q, deadlineError);
+        stopGroup(q, deadlineError);
       }
       return;
     }
@@ -195,7 +226,7 @@ async function appendRounds(entry: CachedLog, recs: Rec[], outcomes: Outcome[], 
           const r = await beforeDeadline(appendWithRetry(entry.log, [rec.batch]), deadline);
           if (!r.done) {
             outcomes[rec.index] = { kind: 'failed', error: deadlineError };
-            stopItem(q, deadlineError);
+            stopGroup(q, deadlineError);
             return;
           }
           const ack = r.value[0]!;
@@ -207,7 +238,7 @@ async function appendRounds(entry: CachedLog, recs: Rec[], outcomes: Outcome[], 
             outcomes[rec.index] = { kind: 'invalid', error };
           } else {
             outcomes[rec.index] = { kind: 'failed', error };
-            stopItem(q, error);
+            stopGroup(q, error);
           }
         }
       }),

@@ -46,7 +46,7 @@ export interface MaintenanceResult {
 export const handler = lambdaHandler(
   obs,
   async (event: unknown, context: Context): Promise<MaintenanceResult> => {
-    const config = readConfig();
+    const config = readConfig(process.env, { leases: true });
     const input = isEventBridgeEvent(event)
       ? parseInput(MaintenanceSchema, event.detail ?? {}, 'event.detail')
       : parseInput(MaintenanceSchema, event ?? {}, 'event');

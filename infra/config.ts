@@ -10,7 +10,11 @@ export interface DgclConfig {
   prefix: string;
   /** How often maintenance runs (EventBridge rate, minutes). */
   maintenanceRateMinutes: number;
-  /** Most concurrent append invocations (= most live writer shards), 2..1000. */
+  /**
+   * Most concurrent append invocations (= most live writer shards): the event source's
+   * maxConcurrency and the function's reserved concurrency; 2..the writer slots of an
+   * experiment (16; infra/stack.ts rejects more).
+   */
   appendMaxConcurrency: number;
   /** S3 versioning on the log bucket (off by default; see docs/design/deployment.md). */
   bucketVersioning: boolean;

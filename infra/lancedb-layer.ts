@@ -262,7 +262,9 @@ function copyPackage(srcDir: string, destDir: string, name: string): void {
 /**
  * Imports the layer's LanceDB as an ES module and through CommonJS from a temporary folder
  * whose only node_modules is the layer's (symlinks preserved, so resolution cannot fall back to
- * the project's node_modules), and writes + reads a table.
+ * the project's node_modules), and writes + reads a table. Then loads it the way the handler
+ * bundles do on Lambda (functions/shared/layer.ts): from a folder with no node_modules, found
+ * only through NODE_PATH, by `require.resolve(spec, {paths})`.
  */
 export function verifyLayer(layerDir: string): void {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'dgcl-layer-verify-'));
@@ -304,6 +306,39 @@ console.log(JSON.stringify({ ok: true, rows: n, where }));
     const out = JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { ok?: boolean; where?: string };
     if (!out.ok || !out.where?.startsWith(tmp)) {
       throw new Error(`layer verification resolved LanceDB outside the layer: ${r.stdout}`);
+    }
+
+    const task = path.join(tmp, 'task');
+    fs.mkdirSync(task);
+    const viaNodePath = `
+import { createRequire } from 'node:module';
+const require = createRequire(import.meta.url);
+const paths = process.env.NODE_PATH.split(${JSON.stringify(path.delimiter)});
+const load = (spec) => require(require.resolve(spec, { paths }));
+for (const spec of ${JSON.stringify(LAYER_SPECIFIERS)}) {
+  if (Object.keys(load(spec)).length === 0) throw new Error('empty module ' + spec);
+}
+const lancedb = load('@lancedb/lancedb');
+const arrow = load('apache-arrow');
+const db = await lancedb.connect(${JSON.stringify(path.join(tmp, 'db2'))});
+const t = await db.createTable('t', arrow.tableFromArrays({ id: Int32Array.from([1, 2]) }));
+const n = await t.countRows();
+if (n !== 2) throw new Error('countRows ' + n);
+console.log(JSON.stringify({ ok: true, where: require.resolve('@lancedb/lancedb', { paths }) }));
+`;
+    fs.writeFileSync(path.join(task, 'probe.mjs'), viaNodePath);
+    const r2 = spawnSync(process.execPath, ['--preserve-symlinks', '--preserve-symlinks-main', 'probe.mjs'], {
+      cwd: task,
+      env: { ...env, NODE_PATH: path.join(tmp, 'node_modules') },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    if (r2.status !== 0) {
+      throw new Error(`the built layer does not load through NODE_PATH (as the handlers load it):\n${r2.stderr || r2.stdout || String(r2.error)}`);
+    }
+    const out2 = JSON.parse(r2.stdout.trim().split('\n').pop() ?? '{}') as { ok?: boolean; where?: string };
+    if (!out2.ok || !out2.where?.startsWith(path.join(tmp, 'node_modules'))) {
+      throw new Error(`layer verification through NODE_PATH resolved LanceDB outside the layer: ${r2.stdout}`);
     }
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });

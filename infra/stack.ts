@@ -5,6 +5,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { AssetHashType, CfnOutput, Duration, RemovalPolicy, Stack, Tags, type StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
@@ -12,6 +13,7 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
@@ -21,14 +23,36 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subs from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { METRICS_NAMESPACE, RECORD_FAILURES_METRIC } from '../functions/shared/metric-names.ts';
+import { DEFAULT_SLOTS } from '../lib/lease/slots.ts';
 import type { DgclConfig } from './config.ts';
 
 /** Packages the functions load from the layer instead of bundling them. */
 export const LAYER_MODULES = ['@lancedb/lancedb', 'apache-arrow'];
 
+const LAYER_SHIMS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'functions', 'shared', 'layer');
+
+/**
+ * Every specifier of a layer package that lib/ imports, and the CommonJS shim the bundles load it
+ * through instead (functions/shared/layer.ts: `require` from NODE_PATH / /opt/nodejs/node_modules).
+ * A bare ESM `import` of a layer package would resolve only through the Lambda runtime's patched
+ * loader, never on stock Node 22; test/infra/lambda-layout.test.ts runs the bundles that way.
+ */
+export const LAYER_ALIASES: Record<string, string> = {
+  '@lancedb/lancedb': path.join(LAYER_SHIMS, 'lancedb.cjs'),
+  'apache-arrow': path.join(LAYER_SHIMS, 'apache-arrow.cjs'),
+  'apache-arrow/visitor/vectorassembler': path.join(LAYER_SHIMS, 'vectorassembler.cjs'),
+};
+
+/** Writer shard slots of an experiment (lib/lease/slots.ts); each append container holds one. */
+export const WRITER_SLOTS = DEFAULT_SLOTS;
+
 /** ESM bundles have no `require`; some bundled CommonJS code calls it (e.g. for Node built-ins). */
 const REQUIRE_SHIM =
   "import { createRequire as __dgclCreateRequire } from 'node:module'; const require = __dgclCreateRequire(import.meta.url);";
+
+/** The append queue's oldest message may be this old before the alarm fires. */
+export const APPEND_QUEUE_AGE_ALARM = Duration.minutes(15);
 
 export type HandlerName = 'append' | 'fold' | 'resume' | 'maintenance';
 
@@ -37,8 +61,15 @@ interface HandlerSpec {
   timeout: Duration;
   /** Object access below `<prefix>/datagen_checkpoints/`. */
   s3: 'read' | 'readwrite';
-  /** Lease table access. */
-  table: 'read' | 'readwrite';
+  /**
+   * Lease table access: `lease` (GetItem + UpdateItem, all the lease store sends) for the
+   * functions that take writer or maintainer leases; `none` for the read paths.
+   */
+  table: 'lease' | 'none';
+  /** Environment variables the handler reads beyond DGCL_ROOT and the Powertools ones. */
+  env: ReadonlyArray<'DGCL_LEASE_TABLE' | 'DGCL_RESUME_QUEUE_URL'>;
+  /** Publishes Powertools metrics (sets POWERTOOLS_METRICS_NAMESPACE). */
+  metrics: boolean;
   description: string;
 }
 
@@ -51,28 +82,36 @@ export const HANDLERS: Record<HandlerName, HandlerSpec> = {
     memoryMiB: 1769,
     timeout: Duration.seconds(60),
     s3: 'readwrite',
-    table: 'readwrite',
+    table: 'lease',
+    env: ['DGCL_LEASE_TABLE'],
+    metrics: true,
     description: 'Appends checkpoint batches (direct invocation or the append FIFO queue)',
   },
   fold: {
     memoryMiB: 1769,
     timeout: Duration.seconds(30),
     s3: 'read',
-    table: 'read',
+    table: 'none',
+    env: [],
+    metrics: false,
     description: 'Folds items, lists items, returns trajectories (read-only)',
   },
   resume: {
     memoryMiB: 1024,
     timeout: Duration.seconds(60),
     s3: 'read',
-    table: 'read',
+    table: 'none',
+    env: ['DGCL_RESUME_QUEUE_URL'],
+    metrics: true,
     description: 'Folds items and sends resume instructions to the resume queue',
   },
   maintenance: {
     memoryMiB: 3008,
     timeout: Duration.minutes(15),
     s3: 'readwrite',
-    table: 'readwrite',
+    table: 'lease',
+    env: ['DGCL_LEASE_TABLE'],
+    metrics: true,
     description: 'Scheduled maintenance: merge orphaned shards, compact, index, clean up',
   },
 };
@@ -111,6 +150,14 @@ export class DgclStack extends Stack {
       ...props,
     });
     const cfg = props.config;
+    // Each concurrent append container holds a writer shard slot of every experiment it writes
+    // to: more containers than slots would only queue on slot leases (and time out).
+    if (!Number.isInteger(cfg.appendMaxConcurrency) || cfg.appendMaxConcurrency < 2 || cfg.appendMaxConcurrency > WRITER_SLOTS) {
+      throw new Error(
+        `dgcl:appendMaxConcurrency must be an integer in [2, ${WRITER_SLOTS}] (an experiment has ${WRITER_SLOTS} writer slots ` +
+          `and every concurrent append invocation holds one), got ${cfg.appendMaxConcurrency}`,
+      );
+    }
     Tags.of(this).add('project', 'datagen-checkpoint-log');
 
     // ---------------------------------------------------------------- storage
@@ -204,10 +251,8 @@ export class DgclStack extends Stack {
       description: props.layer.description ?? 'LanceDB (native linux-x64-gnu) + apache-arrow',
     });
 
-    // CONTRACT.md, "Lambda handlers". Every function gets all three (the handlers' shared config
-    // reads them together); only the resume function may send to the queue.
-    const environment = {
-      DGCL_ROOT: this.root,
+    // CONTRACT.md, "Lambda handlers": each function gets only the variables it reads (HANDLERS).
+    const optionalEnv: Record<HandlerSpec['env'][number], string> = {
       DGCL_LEASE_TABLE: this.table.tableName,
       DGCL_RESUME_QUEUE_URL: this.resumeQueue.queueUrl,
     };
@@ -231,6 +276,20 @@ export class DgclStack extends Stack {
         retention: logs.RetentionDays.ONE_MONTH,
         removalPolicy: RemovalPolicy.DESTROY,
       });
+      // Our own role instead of AWSLambdaBasicExecutionRole (logs on `*`): the function writes
+      // only to its own log group.
+      const role = new iam.Role(this, `${id}Role`, {
+        assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+        description: `dgcl ${name} handler`,
+      });
+      logGroup.grantWrite(role);
+      const environment: Record<string, string> = {
+        DGCL_ROOT: this.root,
+        // Read by the Powertools logger (and metrics) of functions/shared/observability.ts.
+        POWERTOOLS_SERVICE_NAME: `dgcl-${name}`,
+      };
+      for (const v of spec.env) environment[v] = optionalEnv[v];
+      if (spec.metrics) environment.POWERTOOLS_METRICS_NAMESPACE = METRICS_NAMESPACE;
       const fn = new NodejsFunction(this, id, {
         entry,
         handler: 'handler',
@@ -243,13 +302,11 @@ export class DgclStack extends Stack {
         projectRoot: props.projectRoot,
         depsLockFilePath: fs.existsSync(depsLockFilePath) ? depsLockFilePath : undefined,
         layers: [this.layer],
-        environment: {
-          ...environment,
-          // Read by @aws-lambda-powertools logger/metrics when the handlers use them.
-          POWERTOOLS_SERVICE_NAME: `dgcl-${name}`,
-          POWERTOOLS_METRICS_NAMESPACE: 'dgcl',
-        },
+        role,
+        environment,
         logGroup,
+        // Append: caps direct invocations too (the event source's maxConcurrency caps only SQS).
+        ...(name === 'append' ? { reservedConcurrentExecutions: cfg.appendMaxConcurrency } : {}),
         bundling: {
           // Local esbuild only. No `nodeModules` (it runs `npm ci`, which fails with LanceDB's
           // lock entries here): LanceDB and Arrow come from the layer.
@@ -257,7 +314,11 @@ export class DgclStack extends Stack {
           format: OutputFormat.ESM,
           target: 'node22',
           mainFields: ['module', 'main'],
-          externalModules: LAYER_MODULES, // the AWS SDK v3 is bundled: the pinned version, not the runtime's
+          // The AWS SDK v3 is bundled (the pinned version, not the runtime's). The layer's packages
+          // are loaded through CommonJS shims (LAYER_ALIASES), never by a bare ESM import; they
+          // stay external as a backstop, so nothing of them is ever bundled.
+          externalModules: LAYER_MODULES,
+          esbuildArgs: { '--alias': Object.entries(LAYER_ALIASES).map(([spec, file]) => `${spec}=${file}`) },
           banner: REQUIRE_SHIM,
           minify: false,
           sourceMap: false,
@@ -281,8 +342,10 @@ export class DgclStack extends Stack {
           conditions: { StringLike: { 's3:prefix': [keyRoot, `${keyRoot}/*`] } },
         }),
       );
-      if (spec.table === 'readwrite') this.table.grantReadWriteData(fn);
-      else this.table.grantReadData(fn);
+      // The lease store sends GetItem and UpdateItem (conditional) only; read paths take no lease.
+      if (spec.table === 'lease') {
+        fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], resources: [this.table.tableArn] }));
+      }
       return fn;
     };
 
@@ -329,7 +392,21 @@ export class DgclStack extends Stack {
     maintenance.configureAsyncInvoke({ retryAttempts: 0 });
 
     // ---------------------------------------------------------------- alarms
-    this.alarmTopic = new sns.Topic(this, 'AlarmTopic', { displayName: 'dgcl alarms', enforceSSL: true });
+    // A customer managed key: CloudWatch cannot publish to a topic under the AWS managed aws/sns key.
+    const alarmKey = new kms.Key(this, 'AlarmTopicKey', {
+      description: 'dgcl alarm topic',
+      enableKeyRotation: true,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    alarmKey.addToResourcePolicy(
+      new iam.PolicyStatement({
+        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+        resources: ['*'], // in a key policy, "*" is this key
+        conditions: { StringEquals: { 'aws:SourceAccount': this.account } },
+      }),
+    );
+    this.alarmTopic = new sns.Topic(this, 'AlarmTopic', { displayName: 'dgcl alarms', enforceSSL: true, masterKey: alarmKey });
     if (cfg.alarmEmail) this.alarmTopic.addSubscription(new subs.EmailSubscription(cfg.alarmEmail));
     const notify = new cwActions.SnsAction(this.alarmTopic);
 
@@ -361,6 +438,39 @@ export class DgclStack extends Stack {
       });
       alarm.addAlarmAction(notify);
     }
+
+    const alarmOn = (aid: string, description: string, metric: cloudwatch.IMetric, threshold = 0): void => {
+      new cloudwatch.Alarm(this, aid, {
+        alarmDescription: description,
+        metric,
+        threshold,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      }).addAlarmAction(notify);
+    };
+    for (const [name, fn] of Object.entries(this.functions)) {
+      const label = `${name[0]!.toUpperCase()}${name.slice(1)}`;
+      alarmOn(`${label}Throttles`, `Throttled invocations of the ${name} handler`, fn.metricThrottles({ period: Duration.minutes(5), statistic: 'Sum' }));
+    }
+    alarmOn(
+      'AppendQueueAge',
+      `The append queue's oldest message is older than ${APPEND_QUEUE_AGE_ALARM.toMinutes()} minutes (appends are not keeping up or are failing)`,
+      this.appendQueue.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(5), statistic: 'Maximum' }),
+      APPEND_QUEUE_AGE_ALARM.toSeconds(),
+    );
+    // Record failures at once, not ~maxReceiveCount x visibility timeout later via the DLQ.
+    alarmOn(
+      'AppendRecordFailures',
+      'SQS records the append handler reported failed (invalid or not durable; they are redelivered)',
+      new cloudwatch.Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName: RECORD_FAILURES_METRIC,
+        dimensionsMap: { service: 'dgcl-append' },
+        period: Duration.minutes(5),
+        statistic: 'Sum',
+      }),
+    );
 
     // ---------------------------------------------------------------- outputs
     const out = (oid: string, value: string, description: string): void => {

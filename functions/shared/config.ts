@@ -1,8 +1,9 @@
 /**
  * Handler configuration from the environment (CONTRACT.md, "Lambda handlers"):
  *  - DGCL_ROOT: `s3://bucket/prefix`, `file:///abs/dir` or a local path (required);
- *  - DGCL_LEASE_TABLE: DynamoDB lease table (required for s3:// roots; local roots keep their
- *    leases beside the logs);
+ *  - DGCL_LEASE_TABLE: DynamoDB lease table (append and maintenance on s3:// roots, which take
+ *    writer / maintainer leases; the read paths fold and resume take none and are not given it;
+ *    local roots keep their leases beside the logs);
  *  - DGCL_RESUME_QUEUE_URL: where the resume handler sends instructions (resume only);
  *  - the AWS standard variables (region, credentials, AWS_ENDPOINT_URL_S3/_DYNAMODB/_SQS).
  * Tuning (optional, milliseconds): DGCL_LEASE_TTL_MS, DGCL_MERGE_EVERY_MS.
@@ -34,7 +35,7 @@ export interface HandlerConfig {
   /** DGCL_ROOT as given. */
   root: string;
   location: Location;
-  /** DGCL_LEASE_TABLE (always set for s3:// roots). */
+  /** DGCL_LEASE_TABLE (always set for s3:// roots when `leases` was asked for). */
   leaseTable: string | undefined;
   /** DGCL_RESUME_QUEUE_URL, if set (`requireResumeQueueUrl` checks it). */
   resumeQueueUrl: string | undefined;
@@ -50,7 +51,12 @@ export const CONFIG_DEFAULTS = {
   mergeEveryMs: 5 * 60_000,
 } as const;
 
-export function readConfig(env: Env = process.env): HandlerConfig {
+export interface ReadConfigOptions {
+  /** The handler takes leases (append, maintenance): an s3:// root then needs DGCL_LEASE_TABLE. */
+  leases?: boolean;
+}
+
+export function readConfig(env: Env = process.env, options: ReadConfigOptions = {}): HandlerConfig {
   const root = nonEmpty(env.DGCL_ROOT);
   if (root === undefined) {
     throw new ConfigurationError('DGCL_ROOT', 'is not set (expected s3://bucket/prefix, file:///abs/dir or a local path)');
@@ -62,7 +68,7 @@ export function readConfig(env: Env = process.env): HandlerConfig {
     throw new ConfigurationError('DGCL_ROOT', e instanceof Error ? e.message : String(e), { cause: e });
   }
   const leaseTable = nonEmpty(env.DGCL_LEASE_TABLE);
-  if (location.kind === 's3' && leaseTable === undefined) {
+  if (options.leases === true && location.kind === 's3' && leaseTable === undefined) {
     throw new ConfigurationError('DGCL_LEASE_TABLE', `is not set; the s3:// root ${root} needs a DynamoDB lease table (partition key pk String, TTL attribute ttl)`);
   }
   return {

@@ -66,7 +66,9 @@ export class LogCache {
       pipeline,
       experiment,
       env: config.env,
-      leases: this.leaseStoreFor(config),
+      // A reader on an s3:// root has no lease table (the stack gives fold and resume none): it
+      // opens the log without a lease store, as reads take no lease.
+      ...(config.location.kind === 's3' && config.leaseTable === undefined ? {} : { leases: this.leaseStoreFor(config) }),
       leaseTtlMs: options.leaseTtlMs,
       ...(containerOwner(config.env) ? { owner: containerOwner(config.env)! } : {}),
     });

@@ -15,6 +15,7 @@ import type { Context } from 'aws-lambda';
 import { InvalidInputError, NotFoundError } from '../../lib/errors.ts';
 import { summarizeError, toLambdaError } from './errors.ts';
 import { logCache } from './logs.ts';
+import { METRICS_NAMESPACE } from './metric-names.ts';
 
 export { MetricUnit };
 
@@ -28,7 +29,7 @@ export function observability(name: string): Observability {
   const serviceName = process.env.POWERTOOLS_SERVICE_NAME ?? `dgcl-${name}`;
   return {
     logger: new Logger({ serviceName }),
-    metrics: new Metrics({ namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'dgcl', serviceName }),
+    metrics: new Metrics({ namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? METRICS_NAMESPACE, serviceName }),
   };
 }
 

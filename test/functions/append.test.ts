@@ -6,7 +6,7 @@ import './support/env.ts';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { handler as appendHandler } from '../../functions/append.ts';
+import { failRest, handler as appendHandler, orderQueues, parseRecord, type Outcome, type Rec } from '../../functions/append.ts';
 import { readConfig } from '../../functions/shared/config.ts';
 import { sqsEvent } from '../../functions/shared/events.ts';
 import { logCache } from '../../functions/shared/logs.ts';
@@ -242,6 +242,60 @@ describe('append handler: warm container', () => {
       expect(stats.shards.filter((s) => !s.retired && s.rows > 0)).toEqual([]);
       expect(stats.base.rows).toBeGreaterThan(0);
       expect((await log.items()).items.map((i) => i.itemId)).toEqual(['m1', 'm2', 'm3']);
+    } finally {
+      await log.close();
+    }
+  });
+});
+
+describe('append handler: FIFO message groups', () => {
+  // A real FIFO event shape (attributes.MessageGroupId = the root item id, as the stack's senders
+  // set it): root r with its child item c in group r, and item s in its own group.
+  const e = 'fifo';
+  const bodies = [
+    { pipeline: 'p', experiment: e, ...createBatch('r') },
+    { pipeline: 'p', experiment: e, ...createBatch('s') },
+    { pipeline: 'p', experiment: e, ...createBatch('c', { create: { rootItemId: 'r', parentItemId: 'r' } }) },
+    { pipeline: 'p', experiment: e, ...stepBatch('r', 1) },
+    { pipeline: 'p', experiment: e, ...stepBatch('s', 1) },
+  ];
+  const event = sqsEvent(bodies, { messageIds: ['r0', 's0', 'c0', 'r1', 's1'], groupIds: ['r', 's', 'r', 'r', 's'] });
+  const recs = event.Records.map((r, i) => parseRecord(r, i, r.messageId));
+
+  it('keeps a message group in one queue in delivery order, across its items', () => {
+    expect(orderQueues(recs).map((q) => q.map((r) => r.messageId))).toEqual([
+      ['r0', 'c0', 'r1'],
+      ['s0', 's1'],
+    ]);
+    // Without a MessageGroupId (a standard queue) only an item's own records keep their order.
+    const standard = sqsEvent(bodies).Records.map((r, i) => parseRecord(r, i, r.messageId));
+    expect(orderQueues(standard).map((q) => q.map((r) => r.index))).toEqual([[0, 3], [1, 4], [2]]);
+  });
+
+  it("a failed record fails the later records of its group (other items too), and nothing of other groups", () => {
+    const outcomes: Outcome[] = new Array(recs.length);
+    const [groupR, groupS] = orderQueues(recs) as [Rec[], Rec[]];
+    const first = groupR.shift()!; // r0 was tried and failed (not invalid)
+    const error = { name: 'UnavailableError', code: 'UNAVAILABLE', message: 'storage did not answer', retryable: true };
+    outcomes[first.index] = { kind: 'failed', error };
+    failRest(groupR, error, outcomes);
+    expect(groupR).toEqual([]);
+    expect(groupS.map((r) => r.messageId)).toEqual(['s0', 's1']);
+    expect(outcomes.map((o, i) => (o ? `${recs[i]!.messageId}:${o.kind}` : undefined))).toEqual(['r0:failed', undefined, 'c0:failed', 'r1:failed', undefined]);
+    const c0 = outcomes[2] as { error: { message: string; retryable: boolean } };
+    expect(c0.error.message).toMatch(/^not tried: an earlier record of message group "r" in this batch failed \(storage did not answer\)$/);
+    expect(c0.error.retryable).toBe(true);
+  });
+
+  it('appends a FIFO batch through the handler: every record acknowledged, each group in order', async () => {
+    const res = await append(event, ctx());
+    expect(res).toEqual({ batchItemFailures: [] });
+    const log = await reader(e);
+    try {
+      expect((await log.items()).items.map((i) => i.itemId)).toEqual(['c', 'r', 's']);
+      expect((await log.fold('c')).rootItemId).toBe('r');
+      expect((await log.fold('r')).cursor?.stepIndex).toBe(1);
+      expect((await log.fold('s')).cursor?.stepIndex).toBe(1);
     } finally {
       await log.close();
     }

@@ -1,10 +1,12 @@
 /** functions/shared: configuration, error mapping, event parsing, time budget, log cache. */
 import './support/env.ts';
+import { realpathSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { handler as foldHandler } from '../../functions/fold.ts';
 import { ConfigurationError, readConfig, requireResumeQueueUrl } from '../../functions/shared/config.ts';
 import { summarizeError, toLambdaError } from '../../functions/shared/errors.ts';
 import { eventBridgeEvent, sqsEvent } from '../../functions/shared/events.ts';
+import { LAMBDA_LAYER_NODE_MODULES, LayerModuleError, layerSearchPaths, resolveLayerModule } from '../../functions/shared/layer.ts';
 import { LogCache, logCache } from '../../functions/shared/logs.ts';
 import { isEventBridgeEvent, isSqsEvent, parseInput, ResumeMessageSchema } from '../../functions/shared/schemas.ts';
 import { beforeDeadline, leaseTtlFor, mapLimit, MIN_LEASE_TTL_MS } from '../../functions/shared/time.ts';
@@ -16,9 +18,9 @@ afterAll(async () => {
 });
 
 describe('readConfig', () => {
-  const cfgError = (env: Record<string, string>) => {
+  const cfgError = (env: Record<string, string>, leases = false) => {
     try {
-      readConfig(env);
+      readConfig(env, { leases });
     } catch (e) {
       expect(e).toBeInstanceOf(ConfigurationError);
       return e as ConfigurationError;
@@ -29,7 +31,9 @@ describe('readConfig', () => {
   it('names the variable at fault', () => {
     expect(cfgError({}).variable).toBe('DGCL_ROOT');
     expect(cfgError({ DGCL_ROOT: 'ftp://x/y' }).variable).toBe('DGCL_ROOT');
-    expect(cfgError({ DGCL_ROOT: 's3://bucket/prefix' }).variable).toBe('DGCL_LEASE_TABLE');
+    // Only handlers that take leases (append, maintenance) need the table; readers do not.
+    expect(cfgError({ DGCL_ROOT: 's3://bucket/prefix' }, true).variable).toBe('DGCL_LEASE_TABLE');
+    expect(readConfig({ DGCL_ROOT: 's3://bucket/prefix' }).leaseTable).toBeUndefined();
     expect(cfgError({ DGCL_ROOT: '/tmp/x', DGCL_LEASE_TTL_MS: '-3' }).variable).toBe('DGCL_LEASE_TTL_MS');
     const e = cfgError({});
     expect([e.name, e.code, e.retryable]).toEqual(['ConfigurationError', 'INTERNAL', false]);
@@ -143,5 +147,35 @@ describe('LogCache', () => {
     } finally {
       await cache.closeAll();
     }
+  });
+});
+
+describe('layer modules (functions/shared/layer.ts)', () => {
+  const repoModules = new URL('../../node_modules', import.meta.url).pathname;
+
+  it('searches NODE_PATH, then /opt/nodejs/node_modules', () => {
+    expect(layerSearchPaths({ NODE_PATH: '/a:/b::/a' })).toEqual(['/a', '/b', LAMBDA_LAYER_NODE_MODULES]);
+    expect(layerSearchPaths({})).toEqual([LAMBDA_LAYER_NODE_MODULES]);
+  });
+
+  it('resolves a package and a subpath to their CommonJS builds in the folder NODE_PATH names', () => {
+    const real = realpathSync(repoModules); // node_modules may be a symlink; require resolves real paths
+    expect(resolveLayerModule('apache-arrow', { NODE_PATH: repoModules })).toBe(`${real}/apache-arrow/Arrow.node.js`);
+    expect(resolveLayerModule('apache-arrow/visitor/vectorassembler', { NODE_PATH: repoModules })).toBe(`${real}/apache-arrow/visitor/vectorassembler.js`);
+  });
+
+  it('does not fall back to the node_modules around the code, and names the folders it searched', () => {
+    let err: unknown;
+    try {
+      resolveLayerModule('apache-arrow', { NODE_PATH: '/nonexistent-layer' });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(LayerModuleError);
+    expect((err as LayerModuleError).code).toBe('INTERNAL');
+    expect((err as LayerModuleError).specifier).toBe('apache-arrow');
+    expect((err as Error).message).toBe(
+      `apache-arrow is not in the Lambda layer: searched /nonexistent-layer, ${LAMBDA_LAYER_NODE_MODULES} (NODE_PATH and ${LAMBDA_LAYER_NODE_MODULES}); deploy the function with the LanceDB layer`,
+    );
   });
 });

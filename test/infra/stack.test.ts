@@ -13,7 +13,9 @@ import type { CloudAssembly } from 'aws-cdk-lib/cx-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG, normalizePrefix, readConfig } from '../../infra/config.ts';
 import { assertFits, formatSizes, LAMBDA_UNZIPPED_LIMIT_BYTES, measureAssembly } from '../../infra/sizes.ts';
-import { DgclStack, HANDLERS, LAYER_MODULES } from '../../infra/stack.ts';
+import { METRICS_NAMESPACE, RECORD_FAILURES_METRIC } from '../../functions/shared/metric-names.ts';
+import { LAYER_SPECIFIERS } from '../../infra/lancedb-layer.ts';
+import { APPEND_QUEUE_AGE_ALARM, DgclStack, HANDLERS, LAYER_ALIASES, LAYER_MODULES, WRITER_SLOTS } from '../../infra/stack.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const CDK_CONTEXT = (JSON.parse(fs.readFileSync(path.join(REPO, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> })
@@ -128,8 +130,10 @@ describe('resources', () => {
     template.resourceCountIs('AWS::SQS::Queue', 6);
     template.resourceCountIs('AWS::Lambda::EventSourceMapping', 2);
     template.resourceCountIs('AWS::Events::Rule', 1);
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 7);
+    // 3 DLQs + 4 x (errors, throttles) + append queue age + append record failures.
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 13);
     template.resourceCountIs('AWS::SNS::Topic', 1);
+    template.resourceCountIs('AWS::KMS::Key', 1);
     template.resourceCountIs('AWS::Logs::LogGroup', 4);
   });
 
@@ -161,7 +165,7 @@ describe('resources', () => {
 });
 
 describe('functions', () => {
-  it('run on Node.js 22, x86_64, with the LanceDB layer and the contract environment', () => {
+  it('run on Node.js 22, x86_64, with the LanceDB layer and only the environment each handler reads', () => {
     const layerId = logicalIdOf(stack.layer);
     const fns = ofType('AWS::Lambda::Function');
     expect(fns).toHaveLength(4);
@@ -171,18 +175,23 @@ describe('functions', () => {
       expect(p.Architectures, id).toEqual(['x86_64']);
       expect(p.Handler, id).toBe('index.handler');
       expect(p.Layers, id).toEqual([{ Ref: layerId }]);
-      expect(p.Environment.Variables, id).toEqual({
-        DGCL_ROOT: { 'Fn::Join': ['', ['s3://', { Ref: logicalIdOf(stack.bucket) }, '/dgcl']] },
-        DGCL_LEASE_TABLE: { Ref: logicalIdOf(stack.table) },
-        DGCL_RESUME_QUEUE_URL: { Ref: logicalIdOf(stack.resumeQueue) },
-        POWERTOOLS_SERVICE_NAME: expect.stringMatching(/^dgcl-(append|fold|resume|maintenance)$/),
-        POWERTOOLS_METRICS_NAMESPACE: 'dgcl',
-      });
       expect(p.MemorySize, id).toBeGreaterThanOrEqual(1024);
       expect(p.LoggingConfig?.LogGroup, id).toBeDefined();
     }
+    const root = { 'Fn::Join': ['', ['s3://', { Ref: logicalIdOf(stack.bucket) }, '/dgcl']] };
+    const table = { Ref: logicalIdOf(stack.table) };
+    const queue = { Ref: logicalIdOf(stack.resumeQueue) };
+    const expectedEnv: Record<(typeof NAMES)[number], Record<string, unknown>> = {
+      // Leases: only the functions that take them get the table.
+      append: { DGCL_ROOT: root, DGCL_LEASE_TABLE: table, POWERTOOLS_SERVICE_NAME: 'dgcl-append', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
+      // Fold publishes no metrics and takes no lease.
+      fold: { DGCL_ROOT: root, POWERTOOLS_SERVICE_NAME: 'dgcl-fold' },
+      resume: { DGCL_ROOT: root, DGCL_RESUME_QUEUE_URL: queue, POWERTOOLS_SERVICE_NAME: 'dgcl-resume', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
+      maintenance: { DGCL_ROOT: root, DGCL_LEASE_TABLE: table, POWERTOOLS_SERVICE_NAME: 'dgcl-maintenance', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
+    };
     for (const name of NAMES) {
       const p = resources[logicalIdOf(stack.functions[name])]!.Properties!;
+      expect(p.Environment.Variables, name).toEqual(expectedEnv[name]);
       expect(p.Timeout).toBe(HANDLERS[name].timeout.toSeconds());
       expect(p.MemorySize).toBe(HANDLERS[name].memoryMiB);
     }
@@ -192,7 +201,7 @@ describe('functions', () => {
     });
   });
 
-  it('are ESM bundles that load LanceDB and Arrow from the layer instead of bundling them', () => {
+  it('are ESM bundles that load LanceDB and Arrow from the layer through CommonJS, never by bare ESM import', () => {
     const assets = JSON.parse(
       fs.readFileSync(path.join(assembly.directory, 'TestStack.assets.json'), 'utf8'),
     ) as { files: Record<string, { source: { path: string } }> };
@@ -201,11 +210,20 @@ describe('functions', () => {
       const dir = path.join(assembly.directory, assets.files[key.replace(/\.zip$/, '')]!.source.path);
       expect(fs.readdirSync(dir)).toEqual(['index.mjs']);
       const code = fs.readFileSync(path.join(dir, 'index.mjs'), 'utf8');
-      for (const m of LAYER_MODULES) expect(code).toContain(`from "${m}"`);
-      expect(code).toContain('from "apache-arrow/visitor/vectorassembler"'); // subpaths stay external too
+      // Stock Node's ESM loader ignores NODE_PATH: a bare import would not find the layer.
+      for (const m of LAYER_MODULES) {
+        // Neither the package nor any subpath of it.
+        expect(code).not.toMatch(new RegExp(`(from|import)\\s*\\(?\\s*"${m}(/[^"]*)?"`));
+      }
+      for (const spec of LAYER_SPECIFIERS) expect(code).toContain(`loadLayerModule("${spec}")`); // functions/shared/layer.ts
       expect(code).toContain('createRequire');
       expect(code).not.toContain('RecordBatchReader'); // nothing of Arrow's code
     }
+  });
+
+  it('have a CommonJS shim for every layer specifier lib/ imports (the ones the layer builder traces)', () => {
+    expect(Object.keys(LAYER_ALIASES).sort()).toEqual([...LAYER_SPECIFIERS].sort());
+    for (const file of Object.values(LAYER_ALIASES)) expect(fs.existsSync(file), file).toBe(true);
   });
 
   it('fit under the unzipped size limit with their layer, and the check catches a breach', () => {
@@ -267,20 +285,62 @@ describe('IAM', () => {
     }
   });
 
-  it('scopes DynamoDB to the lease table; only writers may write', () => {
+  it('grants GetItem and UpdateItem on the lease table to append and maintenance, and nothing on it to fold and resume', () => {
     const tableArn = { 'Fn::GetAtt': [logicalIdOf(stack.table), 'Arn'] };
+    expect(NAMES.filter((n) => HANDLERS[n].table === 'lease')).toEqual(['append', 'maintenance']);
     for (const name of NAMES) {
       const ddb = statementsOf(name).filter((s) => actions(s).some((a) => a.startsWith('dynamodb:')));
-      expect(ddb.length, name).toBeGreaterThan(0);
-      for (const s of ddb) {
-        const rs = resourceList(s).filter((r) => !(typeof r === 'object' && r && 'Ref' in r && (r as { Ref: string }).Ref === 'AWS::NoValue'));
-        expect(rs, name).toEqual([tableArn]);
+      if (HANDLERS[name].table === 'none') {
+        expect(ddb, name).toEqual([]);
+        // Nor any statement naming the table.
+        expect(JSON.stringify(statementsOf(name)), name).not.toContain(logicalIdOf(stack.table));
+        continue;
       }
-      const all = ddb.flatMap(actions);
-      expect(all).toContain('dynamodb:GetItem');
-      expect(all.includes('dynamodb:PutItem'), name).toBe(HANDLERS[name].table === 'readwrite');
-      expect(all.includes('dynamodb:UpdateItem'), name).toBe(HANDLERS[name].table === 'readwrite');
+      expect(ddb, name).toEqual([{ Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], Resource: tableArn }]);
     }
+  });
+
+  it('writes logs only to the function\'s own log group, with no managed policy', () => {
+    for (const name of NAMES) {
+      const fn = resources[logicalIdOf(stack.functions[name])]!;
+      const roleId = (fn.Properties!.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
+      expect(resources[roleId]!.Properties!.ManagedPolicyArns, name).toBeUndefined();
+      const logGroupId = (fn.Properties!.LoggingConfig.LogGroup as { Ref: string }).Ref;
+      const logStatements = statementsOf(name).filter((s) => actions(s).some((a) => a.startsWith('logs:')));
+      expect(logStatements, name).toEqual([
+        { Effect: 'Allow', Action: ['logs:CreateLogStream', 'logs:PutLogEvents'], Resource: { 'Fn::GetAtt': [logGroupId, 'Arn'] } },
+      ]);
+    }
+    for (const [, r] of ofType('AWS::IAM::Role')) expect(JSON.stringify(r.Properties)).not.toContain('AWSLambdaBasicExecutionRole');
+  });
+
+  it('names no "*" resource in any IAM or resource policy (a KMS key policy\'s "*" is the key itself)', () => {
+    const policyTypes = ['AWS::IAM::Policy', 'AWS::IAM::ManagedPolicy', 'AWS::IAM::Role', 'AWS::S3::BucketPolicy', 'AWS::SQS::QueuePolicy', 'AWS::SNS::TopicPolicy', 'AWS::KMS::Key'];
+    const seen = new Set<string>();
+    let checked = 0;
+    for (const [id, r] of Object.entries(resources)) {
+      seen.add(r.Type);
+      const docs: { Statement: Statement[] }[] = [];
+      if (r.Type === 'AWS::IAM::Role') docs.push(...((r.Properties!.Policies as { PolicyDocument: { Statement: Statement[] } }[] | undefined) ?? []).map((p) => p.PolicyDocument));
+      else if (r.Type === 'AWS::KMS::Key') continue; // below
+      else if (r.Properties?.PolicyDocument) docs.push(r.Properties.PolicyDocument);
+      for (const s of docs.flatMap((d) => d.Statement)) {
+        checked++;
+        for (const res of resourceList(s)) {
+          expect(res, `${id}: ${JSON.stringify(s)}`).not.toBe('*');
+          expect(JSON.stringify(res), id).not.toMatch(/^"(arn:[^"]*:)?\*"$/);
+        }
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(4 * 3 + 6 + 1 + 2); // functions' policies, queue, topic and bucket policies
+    // Every policy-bearing type is covered by the check above.
+    for (const t of seen) if (/::(Policy|ManagedPolicy|BucketPolicy|QueuePolicy|TopicPolicy)$/.test(t)) expect(policyTypes).toContain(t);
+    // A key policy cannot name its own key ("*" there means this key); it may grant only the
+    // account (CDK's default) and CloudWatch, which needs the key to publish alarms.
+    const [[, key]] = ofType('AWS::KMS::Key') as [[string, Resource]];
+    const keyStatements = key.Properties!.KeyPolicy.Statement as (Statement & { Principal: Record<string, unknown> })[];
+    expect(keyStatements.map((s) => Object.keys(s.Principal)[0])).toEqual(['AWS', 'Service']);
+    expect(keyStatements[1]).toMatchObject({ Principal: { Service: 'cloudwatch.amazonaws.com' }, Action: ['kms:Decrypt', 'kms:GenerateDataKey*'] });
   });
 
   it('lets only the resume function send, and only to the resume queue', () => {
@@ -385,6 +445,27 @@ describe('queues, schedule, alarms', () => {
     });
   });
 
+  it('reserves append\'s concurrency (direct invocations too) at the cap, and only append\'s', () => {
+    for (const name of NAMES) {
+      const p = resources[logicalIdOf(stack.functions[name])]!.Properties!;
+      expect(p.ReservedConcurrentExecutions, name).toBe(name === 'append' ? DEFAULT_CONFIG.appendMaxConcurrency : undefined);
+    }
+    expect(DEFAULT_CONFIG.appendMaxConcurrency).toBeLessThanOrEqual(WRITER_SLOTS);
+  });
+
+  it('refuses an append concurrency above the writer slots of an experiment, naming both', () => {
+    const { projectRoot, layerDir } = makeProject();
+    const build = (n: unknown) => {
+      const app = new App({ outdir: path.join(tmp, `cdk.out-conc-${String(n)}`), context: { ...CDK_CONTEXT, 'dgcl:appendMaxConcurrency': n, 'aws:cdk:bundling-stacks': [] } });
+      return new DgclStack(app, 'Conc', { config: readConfig(app.node), projectRoot, layer: { dir: layerDir } });
+    };
+    expect(() => build(WRITER_SLOTS + 1)).toThrow(`dgcl:appendMaxConcurrency must be an integer in [2, ${WRITER_SLOTS}] (an experiment has ${WRITER_SLOTS} writer slots`);
+    expect(() => build(WRITER_SLOTS + 1)).toThrow(/got 17$/);
+    const ok = build(WRITER_SLOTS);
+    Template.fromStack(ok).hasResourceProperties('AWS::Lambda::Function', { ReservedConcurrentExecutions: WRITER_SLOTS });
+    Template.fromStack(ok).hasResourceProperties('AWS::Lambda::EventSourceMapping', { ScalingConfig: { MaximumConcurrency: WRITER_SLOTS } });
+  });
+
   it('runs maintenance every 15 minutes with an empty (all experiments) event', () => {
     template.hasResourceProperties('AWS::Events::Rule', {
       ScheduleExpression: 'rate(15 minutes)',
@@ -402,14 +483,25 @@ describe('queues, schedule, alarms', () => {
     });
   });
 
-  it('alarms on every DLQ holding messages and on every function error, notifying the topic', () => {
+  it('alarms on every DLQ holding messages, every function error and throttle, the append queue age and record failures, notifying the topic', () => {
     const alarms = ofType('AWS::CloudWatch::Alarm').map(([, a]) => a.Properties!);
     const topic = { Ref: logicalIdOf(stack.alarmTopic) };
     for (const a of alarms) {
-      expect(a.Threshold).toBe(0);
+      expect(a.Threshold).toBe(a.MetricName === 'ApproximateAgeOfOldestMessage' ? APPEND_QUEUE_AGE_ALARM.toSeconds() : 0);
       expect(a.ComparisonOperator).toBe('GreaterThanThreshold');
       expect(a.AlarmActions).toEqual([topic]);
     }
+    const throttles = alarms.filter((a) => a.MetricName === 'Throttles' && a.Namespace === 'AWS/Lambda');
+    expect(throttles.map((a) => a.Dimensions[0].Value.Ref).sort()).toEqual(NAMES.map((n) => logicalIdOf(stack.functions[n])).sort());
+    const age = alarms.filter((a) => a.MetricName === 'ApproximateAgeOfOldestMessage');
+    expect(age).toHaveLength(1);
+    expect(age[0]).toMatchObject({ Namespace: 'AWS/SQS', Statistic: 'Maximum', Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [logicalIdOf(stack.appendQueue), 'QueueName'] } }] });
+    // The custom metric functions/append.ts publishes (Powertools: dimension service = POWERTOOLS_SERVICE_NAME).
+    const records = alarms.filter((a) => a.MetricName === RECORD_FAILURES_METRIC);
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({ Namespace: METRICS_NAMESPACE, Statistic: 'Sum', Dimensions: [{ Name: 'service', Value: 'dgcl-append' }] });
+    const appendEnv = resources[logicalIdOf(stack.functions.append)]!.Properties!.Environment.Variables;
+    expect([appendEnv.POWERTOOLS_METRICS_NAMESPACE, appendEnv.POWERTOOLS_SERVICE_NAME]).toEqual([METRICS_NAMESPACE, 'dgcl-append']);
     const dlqAlarms = alarms.filter((a) => a.MetricName === 'ApproximateNumberOfMessagesVisible');
     expect(dlqAlarms.map((a) => a.Dimensions[0].Value['Fn::GetAtt'][0]).sort()).toEqual(
       Object.values(stack.deadLetterQueues)
@@ -419,6 +511,17 @@ describe('queues, schedule, alarms', () => {
     const errAlarms = alarms.filter((a) => a.MetricName === 'Errors' && a.Namespace === 'AWS/Lambda');
     expect(errAlarms.map((a) => a.Dimensions[0].Value.Ref).sort()).toEqual(
       NAMES.map((n) => logicalIdOf(stack.functions[n])).sort(),
+    );
+  });
+});
+
+describe('alarm topic', () => {
+  it('is encrypted with a rotating customer managed key that CloudWatch may use', () => {
+    const [[keyId, key]] = ofType('AWS::KMS::Key') as [[string, Resource]];
+    expect(key.Properties!.EnableKeyRotation).toBe(true);
+    template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: { 'Fn::GetAtt': [keyId, 'Arn'] } });
+    expect(key.Properties!.KeyPolicy.Statement).toContainEqual(
+      expect.objectContaining({ Effect: 'Allow', Principal: { Service: 'cloudwatch.amazonaws.com' }, Action: ['kms:Decrypt', 'kms:GenerateDataKey*'] }),
     );
   });
 });

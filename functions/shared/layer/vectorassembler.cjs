@@ -1,0 +1,3 @@
+// Bundles only (infra/stack.ts aliases `apache-arrow/visitor/vectorassembler` here): CommonJS, so esbuild turns the ESM imports
+// of lib/ into property reads of this module.exports, which is the layer's CommonJS build.
+module.exports = require('../layer.ts').loadLayerModule('apache-arrow/visitor/vectorassembler');
