@@ -158,7 +158,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
       wrapTable: simTableWrapper(sched),
     });
 
-  const history = new History();
+  const history = new History({ nowMs: () => clock.nowMs(), claimRetentionMs: cfg.claimRetentionMs });
   const violations: string[] = [];
   running.add(violations);
   const writers: WriterActor[] = [];
