@@ -1,7 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
-// Three projects: `fast` (pure logic + embedded Lance in temp folders, no servers) for the inner
-// loop, `sim` (the seeded interleaving simulation, test/sim/), and `servers` (S3 on a local RGW,
+// Four projects: `fast` (pure logic + embedded Lance in temp folders, no servers) for the inner
+// loop, `package` (npm pack + install of the tarball into a temp project: about a minute, mostly
+// npm), `sim` (the seeded interleaving simulation, test/sim/), and `servers` (S3 on a local RGW,
 // DynamoDB Local) started by scripts/test.sh.
 export default defineConfig({
   test: {
@@ -10,9 +11,18 @@ export default defineConfig({
         test: {
           name: 'fast',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/**/*.servers.test.ts', 'test/sim/**', 'node_modules/**'],
+          exclude: ['test/**/*.servers.test.ts', 'test/sim/**', 'test/package.test.ts', 'node_modules/**'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
+          pool: 'forks',
+        },
+      },
+      {
+        test: {
+          name: 'package',
+          include: ['test/package.test.ts'],
+          testTimeout: 180_000,
+          hookTimeout: 300_000,
           pool: 'forks',
         },
       },

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Runs the TypeScript CLI through tsx's loader (no build step to forget).
+// Runs the compiled CLI (dist/cli, from `npm run build`; the package ships it, and `npm install`
+// in a clone builds it). No TypeScript loader at run time: that cost seconds per command.
 //
 // The project runs on Node 22 (LanceDB 0.39 needs it; Lambda runs it). npm scripts and npx get
 // it from the pinned `node` devDependency (node_modules/.bin comes first on their PATH); run any
@@ -30,7 +31,10 @@ if (major < MIN_MAJOR) {
     else process.exit(code ?? 1);
   });
 } else {
-  const { register } = await import('tsx/esm/api');
-  register();
-  await import('../cli/main.ts');
+  const main = new URL('../dist/cli/main.js', import.meta.url);
+  if (!existsSync(fileURLToPath(main))) {
+    process.stderr.write('dgcl: dist/cli/main.js is missing; run `npm run build` (a source checkout) or reinstall the package\n');
+    process.exit(1);
+  }
+  await import(main.href);
 }

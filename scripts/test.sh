@@ -39,12 +39,15 @@ export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:${DGCL_DDB_PORT:-8011}"
 
 npx tsc -p tsconfig.json --noEmit
 tsc_rc=$?
+# dist/ (the compiled package): bin/dgcl.js runs it, and the CLI tests run the bin. A failed
+# build counts like a failed type-check.
+npm run build --silent || tsc_rc=1
 
 # The simulation spawns its own two workers (both cores): it runs after the other projects
 # instead of beside them, so neither slows the other into timeouts.
 reports=()
 vitest_rc=0
-for projects in "--project fast --project servers" "--project sim"; do
+for projects in "--project fast --project package --project servers" "--project sim"; do
   report="$DGCL_STATE_DIR/vitest-${#reports[@]}.json"
   rm -f "$report"
   # shellcheck disable=SC2086
@@ -63,7 +66,7 @@ node -e '
       failed += r.numFailedTests + (r.success === false && r.numFailedTests === 0 ? 1 : 0);
     } catch { failed += 1; }
   }
-  if (Number(tscRc) !== 0) { console.log("typecheck failed"); failed += 1; }
+  if (Number(tscRc) !== 0) { console.log("typecheck or build failed"); failed += 1; }
   console.log(`${passed} passed, ${failed} failed`);
 ' "$tsc_rc" "${reports[@]}"
 
