@@ -1,144 +1,370 @@
 /**
- * Benchmarks of the embedded default (local folder). Prints figures and ratios against a
- * baseline measured in the same run; asserts nothing.
+ * Benchmark of the embedded default (local folder) against baselines measured in the same run:
+ * a bare LanceDB `add()` of the same rows (same schema), SQLite (`node:sqlite`, WAL +
+ * synchronous=FULL, one transaction per batch) and JSON lines with an fsync per batch. Prints ONE
+ * table and writes it to bench/results/latest.{md,json}. Asserts nothing.
  *
- *   npm run bench              # all
- *   npm run bench -- fold      # one section: ack | throughput | fold
+ *   npm run bench               # sizes 10^4..10^6 (tens of minutes)
+ *   npm run bench -- --quick    # sizes 10^4, 10^5, small counts (under a minute; indicative)
+ *   npm run bench -- --long     # sizes 10^4..10^7 (hours)
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import * as lancedb from '@lancedb/lancedb';
-import { toRows, parseBatch } from '../lib/batch.ts';
+import { fileURLToPath } from 'node:url';
 import { openLog } from '../lib/index.ts';
-import { EVENT_SCHEMA, rowsToArrow, rowsFromArrow } from '../lib/schema.ts';
 import { LanceTables } from '../lib/log/tables.ts';
+import { rowsToArrow, rowsFromArrow } from '../lib/schema.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
-import type { EventRow } from '../lib/types.ts';
+import { JsonLines } from './baselines/jsonl.ts';
+import { RawLance } from './baselines/lance.ts';
+import { SqliteLog } from './baselines/sqlite.ts';
+import { PER_ITEM, allocatedBytes, bulkRows, fileCount, itemName, newItemBatch, now, ownedItemBatch, pct, pool, rowsOf } from './common.ts';
+import { aggregateRate, runTogether } from './procs.ts';
+import { type BenchMeta, type BenchRow, bytes, formatTable, int, msText, ratio, sizeText } from './table.ts';
 
-const sections = process.argv.slice(2);
-const want = (s: string) => sections.length === 0 || sections.includes(s);
+const args = process.argv.slice(2);
+const mode: BenchMeta['mode'] = args.includes('--long') ? 'long' : args.includes('--quick') ? 'quick' : 'normal';
+const P = {
+  quick: { sizes: [1e4, 1e5], ackN: 30, batches: 256, procBatches: 64, shardCommits: 4, foldProbes: 15 },
+  normal: { sizes: [1e4, 1e5, 1e6], ackN: 200, batches: 4000, procBatches: 1000, shardCommits: 63, foldProbes: 30 },
+  long: { sizes: [1e4, 1e5, 1e6, 1e7], ackN: 200, batches: 4000, procBatches: 1000, shardCommits: 63, foldProbes: 30 },
+}[mode];
 const dir = mkdtempSync(path.join(tmpdir(), 'dgcl-bench-'));
+/** Rows by figure kind, printed in this order (sizes ascending within a kind). */
+const ORDER = ['ack', 'writer', 'procs', 'items', 'fold', 'unmerged', 'disk', 'build'] as const;
+const groups = new Map<(typeof ORDER)[number], BenchRow[]>(ORDER.map((k) => [k, []]));
+const rows = { push: (kind: (typeof ORDER)[number], r: BenchRow) => groups.get(kind)!.push(r) };
+const raw: Record<string, number> = {};
+const log = (s: string) => process.stderr.write(`[bench ${((now() - T0) / 1000).toFixed(1)}s] ${s}\n`);
+const T0 = now();
 
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
-}
-const ms = (x: number) => `${x.toFixed(2)} ms`;
-const now = () => performance.now();
-
-/** A 10-event batch: create + 8 fields + completion. */
-function tenEventBatch(itemId: string): Record<string, unknown> {
-  const set: Record<string, unknown> = {};
-  for (let f = 0; f < 8; f++) set[`f${f}`] = f % 2 ? f * 1.5 : `value ${f} of ${itemId}`;
-  return { itemId, runId: 'bench', create: {}, step: { name: 'gen', index: 0 }, set };
-}
-
-async function ackLatency(): Promise<void> {
-  const n = 200;
-  const log = await openLog({ root: path.join(dir, 'ack'), pipeline: 'b', experiment: 'ack' });
-  await log.append([tenEventBatch('warm')]);
-  const lat: number[] = [];
+async function ack(): Promise<void> {
+  const n = P.ackN;
+  const lg = await openLog({ root: path.join(dir, 'ack'), pipeline: 'b', experiment: 'ack' });
+  await lg.append([newItemBatch('warm')]);
+  const fresh: number[] = [];
   for (let i = 0; i < n; i++) {
     const t = now();
-    await log.append([tenEventBatch(`i${i}`)]);
-    lat.push(now() - t);
+    await lg.append([newItemBatch(`i${i}`)]);
+    fresh.push(now() - t);
   }
-  await log.close();
-  // Baseline: a bare Lance add() of the same 10 rows to a plain table.
-  const db = await lancedb.connect(path.join(dir, 'raw'));
-  const t0 = await db.createEmptyTable('raw', EVENT_SCHEMA);
-  const rows = toRows(parseBatch(tenEventBatch('x')), { firstSeq: 1, writerEpoch: 's00-e000001', eventTsUs: Date.now() * 1000 });
-  const raw: number[] = [];
+  // Owned items: ones this writer created above, so their state is cached and the item is its.
+  const owned: number[] = [];
   for (let i = 0; i < n; i++) {
     const t = now();
-    await t0.add(rowsToArrow(rows.map((r) => ({ ...r, event_id: `${r.event_id}${i}` }))) as never);
-    raw.push(now() - t);
+    await lg.append([ownedItemBatch(`i${i % 10}`, 1 + Math.floor(i / 10))]);
+    owned.push(now() - t);
   }
-  console.log(`ack latency, 10-event batch, one at a time (n=${n})`);
-  console.log(`  dgcl append:        p50 ${ms(pct(lat, 50))}  p99 ${ms(pct(lat, 99))}`);
-  console.log(`  bare Lance add():   p50 ${ms(pct(raw, 50))}  p99 ${ms(pct(raw, 99))}`);
-  console.log(`  ratio p50:          ${(pct(lat, 50) / pct(raw, 50)).toFixed(2)}x (item marker, claim and epoch check on top of the commit)`);
+  await lg.close();
+  const lance = await RawLance.open(path.join(dir, 'raw-ack'));
+  const sq = new SqliteLog(path.join(dir, 'ack.sqlite'));
+  const jl = new JsonLines(path.join(dir, 'ack.jsonl'));
+  const lanceNew: number[] = [];
+  const lanceOwned: number[] = [];
+  const sqNew: number[] = [];
+  const jlNew: number[] = [];
+  await lance.add(rowsOf(newItemBatch('warm'), 'warm'));
+  for (let i = 0; i < n; i++) {
+    const r = rowsOf(newItemBatch(`i${i}`), i);
+    let t = now();
+    await lance.add(r);
+    lanceNew.push(now() - t);
+    const o = rowsOf(ownedItemBatch(`i${i % 10}`, 1 + Math.floor(i / 10)), `o${i}`);
+    t = now();
+    await lance.add(o);
+    lanceOwned.push(now() - t);
+    t = now();
+    sq.addBatch(r);
+    sqNew.push(now() - t);
+    t = now();
+    jl.append(r);
+    jlNew.push(now() - t);
+  }
+  lance.close();
+  sq.close();
+  jl.close();
+  const others = (p: number) => `SQLite txn ${msText(pct(sqNew, p))}; JSONL+fsync ${msText(pct(jlNew, p))}`;
+  for (const p of [50, 99]) {
+    raw[`ack_new_p${p}_ms`] = pct(fresh, p);
+    raw[`ack_new_p${p}_lance_ms`] = pct(lanceNew, p);
+    rows.push('ack', {
+      figure: `ack, 10-event batch, new item, p${p} (n=${n})`,
+      ours: msText(pct(fresh, p)),
+      baseline: `raw Lance add ${msText(pct(lanceNew, p))}; ${others(p)}`,
+      ratio: ratio(pct(fresh, p), pct(lanceNew, p)),
+    });
+  }
+  for (const p of [50, 99]) {
+    raw[`ack_owned_p${p}_ms`] = pct(owned, p);
+    raw[`ack_owned_p${p}_lance_ms`] = pct(lanceOwned, p);
+    rows.push('ack', {
+      figure: `ack, owned item, p${p} (n=${n})`,
+      ours: msText(pct(owned, p)),
+      baseline: `raw Lance add ${msText(pct(lanceOwned, p))}`,
+      ratio: ratio(pct(owned, p), pct(lanceOwned, p)),
+    });
+  }
+  log('ack done');
 }
 
-async function throughput(): Promise<void> {
-  const batches = 2000;
-  const run = async (inFlight: number, name: string) => {
-    const log = await openLog({ root: path.join(dir, name), pipeline: 'b', experiment: name, mergeEveryCommits: 64 });
-    await log.append([tenEventBatch('warm')]);
-    let next = 0;
+async function oneWriter(): Promise<void> {
+  const batches = P.batches;
+  const rate = async (inFlight: number): Promise<number> => {
+    const lg = await openLog({ root: path.join(dir, `tp${inFlight}`), pipeline: 'b', experiment: 'tp' });
+    await lg.append([newItemBatch('warm')]);
     const t = now();
+    await pool(batches, inFlight, (i) => lg.append([newItemBatch(`i${i}`)]));
+    const r = (batches * 10) / ((now() - t) / 1000);
+    await lg.close();
+    return r;
+  };
+  const r64 = await rate(64);
+  // Disk of a log written through append() (claims, markers, shard merges included), closed.
+  const appendedDisk = allocatedBytes(path.join(dir, 'tp64'));
+  const appendedFiles = fileCount(path.join(dir, 'tp64'));
+  const r256 = await rate(256);
+  // SQLite and JSONL are synchronous: "in flight" cannot overlap in one thread, so this is
+  // one transaction (one fsync) per batch back to back, the issue's baseline.
+  const sq = new SqliteLog(path.join(dir, 'tp.sqlite'));
+  let t = now();
+  for (let i = 0; i < batches; i++) sq.addBatch(rowsOf(newItemBatch(`i${i}`), i));
+  const sqRate = (batches * 10) / ((now() - t) / 1000);
+  sq.checkpoint();
+  sq.close();
+  const sqDisk = allocatedBytes(path.join(dir, 'tp.sqlite'));
+  const jl = new JsonLines(path.join(dir, 'tp.jsonl'));
+  t = now();
+  for (let i = 0; i < batches; i++) jl.append(rowsOf(newItemBatch(`i${i}`), i));
+  const jlRate = (batches * 10) / ((now() - t) / 1000);
+  jl.close();
+  Object.assign(raw, { one_writer_64_eps: r64, one_writer_256_eps: r256, sqlite_eps: sqRate, jsonl_eps: jlRate });
+  rows.push('writer', {
+    figure: `one writer, 64 / 256 batches in flight (${batches} batches)`,
+    ours: `${int(r64)} / ${int(r256)} events/s`,
+    baseline: `SQLite ${int(sqRate)}; JSONL+fsync ${int(jlRate)}`,
+    ratio: `${ratio(r64, sqRate)} / ${ratio(r256, sqRate)}`,
+  });
+  const events = (batches + 1) * 10;
+  Object.assign(raw, { appended_disk_bytes: appendedDisk, appended_files: appendedFiles, appended_sqlite_bytes: sqDisk });
+  rows.push('disk', {
+    figure: `disk per event, ${int(events)} events appended by one writer (64 in flight; allocated)`,
+    ours: `${int(appendedDisk / events)} B (${int(appendedFiles)} files)`,
+    baseline: `SQLite ${int(sqDisk / (batches * 10))} B`,
+    ratio: ratio(appendedDisk / events, sqDisk / (batches * 10)),
+  });
+  log('one writer done');
+}
+
+async function fourProcesses(): Promise<void> {
+  const n = P.procBatches;
+  const root = path.join(dir, 'mp');
+  const ours = await runTogether([0, 1, 2, 3].map((s) => ['writer', root, String(s), String(n), '64']));
+  const file = path.join(dir, 'mp.sqlite');
+  new SqliteLog(file).close(); // create the schema once, before the processes race to
+  const sq = await runTogether([0, 1, 2, 3].map((s) => ['sqlite-writer', file, String(n), String(s)]));
+  const a = aggregateRate(ours);
+  const b = aggregateRate(sq);
+  Object.assign(raw, { four_procs_eps: a, four_sqlite_procs_eps: b });
+  rows.push('procs', {
+    figure: `4 writer processes x 64 in flight (${n} batches each)`,
+    ours: `${int(a)} events/s (${ratio(a, raw.one_writer_64_eps)} of one writer)`,
+    baseline: `4 SQLite processes ${int(b)}`,
+    ratio: ratio(a, b),
+  });
+  log('4 processes done');
+}
+
+interface SizeFigures {
+  n: number;
+  foldP50: number;
+  queryP50: number;
+  unmergedP50?: number;
+}
+
+async function atSize(n: number, first: SizeFigures | undefined, last: boolean): Promise<SizeFigures> {
+  const root = path.join(dir, `size${n}`);
+  const lg = await openLog({ root, pipeline: 'b', experiment: 'size' });
+  // Bulk-load the base directly (the append path would take hours at 10^7), then maintenance
+  // compacts and indexes it as it would a real log.
+  const tables = new LanceTables(lg.uri, undefined, new LocalObjectStore(lg.uri));
+  const base = await tables.ensureBase();
+  const sqFile = path.join(dir, `size${n}.sqlite`);
+  const sq = new SqliteLog(sqFile);
+  const jlFile = path.join(dir, `size${n}.jsonl`);
+  const jl = new JsonLines(jlFile);
+  let buildOurs = 0;
+  let buildSq = 0;
+  const chunk = 100_000;
+  for (let s = 0; s < n; s += chunk) {
+    const rs = bulkRows(s, Math.min(n, s + chunk));
+    let t = now();
+    await base.add(rowsToArrow(rs) as never);
+    buildOurs += now() - t;
+    t = now();
+    sq.addBatch(rs); // one transaction per chunk: the bulk-load equivalent
+    buildSq += now() - t;
+    jl.appendNoSync(rs);
+  }
+  let t = now();
+  await lg.maintain();
+  buildOurs += now() - t;
+  t = now();
+  sq.checkpoint();
+  buildSq += now() - t;
+  sq.close();
+  jl.close();
+  log(`size ${n} built`);
+
+  const items = n / PER_ITEM;
+  const probe = Array.from({ length: P.foldProbes }, (_, i) => itemName(Math.floor((i * 7919) % items)));
+  await lg.fold(probe[0]!);
+  const fold: number[] = [];
+  for (const id of probe) {
+    const t1 = now();
+    const st = await lg.fold(id);
+    fold.push(now() - t1);
+    if (st.lastSeq !== PER_ITEM) throw new Error(`bench: fold of ${id} saw lastSeq ${st.lastSeq}, expected ${PER_ITEM}`);
+  }
+  const query: number[] = [];
+  for (const id of probe) {
+    const t1 = now();
+    rowsFromArrow(await base.query().where(`item_id = '${id}'`).toArrow());
+    query.push(now() - t1);
+  }
+  const sqDb = new SqliteLog(sqFile);
+  const sqFold: number[] = [];
+  for (const id of probe) {
+    const t1 = now();
+    sqDb.item(id);
+    sqFold.push(now() - t1);
+  }
+  sqDb.close();
+  await lg.close();
+  tables.close();
+
+  // Disk after maintenance, before any shard exists: the merged log.
+  const disk = allocatedBytes(root);
+  const files = fileCount(root);
+  const sqDisk = allocatedBytes(sqFile);
+  const jlDisk = allocatedBytes(jlFile);
+
+  // items() and its SQLite equivalent, each in a fresh process (clean peak RSS).
+  const [it] = await runTogether([['items', root, String(n)]]);
+  const [si] = await runTogether([['sqlite-items', sqFile]]);
+  const itRate = n / ((it!.endMs - it!.startMs) / 1000);
+  const siRate = si!.events / ((si!.endMs - si!.startMs) / 1000);
+  if (it!.items !== items || si!.items !== items) throw new Error(`bench: items() saw ${it!.items} / SQLite ${si!.items}, expected ${items}`);
+  log(`size ${n} read`);
+
+  // 16 live writers with unmerged shards, then a fold from a reader (largest size only: the
+  // writers' appends take a while).
+  let unmergedP50: number | undefined;
+  if (last) {
+    const writers = await Promise.all(
+      Array.from({ length: 16 }, (_, s) => openLog({ root, pipeline: 'b', experiment: 'size', slot: s, mergeEveryCommits: 1_000_000 })),
+    );
     await Promise.all(
-      Array.from({ length: inFlight }, async () => {
-        while (next < batches) {
-          const i = next++;
-          await log.append([tenEventBatch(`i${i}`)]);
-        }
+      writers.map(async (w, s) => {
+        for (let c = 0; c < P.shardCommits; c++) await w.append([newItemBatch(`live-${s}-${c}`)]);
       }),
     );
-    const secs = (now() - t) / 1000;
-    await log.close();
-    return (batches * 10) / secs;
-  };
-  const one = await run(1, 'tp1');
-  const many = await run(64, 'tp64');
-  console.log(`\nthroughput of one writer, ${batches} batches of 10 events (merges into base every 64 commits included)`);
-  console.log(`  1 batch in flight:    ${Math.round(one)} events/s`);
-  console.log(`  64 batches in flight: ${Math.round(many)} events/s (group commit: ${(many / one).toFixed(1)}x)`);
-}
-
-async function foldLatency(): Promise<void> {
-  console.log('\nfold latency of one item (50 events per item), base compacted and indexed by maintenance');
-  for (const total of [10_000, 100_000, 1_000_000]) {
-    const name = `fold${total}`;
-    const root = path.join(dir, name);
-    const log = await openLog({ root, pipeline: 'b', experiment: name });
-    // Bulk-load the base directly (the append path would take minutes at 10^6).
-    const uri = log.uri;
-    const tables = new LanceTables(uri, undefined, new LocalObjectStore(uri));
-    const base = await tables.ensureBase();
-    const perItem = 50;
-    const items = total / perItem;
-    const chunk = 100_000;
-    for (let start = 0; start < total; start += chunk) {
-      const rows: EventRow[] = [];
-      for (let k = start; k < Math.min(total, start + chunk); k += perItem) {
-        const itemId = `item-${String(k / perItem).padStart(7, '0')}`;
-        const b = parseBatch({ itemId, runId: 'bench', create: {}, step: { name: 's', index: 0 }, append: { m: Array.from({ length: perItem - 2 }, (_, j) => j) } });
-        rows.push(...toRows(b, { firstSeq: 1, writerEpoch: 's00-e000001', eventTsUs: Date.now() * 1000 }));
-      }
-      await base.add(rowsToArrow(rows) as never);
-    }
-    await log.maintain();
-    const probe = Array.from({ length: 30 }, (_, i) => `item-${String(Math.floor((i * 7919) % items)).padStart(7, '0')}`);
-    await log.fold(probe[0]!);
+    const reader = await openLog({ root, pipeline: 'b', experiment: 'size' });
+    await reader.fold(probe[0]!);
     const lat: number[] = [];
     for (const id of probe) {
-      const t = now();
-      const s = await log.fold(id);
-      lat.push(now() - t);
-      if (s.lastSeq !== perItem) throw new Error(`bad fold of ${id}`);
+      const t1 = now();
+      await reader.fold(id);
+      lat.push(now() - t1);
     }
-    // Baseline: the bare filtered Lance query the fold is built on.
-    const raw: number[] = [];
-    for (const id of probe) {
-      const t = now();
-      rowsFromArrow(await base.query().where(`item_id = '${id}'`).toArrow());
-      raw.push(now() - t);
-    }
-    await log.close();
-    console.log(
-      `  ${String(total).padStart(9)} events: fold p50 ${ms(pct(lat, 50))} p99 ${ms(pct(lat, 99))} | bare Lance query p50 ${ms(pct(raw, 50))} | ratio ${(pct(lat, 50) / pct(raw, 50)).toFixed(2)}x`,
-    );
-    rmSync(root, { recursive: true, force: true });
+    unmergedP50 = pct(lat, 50);
+    await reader.close();
+    await Promise.all(writers.map((w) => w.close()));
+    log(`size ${n} unmerged fold done`);
   }
+  rmSync(root, { recursive: true, force: true });
+  rmSync(sqFile, { force: true });
+  rmSync(jlFile, { force: true });
+
+  const S = sizeText(n);
+  const f: SizeFigures = { n, foldP50: pct(fold, 50), queryP50: pct(query, 50), ...(unmergedP50 !== undefined ? { unmergedP50 } : {}) };
+  Object.assign(raw, {
+    [`build_${n}_ms`]: buildOurs,
+    [`build_${n}_sqlite_ms`]: buildSq,
+    [`items_${n}_eps`]: itRate,
+    [`items_${n}_rss`]: it!.maxRssBytes,
+    [`items_${n}_sqlite_eps`]: siRate,
+    [`items_${n}_sqlite_rss`]: si!.maxRssBytes,
+    [`fold_${n}_p50_ms`]: f.foldP50,
+    [`fold_${n}_p99_ms`]: pct(fold, 99),
+    [`fold_${n}_lance_query_p50_ms`]: f.queryP50,
+    [`fold_${n}_sqlite_p50_ms`]: pct(sqFold, 50),
+    [`disk_${n}_bytes`]: disk,
+    [`disk_${n}_files`]: files,
+    [`disk_${n}_sqlite_bytes`]: sqDisk,
+    [`disk_${n}_jsonl_bytes`]: jlDisk,
+    ...(unmergedP50 !== undefined ? { [`fold_${n}_unmerged16_p50_ms`]: unmergedP50 } : {}),
+  });
+  rows.push('build', {
+    figure: `build ${S} events (bulk add + maintenance)`,
+    ours: `${(buildOurs / 1000).toFixed(1)} s`,
+    baseline: `SQLite one transaction per 10^5 rows ${(buildSq / 1000).toFixed(1)} s`,
+    ratio: ratio(buildOurs, buildSq),
+  });
+  rows.push('items', {
+    figure: `\`items()\` over ${S} events (fresh process)`,
+    ours: `${int(itRate)} events/s, ${bytes(it!.maxRssBytes)} peak RSS`,
+    baseline: `SQLite + the same JS fold ${int(siRate)} events/s, ${bytes(si!.maxRssBytes)}`,
+    ratio: `${ratio(itRate, siRate)}, ${ratio(it!.maxRssBytes, si!.maxRssBytes, 1)} memory`,
+  });
+  rows.push('fold', {
+    figure: `fold one item, merged, ${S} events, p50`,
+    ours: `${msText(f.foldP50)} (p99 ${msText(pct(fold, 99))})`,
+    baseline: `bare Lance query ${msText(f.queryP50)}; SQLite ${msText(pct(sqFold, 50))}${first ? `; growth vs ${sizeText(first.n)} ${ratio(f.foldP50, first.foldP50)}` : ''}`,
+    ratio: ratio(f.foldP50, f.queryP50),
+  });
+  if (unmergedP50 !== undefined) {
+    rows.push('unmerged', {
+      figure: `fold one item, ${S} events, 16 writers' shards unmerged (${P.shardCommits} commits each), p50`,
+      ours: msText(unmergedP50),
+      baseline: `merged ${msText(f.foldP50)}`,
+      ratio: ratio(unmergedP50, f.foldP50),
+    });
+  }
+  rows.push('disk', {
+    figure: `disk per event, ${S} merged (allocated)`,
+    ours: `${int(disk / n)} B (${int(files)} files)`,
+    baseline: `SQLite ${int(sqDisk / n)} B; JSONL ${int(jlDisk / n)} B`,
+    ratio: ratio(disk, sqDisk),
+  });
+  return f;
 }
 
+const meta: BenchMeta = {
+  mode,
+  date: new Date().toISOString(),
+  node: process.version,
+  load: execFileSync('uptime', { encoding: 'utf8' }),
+  sizes: P.sizes,
+};
 try {
-  console.log(`datagen-checkpoint-log bench, embedded default (${dir}), node ${process.version}`);
-  if (want('ack')) await ackLatency();
-  if (want('throughput')) await throughput();
-  if (want('fold')) await foldLatency();
+  log(`${mode} run in ${dir}; ${meta.load.trim()}`);
+  await ack();
+  await oneWriter();
+  await fourProcesses();
+  let first: SizeFigures | undefined;
+  for (const [i, n] of P.sizes.entries()) {
+    const f = await atSize(n, first, i === P.sizes.length - 1);
+    first ??= f;
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
+const md = formatTable(ORDER.flatMap((k) => groups.get(k)!), meta);
+process.stdout.write(md);
+const out = fileURLToPath(new URL('./results/', import.meta.url));
+mkdirSync(out, { recursive: true });
+writeFileSync(path.join(out, 'latest.md'), md);
+writeFileSync(path.join(out, 'latest.json'), JSON.stringify({ meta, rows, raw }, null, 2) + '\n');
+log(`wrote ${path.join(out, 'latest.md')} and latest.json`);

@@ -1,0 +1,25 @@
+/** Baseline: a bare LanceDB table in the project's schema, rows added with `add()`. */
+import * as lancedb from '@lancedb/lancedb';
+import { EVENT_SCHEMA, rowsFromArrow, rowsToArrow } from '../../lib/schema.ts';
+import type { EventRow } from '../../lib/types.ts';
+
+export class RawLance {
+  private constructor(private readonly table: lancedb.Table) {}
+
+  static async open(dir: string, name = 'events'): Promise<RawLance> {
+    const db = await lancedb.connect(dir);
+    return new RawLance(await db.createEmptyTable(name, EVENT_SCHEMA));
+  }
+
+  async add(rows: readonly EventRow[]): Promise<void> {
+    await this.table.add(rowsToArrow(rows) as never);
+  }
+
+  async item(itemId: string): Promise<EventRow[]> {
+    return rowsFromArrow(await this.table.query().where(`item_id = '${itemId}'`).toArrow());
+  }
+
+  close(): void {
+    this.table.close();
+  }
+}
