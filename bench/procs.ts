@@ -28,12 +28,37 @@ function start(args: string[]): Running {
   return { ready, result, go: () => p.stdin!.end('go\n') };
 }
 
+export interface Workers {
+  /** Resolves when every worker has started and waits at the barrier (rejects if one died). */
+  ready: Promise<void>;
+  /** Release them all at once; their results in argument order. */
+  go(): Promise<ChildResult[]>;
+}
+
+/**
+ * Start workers now, release later: groups that are timed one after the other can start up
+ * together (start-up is most of a worker's CPU on this busy machine) and wait idle, blocked on
+ * stdin, while the other group runs.
+ */
+export function spawnWorkers(argLists: string[][]): Workers {
+  const kids = argLists.map(start);
+  const results = Promise.all(kids.map((k) => k.result));
+  results.catch(() => undefined); // surfaced by ready or go
+  const ready = Promise.race([Promise.all(kids.map((k) => k.ready)).then(() => undefined), results.then(() => undefined)]);
+  return {
+    ready,
+    go: () => {
+      for (const k of kids) k.go();
+      return results;
+    },
+  };
+}
+
 /** Run workers with a start barrier; returns their results (in argument order). */
 export async function runTogether(argLists: string[][]): Promise<ChildResult[]> {
-  const kids = argLists.map(start);
-  await Promise.race([Promise.all(kids.map((k) => k.ready)), Promise.all(kids.map((k) => k.result))]);
-  for (const k of kids) k.go();
-  return Promise.all(kids.map((k) => k.result));
+  const w = spawnWorkers(argLists);
+  await w.ready;
+  return w.go();
 }
 
 /** Events per second over the union of the workers' timed spans. */

@@ -4,8 +4,8 @@
  * synchronous=FULL, one transaction per batch) and JSON lines with an fsync per batch. Prints ONE
  * table and writes it to bench/results/latest.{md,json}. Asserts nothing.
  *
- *   npm run bench               # sizes 10^4..10^6 (tens of minutes)
- *   npm run bench -- --quick    # sizes 10^4, 10^5, small counts (under a minute; indicative)
+ *   npm run bench               # sizes 10^4..10^6 (minutes to tens of minutes)
+ *   npm run bench -- --quick    # sizes 10^4, 10^5, small counts (~40 s of CPU; indicative)
  *   npm run bench -- --long     # sizes 10^4..10^7 (hours)
  */
 import { execFileSync } from 'node:child_process';
@@ -21,7 +21,7 @@ import { JsonLines } from './baselines/jsonl.ts';
 import { RawLance } from './baselines/lance.ts';
 import { SqliteLog } from './baselines/sqlite.ts';
 import { PER_ITEM, allocatedBytes, bulkRows, fileCount, itemName, newItemBatch, now, ownedItemBatch, pct, pool, rowsOf } from './common.ts';
-import { aggregateRate, runTogether } from './procs.ts';
+import { aggregateRate, spawnWorkers } from './procs.ts';
 import { type BenchMeta, type BenchRow, bytes, formatTable, int, msText, ratio, sizeText } from './table.ts';
 
 const args = process.argv.slice(2);
@@ -160,10 +160,13 @@ async function oneWriter(): Promise<void> {
 async function fourProcesses(): Promise<void> {
   const n = P.procBatches;
   const root = path.join(dir, 'mp');
-  const ours = await runTogether([0, 1, 2, 3].map((s) => ['writer', root, String(s), String(n), '64']));
   const file = path.join(dir, 'mp.sqlite');
   new SqliteLog(file).close(); // create the schema once, before the processes race to
-  const sq = await runTogether([0, 1, 2, 3].map((s) => ['sqlite-writer', file, String(n), String(s)]));
+  const oursW = spawnWorkers([0, 1, 2, 3].map((s) => ['writer', root, String(s), String(n), '64']));
+  const sqW = spawnWorkers([0, 1, 2, 3].map((s) => ['sqlite-writer', file, String(n), String(s)]));
+  await Promise.all([oursW.ready, sqW.ready]);
+  const ours = await oursW.go();
+  const sq = await sqW.go();
   const a = aggregateRate(ours);
   const b = aggregateRate(sq);
   Object.assign(raw, { four_procs_eps: a, four_sqlite_procs_eps: b });
@@ -251,8 +254,11 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
   const jlDisk = allocatedBytes(jlFile);
 
   // items() and its SQLite equivalent, each in a fresh process (clean peak RSS).
-  const [it] = await runTogether([['items', root, String(n)]]);
-  const [si] = await runTogether([['sqlite-items', sqFile]]);
+  const itW = spawnWorkers([['items', root, String(n)]]);
+  const siW = spawnWorkers([['sqlite-items', sqFile]]);
+  await Promise.all([itW.ready, siW.ready]);
+  const [it] = await itW.go();
+  const [si] = await siW.go();
   const itRate = n / ((it!.endMs - it!.startMs) / 1000);
   const siRate = si!.events / ((si!.endMs - si!.startMs) / 1000);
   if (it!.items !== items || si!.items !== items) throw new Error(`bench: items() saw ${it!.items} / SQLite ${si!.items}, expected ${items}`);
