@@ -367,10 +367,11 @@ try {
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
-const md = formatTable(ORDER.flatMap((k) => groups.get(k)!), meta);
+const table = ORDER.flatMap((k) => groups.get(k)!);
+const md = formatTable(table, meta);
 process.stdout.write(md);
 const out = fileURLToPath(new URL('./results/', import.meta.url));
 mkdirSync(out, { recursive: true });
 writeFileSync(path.join(out, 'latest.md'), md);
-writeFileSync(path.join(out, 'latest.json'), JSON.stringify({ meta, rows, raw }, null, 2) + '\n');
+writeFileSync(path.join(out, 'latest.json'), JSON.stringify({ meta, rows: table, raw }, null, 2) + '\n');
 log(`wrote ${path.join(out, 'latest.md')} and latest.json`);
