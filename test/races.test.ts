@@ -18,6 +18,7 @@ import {
   startRead,
   withFreshReader,
   raceFixture,
+  type OpenTestLog,
 } from './support/race-kit.ts';
 
 const TTL = 60_000;
@@ -25,6 +26,18 @@ const META = '_dgcl/meta';
 const isSealPut = (op: string, key: string) => op === 'putIfAbsent' && key.startsWith(`${META}/seal.`);
 
 const { setup } = raceFixture(TTL);
+
+/** B takes slot 0 over (its lease is due) and stops right before its seal PUT. */
+async function takeoverPausedBeforeSeal(open: OpenTestLog) {
+  const B = open({ slot: 0, slots: 2 });
+  const sealPause = new Pause();
+  B.objects.tap.before = async (op, key) => {
+    if (isSealPut(op, key) && !sealPause.reached.settled) await sealPause.hit();
+  };
+  const bAppend = settle(B.log.append([createBatch('y')]));
+  await sealPause.reached.promise;
+  return { B, sealPause, bAppend };
+}
 
 /** A writer whose next commit touching `itemId` stops before the shard commit until released. */
 function pauseBeforeCommitOf(itemId: string) {
@@ -102,13 +115,7 @@ describe('race 1: a zombie commit after the seal', () => {
 
     // B takes over slot 0, reads A's versions for the seal, and stops before the seal PUT.
     clock.advance(TTL + 1);
-    const B = open({ slot: 0, slots: 2 });
-    const sealPause = new Pause();
-    B.objects.tap.before = async (op, key) => {
-      if (isSealPut(op, key) && !sealPause.reached.settled) await sealPause.hit();
-    };
-    const bAppend = settle(B.log.append([createBatch('y')]));
-    await sealPause.reached.promise;
+    const { sealPause, bAppend } = await takeoverPausedBeforeSeal(open);
 
     // A, fenced since B's acquire, commits now (after the versions were read) and is refused.
     aPause.release();
@@ -143,13 +150,7 @@ describe('race 1: a zombie commit after the seal', () => {
 
     // B takes slot 0 over and stops right before its seal PUT; A commits meanwhile, fenced.
     clock.advance(TTL + 1);
-    const B = open({ slot: 0, slots: 2 });
-    const sealPause = new Pause();
-    B.objects.tap.before = async (op, key) => {
-      if (isSealPut(op, key) && !sealPause.reached.settled) await sealPause.hit();
-    };
-    const bAppend = settle(B.log.append([createBatch('y')]));
-    await sealPause.reached.promise;
+    const { sealPause, bAppend } = await takeoverPausedBeforeSeal(open);
     aPause.release();
     const aOut = await aAppend;
     expect(aOut.ok ? aOut.value : aOut.error).toBeInstanceOf(FencedError);
