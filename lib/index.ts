@@ -11,7 +11,7 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
-import type { CheckpointLog, MaintenanceReport } from './api.ts';
+import type { MaintenanceReport } from './api.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { InvalidInputError } from './errors.ts';
 import { DynamoLeaseStore } from './lease/dynamo.ts';

@@ -149,11 +149,6 @@ export class LanceTables {
   }
 }
 
-export function isNotFound(e: unknown): boolean {
-  const msg = e instanceof Error ? e.message : String(e);
-  return /not found|was not found|does not exist|No such file|NotFound/i.test(msg);
-}
-
 /** Single-quoted SQL string literal for Lance filters. */
 export function sqlString(s: string): string {
   return `'${s.replace(/'/g, "''")}'`;
