@@ -160,7 +160,10 @@ export class LogReader {
         // fence proves the old epoch can no longer be confirmed, so any version read now covers
         // everything it acknowledged.
         if (attempt < SEAL_WAITS) continue;
-        await this.completeSeals(listing);
+        await this.completeSeals(listing).catch((e: unknown) => {
+          if (e instanceof DgclError && !(e instanceof UnavailableError)) throw e;
+          lastError = e; // storage trouble: try again on the next attempt
+        });
         continue;
       }
       const read = listing.visible.filter((v) => !skip?.has(v.name));

@@ -81,9 +81,17 @@ export async function writeSeal(
     } catch (e) {
       // Merged and retired meanwhile: its rows are in the base, readers skip it either way.
       const now = parseMetaNames(await ctx.objects.list(META_DIR).catch(() => { throw e; }));
-      if (now.gens.includes(name) && !now.retired.has(name)) throw e;
+      if (!now.gens.includes(name) || now.retired.has(name)) continue;
+      // A marker whose dataset does not exist: the marker PUT of a generation that never got a
+      // commit landed late, after maintenance swept the ended epoch's unmarked folder. Commits
+      // follow only a confirmed marker, so nothing of it was acknowledged: seal it out.
+      if (!isMissingDataset(e)) throw e;
     }
   }
   const seal: Seal = { writerEpoch, gens: versions, sealedBy, sealedAtMs: clock.nowMs() };
   await ctx.objects.putIfAbsent(sealKey(writerEpoch), JSON.stringify(seal));
+}
+
+function isMissingDataset(e: unknown): boolean {
+  return /was not found|Not found|does not exist/.test(e instanceof Error ? e.message : String(e));
 }

@@ -23,4 +23,9 @@ export const REGRESSION_SEEDS: ReadonlyArray<{ seed: number; name: string }> = [
   // reads the generation after its newest manifest was deleted: Lance serves an older version
   // without error and x3 (acked) is "not found" (I1).
   { seed: 113, name: 'race 4: read racing a retirement returns an older state' },
+  // Found by a soak after the fixes: a gen. marker PUT timed out and landed after maintenance
+  // swept the fenced epoch's unmarked folder; every seal attempt then failed on the missing
+  // dataset and reads stayed pending forever (fixed: a marked generation without a dataset never
+  // had a commit, so it is sealed out).
+  { seed: 102077, name: 'late gen. marker after the sweep: seal it out' },
 ];
