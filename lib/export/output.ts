@@ -3,11 +3,11 @@
  * A file for S3 is written to a local temporary file first and uploaded when whole, so a reader
  * never sees half an export; a local file is written beside its target and renamed into place.
  */
-import { createReadStream, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, PutObjectCommand, S3Client, UploadPartCommand } from '@aws-sdk/client-s3';
 import { InvalidInputError, UnavailableError } from '../errors.ts';
 import { checkObjectKey, joinKey, parseRoot, s3ClientConfig, type Env } from '../storage/location.ts';
 
@@ -35,11 +35,47 @@ function s3(env: Env): S3Client {
   return new S3Client({ ...s3ClientConfig(env), requestHandler: { connectionTimeout: 5_000, requestTimeout: 300_000 } });
 }
 
+/**
+ * Bytes go up as Buffers with a known length (a streamed body would be sent aws-chunked, which
+ * some S3-compatible servers refuse): one PUT up to PART bytes, else a multipart upload read part
+ * by part, so memory stays at one part whatever the file's size.
+ */
+const PART = 32 * 1024 * 1024;
+
+function readPart(fd: number, offset: number, size: number): Buffer {
+  const buf = Buffer.alloc(size);
+  let got = 0;
+  while (got < size) {
+    const n = readSync(fd, buf, got, size - got, offset + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return got === size ? buf : buf.subarray(0, got);
+}
+
 async function upload(client: S3Client, bucket: string, key: string, file: string): Promise<void> {
+  const size = statSync(file).size;
+  const fd = openSync(file, 'r');
+  let uploadId: string | undefined;
   try {
-    await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: createReadStream(file), ContentLength: statSync(file).size }));
+    if (size <= PART) {
+      const body = readPart(fd, 0, size);
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ContentLength: body.length }));
+      return;
+    }
+    uploadId = (await client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }))).UploadId;
+    const parts: { ETag: string; PartNumber: number }[] = [];
+    for (let off = 0, n = 1; off < size; off += PART, n++) {
+      const body = readPart(fd, off, Math.min(PART, size - off));
+      const r = await client.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: uploadId, PartNumber: n, Body: body, ContentLength: body.length }));
+      parts.push({ ETag: r.ETag!, PartNumber: n });
+    }
+    await client.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts } }));
   } catch (e) {
+    if (uploadId) await client.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId })).catch(() => {});
     throw new UnavailableError(`upload to s3://${bucket}/${key} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+  } finally {
+    closeSync(fd);
   }
 }
 
