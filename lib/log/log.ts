@@ -15,7 +15,7 @@ import { ITEM_STATUSES } from '../types.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
 import { LogReader, type ShardListing } from './reader.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
-import { failureOf, SUMMARY_SCAN_COLUMNS, summaryOf, SummaryVisitor, type ItemAggregate } from './summary.ts';
+import { compareUtf8, failureOf, SUMMARY_SCAN_COLUMNS, summaryOf, SummaryVisitor, type ItemAggregate } from './summary.ts';
 import { LanceTables, sqlString, type Table, type TableWrapper } from './tables.ts';
 import { ShardWriter, type WriterOptions } from './writer.ts';
 
@@ -102,9 +102,10 @@ export class LanceCheckpointLog implements CheckpointLog {
     if (q.limit !== undefined && (!Number.isSafeInteger(q.limit) || q.limit < 1)) {
       throw new InvalidInputError(`limit must be a positive integer, got ${JSON.stringify(q.limit)}`, { field: 'limit' });
     }
-    let list: ItemSummary[] = (await this.aggregates()).map(summaryOf);
+    // Items after the page cursor only: the scan skips the others (item_id is indexed).
+    let list: ItemSummary[] = (await this.aggregates(q.after !== undefined ? `item_id > ${sqlString(q.after)}` : null)).map(summaryOf);
     if (q.status) list = list.filter((s) => s.status === q.status);
-    if (q.after !== undefined) list = list.filter((s) => s.itemId > q.after!);
+    if (q.after !== undefined) list = list.filter((s) => compareUtf8(s.itemId, q.after!) > 0);
     if (q.limit !== undefined && list.length > q.limit) {
       const page = list.slice(0, q.limit);
       return { items: page, next: page.at(-1)!.itemId };
@@ -117,8 +118,8 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   /** Every item's listing aggregate, by one streaming pass over light columns (lib/log/summary.ts). */
-  aggregates(): Promise<ItemAggregate[]> {
-    return this.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
+  aggregates(filter: string | null = null): Promise<ItemAggregate[]> {
+    return this.scanEvents({ columns: SUMMARY_SCAN_COLUMNS, filter }, () => new SummaryVisitor());
   }
 
   /**

@@ -98,8 +98,14 @@ function query(t: Table, filter: string | null, columns: readonly string[]) {
   return q;
 }
 
-function stream(t: Table, filter: string | null, columns: readonly string[]): AsyncIterable<arrow.RecordBatch> {
-  return query(t, filter, columns) as unknown as AsyncIterable<arrow.RecordBatch>;
+/** Rows per streamed batch: Lance's default (1,024) makes the per-batch cost dominate a scan. */
+const BATCH_ROWS = 32768;
+
+async function* stream(t: Table, filter: string | null, columns: readonly string[]): AsyncGenerator<arrow.RecordBatch> {
+  // `execute` is the documented iteration with options (protected in the typings only). Awaited:
+  // a wrapped table (the simulation) may return it through a promise.
+  const q = query(t, filter, columns) as unknown as { execute(o: { maxBatchLength: number }): AsyncIterable<arrow.RecordBatch> };
+  yield* await q.execute({ maxBatchLength: BATCH_ROWS });
 }
 
 async function collect(t: Table, filter: string | null, columns: readonly string[]): Promise<arrow.RecordBatch[]> {

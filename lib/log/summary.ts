@@ -50,16 +50,21 @@ interface Pos {
   id: string;
 }
 
-function after(seq: number, id: () => string, than: Pos | null): boolean {
+/** Whether the event at row r (seq `seq`) comes after `than`; decodes its id only on a seq tie. */
+function after(seq: number, ids: Utf8Column, r: number, than: Pos | null): boolean {
   if (than === null) return true;
   if (seq !== than.seq) return seq > than.seq;
-  return id() > than.id;
+  return (ids.get(r) ?? '') > than.id;
 }
 
-function before(seq: number, id: () => string, than: Pos | null): boolean {
+function before(seq: number, ids: Utf8Column, r: number, than: Pos | null): boolean {
   if (than === null) return true;
   if (seq !== than.seq) return seq < than.seq;
-  return id() < than.id;
+  return (ids.get(r) ?? '') < than.id;
+}
+
+function posOf(seq: number, ids: Utf8Column, r: number): Pos {
+  return { seq, id: ids.get(r) ?? '' };
 }
 
 export interface ItemAggregate {
@@ -131,13 +136,11 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
       aggRow = r;
       const seq = seqs.get(r);
       if (seq === null) throw new CorruptError(`column item_seq is null in a stored event of item ${agg.itemId}`);
-      let idCache: string | null = null;
-      const id = (): string => (idCache ??= eventIds.get(r) ?? '');
       if (seq > agg.lastSeq) agg.lastSeq = seq;
       const attempt = attempts.get(r) ?? 0;
       if (attempt > agg.attempts) agg.attempts = attempt;
-      if (before(seq, id, agg.first)) {
-        agg.first = { seq, id: id() };
+      if (before(seq, eventIds, r, agg.first)) {
+        agg.first = posOf(seq, eventIds, r);
         agg.firstRoot = roots.get(r) ?? '';
         agg.firstParent = parents.get(r);
       }
@@ -147,15 +150,15 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
         case 'FIELD_APPEND':
           break;
         case 'ITEM_CREATED':
-          if (before(seq, id, agg.created)) {
-            agg.created = { seq, id: id() };
+          if (before(seq, eventIds, r, agg.created)) {
+            agg.created = posOf(seq, eventIds, r);
             agg.root = roots.get(r);
             agg.parent = parents.get(r);
           }
           break;
         case 'STEP_COMPLETED':
-          if (after(seq, id, agg.cursorAt)) {
-            agg.cursorAt = { seq, id: id() };
+          if (after(seq, eventIds, r, agg.cursorAt)) {
+            agg.cursorAt = posOf(seq, eventIds, r);
             agg.cursor = {
               stepName: str(b, 'step_name', r),
               stepIndex: new Int64Column(b, 'step_index').get(r),
@@ -165,14 +168,14 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
               checkpointId: str(b, 'checkpoint_id', r) ?? '',
             };
           }
-          if (after(seq, id, agg.stepAt)) {
-            agg.stepAt = { seq, id: id() };
+          if (after(seq, eventIds, r, agg.stepAt)) {
+            agg.stepAt = posOf(seq, eventIds, r);
             agg.stepFailed = false;
           }
           break;
         case 'FAILED':
-          if (after(seq, id, agg.failureAt)) {
-            agg.failureAt = { seq, id: id() };
+          if (after(seq, eventIds, r, agg.failureAt)) {
+            agg.failureAt = posOf(seq, eventIds, r);
             agg.failure = {
               stepName: str(b, 'step_name', r),
               attempt,
@@ -182,30 +185,30 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
               seq,
             };
           }
-          if (after(seq, id, agg.stepAt)) {
-            agg.stepAt = { seq, id: id() };
+          if (after(seq, eventIds, r, agg.stepAt)) {
+            agg.stepAt = posOf(seq, eventIds, r);
             agg.stepFailed = true;
           }
           break;
         case 'TERMINAL': {
           const kind = str(b, 'terminal', r);
           if (kind !== 'completed' && kind !== 'filtered') {
-            throw new CorruptError(`event ${id()} (item ${JSON.stringify(agg.itemId)}, seq ${seq}): TERMINAL with terminal ${JSON.stringify(kind)}`);
+            throw new CorruptError(`event ${eventIds.get(r)} (item ${JSON.stringify(agg.itemId)}, seq ${seq}): TERMINAL with terminal ${JSON.stringify(kind)}`);
           }
-          if (after(seq, id, agg.terminalAt)) {
-            agg.terminalAt = { seq, id: id() };
+          if (after(seq, eventIds, r, agg.terminalAt)) {
+            agg.terminalAt = posOf(seq, eventIds, r);
             agg.terminal = kind;
           }
           break;
         }
         default:
-          throw new CorruptError(`event ${id()} (item ${JSON.stringify(agg.itemId)}, seq ${seq}): unknown event_type ${JSON.stringify(type)}; upgrade dgcl`);
+          throw new CorruptError(`event ${eventIds.get(r)} (item ${JSON.stringify(agg.itemId)}, seq ${seq}): unknown event_type ${JSON.stringify(type)}; upgrade dgcl`);
       }
     }
   }
 
   done(): ItemAggregate[] {
-    return [...this.items.values()].sort((a, b) => (a.itemId < b.itemId ? -1 : a.itemId > b.itemId ? 1 : 0));
+    return [...this.items.values()].sort((a, b) => compareUtf8(a.itemId, b.itemId));
   }
 }
 
@@ -234,4 +237,24 @@ function newAggregate(itemId: string): ItemAggregate {
     terminalAt: null,
     terminal: null,
   };
+}
+
+/**
+ * Item ids in UTF-8 byte order, the order Lance's SQL compares strings in (so a page cursor
+ * pushed down as `item_id > after` agrees with the listing). JavaScript's `<` compares UTF-16
+ * code units, which orders U+E000..U+FFFF after astral characters; UTF-8 does the opposite.
+ */
+export function compareUtf8(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x === y) continue;
+    // Below the surrogates both orders agree; otherwise compare the encoded bytes.
+    if (x < 0xd800 && y < 0xd800) return x - y;
+    // Start at the whole character (a pair that differs in its low surrogate shares the high one).
+    const from = i > 0 && x >= 0xdc00 && x < 0xe000 ? i - 1 : i;
+    return Buffer.compare(Buffer.from(a.slice(from), 'utf8'), Buffer.from(b.slice(from), 'utf8'));
+  }
+  return a.length - b.length;
 }

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CorruptError } from '../../lib/errors.ts';
 import { dedupe, foldItem, summarize } from '../../lib/fold.ts';
-import { failureOf, lineageOf, summaryOf, SummaryVisitor } from '../../lib/log/summary.ts';
+import { compareUtf8, failureOf, lineageOf, summaryOf, SummaryVisitor } from '../../lib/log/summary.ts';
 import { rowsToArrow } from '../../lib/schema.ts';
 import type { EventRow, EventType } from '../../lib/types.ts';
 
@@ -131,5 +131,19 @@ describe('SummaryVisitor', () => {
     const b = rowsToArrow([row({ item_id: 'x', item_seq: 1, event_id: 'c', event_type: 'ITEM_DELETED' as EventType })]).batches[0]!;
     expect(() => v.batch(b, () => true)).toThrow(CorruptError);
     expect(() => new SummaryVisitor().batch(b, () => true)).toThrow(/ITEM_DELETED/);
+  });
+});
+
+describe('compareUtf8', () => {
+  it('orders like UTF-8 bytes (what Lance compares), also where UTF-16 order differs', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme' }), fc.string({ unit: 'grapheme' }), (a, b) => {
+        expect(Math.sign(compareUtf8(a, b))).toBe(Math.sign(Buffer.compare(Buffer.from(a), Buffer.from(b))));
+      }),
+      { numRuns: 2000 },
+    );
+    // U+E000 sorts after an astral character in UTF-8, before it in UTF-16.
+    expect(compareUtf8('\ue000', '\u{1f600}')).toBeLessThan(0);
+    expect('\ue000' < '\u{1f600}').toBe(false);
   });
 });
