@@ -19,6 +19,7 @@ import { rowsToArrow, rowsFromArrow } from '../lib/schema.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { JsonLines } from './baselines/jsonl.ts';
 import { RawLance } from './baselines/lance.ts';
+import { DatasetSync } from '../lib/storage/dataset-sync.ts';
 import { SqliteLog } from './baselines/sqlite.ts';
 import { PER_ITEM, allocatedBytes, bulkRows, fileCount, itemName, newItemBatch, now, ownedItemBatch, pct, pool, rowsOf } from './common.ts';
 import { aggregateRate, spawnWorkers } from './procs.ts';
@@ -59,6 +60,10 @@ async function ack(): Promise<void> {
   }
   await lg.close();
   const lance = await RawLance.open(path.join(dir, 'raw-ack'));
+  // The same durability as ours on a local root: the commit's files fsynced before the ack.
+  const lanceSynced = await RawLance.open(path.join(dir, 'raw-ack-sync'));
+  const lanceSync = new DatasetSync(path.join(dir, 'raw-ack-sync', 'events.lance'));
+  const lanceSyncedNew: number[] = [];
   const sq = new SqliteLog(path.join(dir, 'ack.sqlite'));
   const jl = new JsonLines(path.join(dir, 'ack.jsonl'));
   const lanceNew: number[] = [];
@@ -76,6 +81,10 @@ async function ack(): Promise<void> {
     await lance.add(o);
     lanceOwned.push(now() - t);
     t = now();
+    await lanceSynced.add(r);
+    await lanceSync.sync();
+    lanceSyncedNew.push(now() - t);
+    t = now();
     sq.addBatch(r);
     sqNew.push(now() - t);
     t = now();
@@ -83,17 +92,19 @@ async function ack(): Promise<void> {
     jlNew.push(now() - t);
   }
   lance.close();
+  lanceSynced.close();
   sq.close();
   jl.close();
   const others = (p: number) => `SQLite txn ${msText(pct(sqNew, p))}; JSONL+fsync ${msText(pct(jlNew, p))}`;
   for (const p of [50, 99]) {
     raw[`ack_new_p${p}_ms`] = pct(fresh, p);
     raw[`ack_new_p${p}_lance_ms`] = pct(lanceNew, p);
+    raw[`ack_new_p${p}_lance_fsync_ms`] = pct(lanceSyncedNew, p);
     rows.push('ack', {
       figure: `ack, 10-event batch, new item, p${p} (n=${n})`,
       ours: msText(pct(fresh, p)),
-      baseline: `raw Lance add ${msText(pct(lanceNew, p))}; ${others(p)}`,
-      ratio: ratio(pct(fresh, p), pct(lanceNew, p)),
+      baseline: `raw Lance add + fsync ${msText(pct(lanceSyncedNew, p))}; without fsync ${msText(pct(lanceNew, p))}; ${others(p)}`,
+      ratio: ratio(pct(fresh, p), pct(lanceSyncedNew, p)),
     });
   }
   for (const p of [50, 99]) {
@@ -102,8 +113,8 @@ async function ack(): Promise<void> {
     rows.push('ack', {
       figure: `ack, owned item, p${p} (n=${n})`,
       ours: msText(pct(owned, p)),
-      baseline: `raw Lance add ${msText(pct(lanceOwned, p))}`,
-      ratio: ratio(pct(owned, p), pct(lanceOwned, p)),
+      baseline: `raw Lance add + fsync ${msText(pct(lanceSyncedNew, p))}; without fsync ${msText(pct(lanceOwned, p))}`,
+      ratio: ratio(pct(owned, p), pct(lanceSyncedNew, p)),
     });
   }
   log('ack done');
