@@ -16,7 +16,7 @@ import { maintain, type MaintainProgress } from './maintain.ts';
 import { LogReader, type ShardListing } from './reader.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
 import { compareUtf8, failureOf, SUMMARY_SCAN_COLUMNS, summaryOf, SummaryVisitor, type ItemAggregate } from './summary.ts';
-import { LanceTables, sqlString, type Table, type TableWrapper } from './tables.ts';
+import { LanceTables, sqlString, type SyncWrapper, type Table, type TableWrapper } from './tables.ts';
 import { ShardWriter, type WriterOptions } from './writer.ts';
 
 /** The writer's options, plus where the log lives and what maintenance keeps. */
@@ -31,6 +31,8 @@ export interface LanceLogOptions extends WriterOptions {
   onClose?: () => Promise<void>;
   /** Wraps every Lance table handle (the simulation harness's fault and scheduling point). */
   wrapTable?: TableWrapper;
+  /** Wraps every fsync of a dataset (the simulation harness's scheduling and fault point). */
+  wrapSync?: SyncWrapper;
 }
 
 export class LanceCheckpointLog implements CheckpointLog {
@@ -41,7 +43,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   constructor(private readonly o: LanceLogOptions) {
     this.uri = o.uri;
-    this.tables = new LanceTables(o.uri, o.storageOptions, o.objects, o.wrapTable);
+    this.tables = new LanceTables(o.uri, o.storageOptions, o.objects, o.wrapTable, o.wrapSync);
     this.reader = new LogReader(o.objects, this.tables, o.clock);
   }
 

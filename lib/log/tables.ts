@@ -18,6 +18,9 @@ export type Table = lancedb.Table;
  */
 export type TableWrapper = (table: Table, name: string) => Table;
 
+/** Wraps every fsync of a dataset (`sync`): the simulation's scheduling and fault point. */
+export type SyncWrapper = (name: string, run: () => Promise<void>) => Promise<void>;
+
 export class LanceTables {
   private baseConn: Promise<lancedb.Connection> | null = null;
   private shardConn: Promise<lancedb.Connection> | null = null;
@@ -34,6 +37,7 @@ export class LanceTables {
     private readonly storageOptions: Record<string, string> | undefined,
     private readonly objects: ObjectStore,
     private readonly wrap: TableWrapper = (t) => t,
+    private readonly wrapSync: SyncWrapper = (_name, run) => run(),
   ) {}
 
   private parentUri(): { dir: string; name: string } {
@@ -147,7 +151,8 @@ export class LanceTables {
       s = name === 'base' ? new DatasetSync(this.logUri, new Set(['_dgcl'])) : new DatasetSync(`${this.logUri}/${SHARDS_DIR}/${name}.lance`);
       this.syncs.set(name, s);
     }
-    await s.sync();
+    const dataset = s;
+    await this.wrapSync(name, () => dataset.sync());
   }
 
   /** Forget handles of a shard (after it was retired and deleted). */

@@ -156,6 +156,8 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
       versionRetentionMs: 3_600_000,
       claimRetentionMs: cfg.claimRetentionMs,
       wrapTable: simTableWrapper(sched),
+      // An fsync is a scheduling point that can fail (before or after it ran).
+      wrapSync: (name, run) => sched.op({ kind: 'fs.sync', target: name, mutating: false, faultable: true, run, error: (m) => new Error(m) }),
     });
 
   const history = new History({ nowMs: () => clock.nowMs(), claimRetentionMs: cfg.claimRetentionMs });
