@@ -1,3 +1,4 @@
+import type { DurableItem, ItemOptions } from './steps.ts';
 import type { Ack, CheckpointBatchInput, Cursor, Failure, ItemState, ItemStatus, TrajectoryEvent } from './types.ts';
 
 /** One line of `dgcl items` / a page entry of the `fold` handler's item listing. */
@@ -70,6 +71,8 @@ export interface CheckpointLog {
   /** Append checkpoint batches; one ack per batch, same order. All-or-nothing per batch. */
   append(batches: CheckpointBatchInput[]): Promise<Ack[]>;
   fold(itemId: string): Promise<ItemState>;
+  /** Open an item for durable steps (lib/steps.ts): `await (await log.item(id, { runId })).step(...)`. */
+  item(itemId: string, options: ItemOptions): Promise<DurableItem>;
   items(query?: { status?: ItemStatus; limit?: number; after?: string }): Promise<ItemPage>;
   trajectory(itemId: string): Promise<TrajectoryEvent[]>;
   /** The bytes of a blob field's current value (a `$blobRef`), verified against its checksum. */

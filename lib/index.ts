@@ -40,6 +40,7 @@ export type { MaintainProgress } from './log/maintain.ts';
 export { DynamoLeaseStore, createLeaseTable } from './lease/dynamo.ts';
 export { parseBatch, parseBatches } from './batch.ts';
 export { foldItem, trajectory } from './fold.ts';
+export { DurableItem, item, type ItemOptions, type StepContext, type StepFn, type StepOutput, type StepResult } from './steps.ts';
 
 export interface OpenLogOptions {
   /** `file:///abs/dir`, a local path, or `s3://bucket/prefix`. */

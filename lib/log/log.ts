@@ -10,6 +10,7 @@ import { foldItem, summarize, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
+import { item, type DurableItem, type ItemOptions } from '../steps.ts';
 import type { Ack, BlobRef, EventRow, ItemState, ItemStatus, TrajectoryEvent } from '../types.ts';
 import { ITEM_STATUSES } from '../types.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
@@ -65,6 +66,11 @@ export class LanceCheckpointLog implements CheckpointLog {
   private async itemRows(itemId: string, columns: readonly string[] = LIGHT_COLUMNS): Promise<EventRow[]> {
     if (typeof itemId !== 'string' || itemId === '') throw new InvalidInputError('itemId must be a non-empty string', { field: 'itemId' });
     return this.reader.scan(`item_id = ${sqlString(itemId)}`, columns);
+  }
+
+  /** An item driven by durable steps (lib/steps.ts). */
+  item(itemId: string, options: ItemOptions): Promise<DurableItem> {
+    return item(this, itemId, options);
   }
 
   async fold(itemId: string): Promise<ItemState> {
