@@ -18,7 +18,7 @@ export function stepsConformance(name: string, target: LogTarget): void {
   describe(`durable steps: ${name}`, () => {
     const open = async () => {
       const { root, env } = await target.newRoot();
-      const o = { root, env, pipeline: 'steps', experiment: 'e1' };
+      const o = { root, env: { ...process.env, ...env }, pipeline: 'steps', experiment: 'e1' };
       return { o, log: await openLog(o) };
     };
 
@@ -148,7 +148,7 @@ export function stepsConformance(name: string, target: LogTarget): void {
       expected.set('doc-2:generate', 2);
       expect(Object.fromEntries(count)).toEqual(Object.fromEntries(expected));
 
-      const log = await openLog({ root, env, pipeline: 'durable-demo', experiment: 'exp-1' });
+      const log = await openLog({ root, env: { ...process.env, ...env }, pipeline: 'durable-demo', experiment: 'exp-1' });
       for (const d of [0, 1, 2, 3]) {
         const s = await log.fold(`doc-${d}`);
         expect(s.status).toBe('completed');
