@@ -92,7 +92,8 @@ export interface BatchFailure {
 export interface CheckpointBatchInput {
   itemId: string;
   runId: string;
-  create?: { rootItemId?: string; parentItemId?: string };
+  /** `'ifMissing'` (= `{ifMissing: true}`): create only when the item does not exist. */
+  create?: { rootItemId?: string; parentItemId?: string; ifMissing?: boolean } | 'ifMissing';
   step?: BatchStep;
   attempt?: number;
   set?: Record<string, unknown>;
@@ -128,7 +129,7 @@ export interface PreparedBatch {
   runId: string;
   checkpointId: string;
   /** Set when the batch creates the item. */
-  create: { rootItemId: string; parentItemId: string | null } | null;
+  create: { rootItemId: string; parentItemId: string | null; ifMissing: boolean } | null;
   step: { name: string; index: number | null; instanceId: string | null; iteration: number | null } | null;
   attempt: number;
   queryTagsJson: string | null;

@@ -4,7 +4,7 @@
  * rows with the seqs of the first copy.
  */
 import { toRows } from '../batch.ts';
-import { InternalError, InvalidInputError } from '../errors.ts';
+import { InternalError, ItemExistsError, ItemNotFoundError, ItemTerminalError } from '../errors.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
 
 /** What the writer needs to know of an item to validate and sequence a batch. */
@@ -37,26 +37,37 @@ export function sequence(
   writerEpoch: string,
   eventTsUs: number,
 ): { ack: Ack; rows: EventRow[] } {
-  const eventIds = b.events.map((e) => e.eventId);
   const seen = t.checkpoints.get(b.checkpointId);
   if (seen) {
+    // An ifMissing creation the item did not need was never written: it is not in `seen`.
+    const events = b.create?.ifMissing ? b.events.filter((e) => e.eventType !== 'ITEM_CREATED' || seen.has(e.eventId)) : b.events;
+    const eventIds = events.map((e) => e.eventId);
     const seqs = eventIds.map((id) => seen.get(id));
     if (seqs.some((s) => s === undefined)) {
       throw new InternalError(`checkpoint ${b.checkpointId} of item ${b.itemId} is only partly in the log`);
     }
     return {
-      ack: { itemId: b.itemId, checkpointId: b.checkpointId, eventIds, firstSeq: seqs[0]!, lastSeq: seqs.at(-1)!, duplicate: true },
+      ack: { itemId: b.itemId, checkpointId: b.checkpointId, eventIds, firstSeq: seqs[0] ?? t.lastSeq + 1, lastSeq: seqs.at(-1) ?? t.lastSeq, duplicate: true },
       rows: [],
     };
   }
+  if (b.create?.ifMissing && t.created) {
+    // The item exists: the batch applies without its creation.
+    b = { ...b, create: null, events: b.events.filter((e) => e.eventType !== 'ITEM_CREATED') };
+    if (b.events.length === 0) {
+      // Nothing else to write: an ack naming no event, like a duplicate (nothing was written).
+      return { ack: { itemId: b.itemId, checkpointId: b.checkpointId, eventIds: [], firstSeq: t.lastSeq + 1, lastSeq: t.lastSeq, duplicate: true }, rows: [] };
+    }
+  }
+  const eventIds = b.events.map((e) => e.eventId);
   if (b.create && t.created) {
-    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} already exists; only its first batch may have "create"`, { field: 'create' });
+    throw new ItemExistsError(`item ${JSON.stringify(b.itemId)} already exists; only its first batch may have "create" (or use create: "ifMissing")`, b.itemId, { field: 'create' });
   }
   if (!b.create && !t.created) {
-    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} does not exist: its first batch must have "create"`, { field: 'itemId' });
+    throw new ItemNotFoundError(`item ${JSON.stringify(b.itemId)} does not exist: its first batch must have "create"`, b.itemId, { field: 'itemId' });
   }
   if (t.terminal) {
-    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} is terminal: no event may follow a TERMINAL event`, { field: 'itemId' });
+    throw new ItemTerminalError(`item ${JSON.stringify(b.itemId)} is terminal: no event may follow a TERMINAL event`, b.itemId, { field: 'itemId' });
   }
   const firstSeq = t.lastSeq + 1;
   const rows = toRows(b, {
