@@ -1,4 +1,4 @@
-import type { Ack, CheckpointBatchInput, Cursor, Failure, ItemState, ItemStatus, TrajectoryEvent } from './types.ts';
+import type { Ack, CheckpointBatchInput, Cursor, Failure, FieldsQuery, ItemFields, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from './types.ts';
 
 /** One line of `dgcl items` / a page entry of the `fold` handler's item listing. */
 export interface ItemSummary {
@@ -72,6 +72,10 @@ export interface CheckpointLog {
   fold(itemId: string): Promise<ItemState>;
   items(query?: { status?: ItemStatus; limit?: number; after?: string }): Promise<ItemPage>;
   trajectory(itemId: string): Promise<TrajectoryEvent[]>;
+  /** Selected fields (by name or prefix) without folding the whole item; small blobs inline on request. */
+  fields(itemId: string, query?: FieldsQuery): Promise<ItemFields>;
+  /** The newest `limit` events (optionally of some types, before a seq), oldest first. */
+  latestEvents(itemId: string, query: LatestEventsQuery): Promise<ReadEvent[]>;
   /** The bytes of a blob field's current value (a `$blobRef`), verified against its checksum. */
   blob(itemId: string, field: string): Promise<Uint8Array>;
   loadBlob(eventId: string): Promise<Uint8Array>;

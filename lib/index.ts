@@ -40,6 +40,7 @@ export type { MaintainProgress } from './log/maintain.ts';
 export { DynamoLeaseStore, createLeaseTable } from './lease/dynamo.ts';
 export { parseBatch, parseBatches } from './batch.ts';
 export { foldItem, trajectory } from './fold.ts';
+export { MAX_INLINE_BYTES, MAX_LATEST_EVENTS } from './log/item-reads.ts';
 
 export interface OpenLogOptions {
   /** `file:///abs/dir`, a local path, or `s3://bucket/prefix`. */

@@ -10,8 +10,9 @@ import { foldItem, summarize, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
-import type { Ack, BlobRef, EventRow, ItemState, ItemStatus, TrajectoryEvent } from '../types.ts';
+import type { Ack, BlobRef, EventRow, FieldsQuery, ItemFields, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
 import { ITEM_STATUSES } from '../types.ts';
+import { readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
 import { LogReader, type ShardListing } from './reader.ts';
 import { LanceTables, sqlString, type Table, type TableWrapper } from './tables.ts';
@@ -69,6 +70,20 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   async fold(itemId: string): Promise<ItemState> {
     return foldItem(itemId, await this.itemRows(itemId));
+  }
+
+  private itemReads(): ItemReadContext {
+    return { reader: this.reader, visibleRows: (_listing, rows) => rows };
+  }
+
+  /** Selected fields of an item (by name or prefix), from their own events only (docs/api.md). */
+  async fields(itemId: string, query: FieldsQuery = {}): Promise<ItemFields> {
+    return readFields(this.itemReads(), itemId, query);
+  }
+
+  /** The item's newest events, oldest first, without reading older ones' values (docs/api.md). */
+  async latestEvents(itemId: string, query: LatestEventsQuery): Promise<ReadEvent[]> {
+    return readLatestEvents(this.itemReads(), itemId, query);
   }
 
   async trajectory(itemId: string): Promise<TrajectoryEvent[]> {

@@ -194,13 +194,19 @@ export class LogReader {
    * (but those in `skip`, whose rows the caller has in memory).
    */
   scan(filter: string | null, columns: readonly string[], skip?: ReadonlySet<string>): Promise<EventRow[]> {
-    return this.read(async (listing) => {
-      const parts = await Promise.all([
-        this.tables.base(listing.baseExists).then((t) => (t ? query(t, filter, columns) : [])),
-        ...listing.visible.filter((v) => !skip?.has(v.name)).map(async (v) => query(await this.shardTable(v), filter, columns)),
-      ]);
-      return parts.flat();
-    }, skip);
+    return this.read((listing) => this.scanListing(listing, filter, columns, skip), skip);
+  }
+
+  /**
+   * Rows matching `filter` from the base and the listing's visible generations (but `skip`): one
+   * query of a consistent read (call it inside `read`, which checks the layout afterwards).
+   */
+  async scanListing(listing: ShardListing, filter: string | null, columns: readonly string[], skip?: ReadonlySet<string>): Promise<EventRow[]> {
+    const parts = await Promise.all([
+      this.tables.base(listing.baseExists).then((t) => (t ? query(t, filter, columns) : [])),
+      ...listing.visible.filter((v) => !skip?.has(v.name)).map(async (v) => query(await this.shardTable(v), filter, columns)),
+    ]);
+    return parts.flat();
   }
 
   /**
