@@ -39,6 +39,15 @@ export interface LogStats {
   shards: ShardStats[];
 }
 
+/** What `deleteItem` did. */
+export interface DeleteResult {
+  itemId: string;
+  /** False when the item had no visible event (never created, or already deleted): nothing written. */
+  deleted: boolean;
+  /** The item's events up to this seq are deleted; a new creation continues after it. */
+  throughSeq: number;
+}
+
 export interface MaintenanceReport {
   experiment: string;
   /** False when another maintainer held the lease; nothing was done. */
@@ -50,6 +59,10 @@ export interface MaintenanceReport {
   indexes: string[];
   prunedVersions: number;
   deletedClaims: number;
+  /** Deleted items whose rows were removed from the base and whose tombstone was dropped. */
+  purgedItems: number;
+  /** Deleted items still waiting: younger than the retention, or with rows in a live writer's shard. */
+  pendingDeletions: number;
   /** Dataset folders of generations no reader may see (zombie writes, crashed creations), deleted. */
   sweptShards: string[];
   /**
@@ -59,7 +72,7 @@ export interface MaintenanceReport {
   failures: Array<{ step: MaintenanceStep; code: string; message: string }>;
 }
 
-export type MaintenanceStep = 'orphans' | 'retirements' | 'merge' | 'zombies' | 'compaction' | 'indexes' | 'claims' | 'meta';
+export type MaintenanceStep = 'orphans' | 'retirements' | 'merge' | 'zombies' | 'deletions' | 'compaction' | 'indexes' | 'claims' | 'meta';
 
 /**
  * One experiment's log. Obtained from `openLog` (lib/index.ts). Writing takes a writer shard
@@ -80,6 +93,8 @@ export interface CheckpointLog {
   blob(itemId: string, field: string): Promise<Uint8Array>;
   loadBlob(eventId: string): Promise<Uint8Array>;
   failures(): Promise<FailureSummary[]>;
+  /** Delete an item: hidden from reads at once, purged by maintenance, its id reusable. */
+  deleteItem(itemId: string): Promise<DeleteResult>;
   /** Merge this writer's own shard into the base (idempotent, crash-safe). */
   mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }>;
   /** Elected-maintainer work: merge orphaned shards, compact, index, clean up. */

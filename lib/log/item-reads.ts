@@ -9,7 +9,7 @@ import { verifyBlob } from '../codec.ts';
 import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
 import { dedupe, foldItem, trajectory } from '../fold.ts';
 import { LIGHT_COLUMNS } from '../schema.ts';
-import type { BlobRef, EventRow, ItemFields, LatestEventsQuery, FieldsQuery, ReadEvent, ReadValue } from '../types.ts';
+import type { BlobRef, ItemFields, LatestEventsQuery, FieldsQuery, ReadEvent, ReadValue } from '../types.ts';
 import { EVENT_TYPES } from '../types.ts';
 import type { LogReader, ShardListing } from './reader.ts';
 import { sqlIn, sqlString } from './tables.ts';
@@ -19,13 +19,8 @@ export const MAX_INLINE_BYTES = 4 * 1024 * 1024;
 /** Most events one `latestEvents` call returns. */
 export const MAX_LATEST_EVENTS = 10_000;
 
-/** Read hook for deletions (lib/log/deletion.ts): drops rows of deleted incarnations. */
-export type RowFilter = (listing: ShardListing, rows: EventRow[]) => EventRow[];
-
 export interface ItemReadContext {
   reader: LogReader;
-  /** Rows a read may show (deleted items' rows removed). */
-  visibleRows: RowFilter;
 }
 
 function checkItemId(itemId: unknown): string {
@@ -69,7 +64,7 @@ export async function readFields(ctx: ItemReadContext, itemId: string, q: Fields
   // The creation comes along so that one read tells a missing item from a missing field.
   const filter = `item_id = ${sqlString(itemId)} AND (event_type = 'ITEM_CREATED' OR (${fieldEvents}))`;
   return ctx.reader.read(async (listing) => {
-    const rows = ctx.visibleRows(listing, await ctx.reader.scanListing(listing, filter, LIGHT_COLUMNS));
+    const rows = await ctx.reader.scanListing(listing, filter, LIGHT_COLUMNS);
     if (!rows.some((r) => r.event_type === 'ITEM_CREATED')) throw new NotFoundError(`item ${JSON.stringify(itemId)} not found`);
     const state = foldItem(itemId, rows);
     const fields: Record<string, ReadValue> = state.fields;
@@ -99,15 +94,15 @@ export async function readLatestEvents(ctx: ItemReadContext, itemId: string, q: 
   const item = `item_id = ${sqlString(itemId)}`;
   const narrow = [item, ...(types ? [sqlIn('event_type', types)] : []), ...(q.beforeSeq !== undefined ? [`item_seq < ${q.beforeSeq}`] : [])].join(' AND ');
   return ctx.reader.read(async (listing) => {
-    const seqs = ctx.visibleRows(listing, await ctx.reader.scanListing(listing, narrow, ['event_id', 'item_id', 'item_seq']));
+    const seqs = await ctx.reader.scanListing(listing, narrow, ['event_id', 'item_id', 'item_seq']);
     if (seqs.length === 0) {
-      const created = ctx.visibleRows(listing, await ctx.reader.scanListing(listing, `${item} AND event_type = 'ITEM_CREATED'`, ['event_id', 'item_id', 'item_seq']));
+      const created = await ctx.reader.scanListing(listing, `${item} AND event_type = 'ITEM_CREATED'`, ['event_id', 'item_id', 'item_seq']);
       if (created.length === 0) throw new NotFoundError(`item ${JSON.stringify(itemId)} not found`);
       return [];
     }
     const kept = dedupe(seqs);
     const from = kept[Math.max(0, kept.length - q.limit)]!.item_seq;
-    const rows = ctx.visibleRows(listing, await ctx.reader.scanListing(listing, `${narrow} AND item_seq >= ${from}`, LIGHT_COLUMNS));
+    const rows = await ctx.reader.scanListing(listing, `${narrow} AND item_seq >= ${from}`, LIGHT_COLUMNS);
     const events: ReadEvent[] = trajectory(rows).slice(-q.limit);
     if (inline > 0) {
       const wanted = events.filter((e) => e.valueKind === 'blob' && blobRefOf(e.value)!.size <= inline);

@@ -6,7 +6,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ItemExistsError, ItemNotFoundError, ItemTerminalError } from '../../lib/errors.ts';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import * as lancedb from '@lancedb/lancedb';
 import { openLog, type OpenLogOptions } from '../../lib/index.ts';
+import { lanceStorageOptions, logUri, parseRoot } from '../../lib/storage/location.ts';
 import type { LanceCheckpointLog } from '../../lib/log/log.ts';
 import { LogReader } from '../../lib/log/reader.ts';
 import { createBatch, stepBatch } from '../support/batches.ts';
@@ -21,6 +25,39 @@ export function itemApiConformance(name: string, target: LogTarget): void {
       const log = await openLog({ root: rootInfo.root, pipeline: 'p', experiment: `e-${randomUUID().slice(0, 6)}`, env: { ...process.env, ...rootInfo.env }, ...extra });
       open.push(log);
       return log;
+    }
+
+    /**
+     * Rows matching `filter` in every Lance dataset of the experiment, opened with Lance
+     * directly (the base and every shard generation folder there is, listed or not).
+     */
+    async function rawRows(experiment: string, filter: string): Promise<Record<string, number>> {
+      const root = parseRoot(rootInfo.root);
+      const uri = logUri(root, 'p', experiment);
+      const storageOptions = lanceStorageOptions(root, { ...process.env, ...rootInfo.env });
+      const out: Record<string, number> = {};
+      const parent = await lancedb.connect(uri.slice(0, uri.lastIndexOf('/')), { storageOptions });
+      out.base = (await parent.tableNames()).includes('log') ? await (await parent.openTable('log')).countRows(filter) : 0;
+      const shards = await lancedb.connect(`${uri}/_dgcl/shards`, { storageOptions });
+      for (const name of await shards.tableNames()) out[name] = await (await shards.openTable(name)).countRows(filter);
+      return out;
+    }
+
+    /** Local roots: files under the log folder whose bytes contain `needle`. */
+    function filesContaining(experiment: string, needle: string): string[] {
+      const root = parseRoot(rootInfo.root);
+      if (root.kind !== 'file') return [];
+      const dir = path.join(root.dir, 'datagen_checkpoints', 'p', experiment, 'log.lance');
+      const hits: string[] = [];
+      const walk = (d: string) => {
+        for (const f of readdirSync(d)) {
+          const p = path.join(d, f);
+          if (statSync(p).isDirectory()) walk(p);
+          else if (readFileSync(p).includes(needle)) hits.push(path.relative(dir, p));
+        }
+      };
+      walk(dir);
+      return hits;
     }
 
     afterEach(async () => {
@@ -135,6 +172,94 @@ export function itemApiConformance(name: string, target: LogTarget): void {
       ] as const) {
         await expect(call(), field).rejects.toMatchObject({ code: 'INVALID_INPUT', field });
       }
+    });
+
+    it('deleting an item hides it from every read at once; maintenance purges its rows from every data file; the id can be created again', async () => {
+      rootInfo = await target.newRoot();
+      const experiment = `e-del-${randomUUID().slice(0, 6)}`;
+      const secret = `SECRET-${randomUUID()}`;
+      const opts = { experiment, deletionRetentionMs: 0, versionRetentionMs: 0, mergeEveryCommits: 1000 };
+      const w = await newLog({ ...opts, owner: 'writer' });
+      const keepBatches = [createBatch('keep', { set: { note: 'stays' } }), stepBatch('keep', 1)];
+      await w.append([createBatch('gone', { set: { secret, img: { $blob: Buffer.from(secret).toString('base64') } } }), keepBatches[0]!]);
+      await w.append([stepBatch('gone', 1)]);
+      await w.mergeOwnShard(); // rows of the item in the base ...
+      await w.append([stepBatch('gone', 2, { failed: { errorType: 'E', traceback: secret } }), keepBatches[1]!]); // ... and in a shard
+      const r = await newLog({ experiment, owner: 'reader' });
+      const before = await r.fold('gone');
+      const blobRef = (before.fields.img as { $blobRef: { eventId: string } }).$blobRef;
+      const keepBefore = await r.trajectory('keep');
+
+      // the check below can fail: before the purge the rows and their bytes are there
+      const everywhere = `item_id = 'gone'`;
+      expect(Object.values(await rawRows(experiment, everywhere)).reduce((a, b) => a + b, 0)).toBe(before.lastSeq);
+      if (parseRoot(rootInfo.root).kind === 'file') expect(filesContaining(experiment, secret).length).toBeGreaterThan(1);
+
+      const del = await w.deleteItem('gone');
+      expect(del).toEqual({ itemId: 'gone', deleted: true, throughSeq: before.lastSeq });
+      expect(await w.deleteItem('gone')).toEqual({ itemId: 'gone', deleted: false, throughSeq: before.lastSeq });
+      await expect(w.deleteItem('never')).resolves.toEqual({ itemId: 'never', deleted: false, throughSeq: 0 });
+      const hidden = async (log: LanceCheckpointLog, phase: string) => {
+        for (const [what, call] of [
+          ['fold', () => log.fold('gone')],
+          ['trajectory', () => log.trajectory('gone')],
+          ['fields', () => log.fields('gone')],
+          ['latestEvents', () => log.latestEvents('gone', { limit: 5 })],
+          ['blob', () => log.blob('gone', 'img')],
+          ['loadBlob', () => log.loadBlob(blobRef.eventId)],
+        ] as const) {
+          await expect(call(), `${what} ${phase}`).rejects.toMatchObject({ code: 'NOT_FOUND' });
+        }
+        expect((await log.items()).items.map((i) => i.itemId), phase).toEqual(['keep']);
+        expect(await log.failures(), phase).toEqual([]);
+        expect((await log.allStates()).map((s) => s.itemId), phase).toEqual(['keep']);
+        expect(await log.trajectory('keep'), phase).toEqual(keepBefore);
+      };
+      await hidden(r, 'after the delete');
+      await hidden(w, 'after the delete, through the deleting log');
+      const other = await newLog({ experiment, owner: 'other-writer' });
+      await expect(other.append([stepBatch('gone', 3)])).rejects.toMatchObject({ code: 'ITEM_NOT_FOUND' });
+      // rows in a live writer's shard: the purge waits for its merge
+      const waiting = await (await newLog({ ...opts, owner: 'm-early' })).maintain();
+      expect([waiting.purgedItems, waiting.pendingDeletions, waiting.failures]).toEqual([0, 1, []]);
+      await hidden(r, 'after maintenance that had to wait');
+      await w.mergeOwnShard();
+      await hidden(r, 'after a merge');
+
+      // maintenance while no generation holds the rows, but before the retention: nothing purged
+      const early = await (await newLog({ ...opts, owner: 'm0', deletionRetentionMs: 3_600_000 })).maintain();
+      expect([early.purgedItems, early.pendingDeletions, early.failures]).toEqual([0, 1, []]);
+      await hidden(r, 'after maintenance within the retention');
+
+      // created again (the same batch as the first time): new seqs after the deleted ones, new ids
+      const [again] = await other.append([createBatch('gone')]);
+      expect(again).toMatchObject({ firstSeq: del.throughSeq + 1, duplicate: false });
+      expect(again!.eventIds.some((id) => before.cursor!.checkpointId === id)).toBe(false);
+      expect((await other.append([createBatch('gone')]))[0]).toEqual({ ...again, duplicate: true });
+      const reborn = await r.fold('gone');
+      expect([reborn.status, reborn.lastSeq, reborn.fields.secret, reborn.failures, reborn.violations]).toEqual(['in_progress', again!.lastSeq, undefined, [], []]);
+      expect((await r.trajectory('gone')).map((e) => e.itemSeq)).toEqual(again!.eventIds.map((_, i) => again!.firstSeq + i));
+      // the old incarnation's ack is not answered as a duplicate of the new one
+      const [s1] = await other.append([stepBatch('gone', 1)]);
+      expect(s1).toMatchObject({ firstSeq: again!.lastSeq + 1, duplicate: false });
+      const kept = await r.fold('gone');
+
+      const m = await newLog({ ...opts, owner: 'maintainer' });
+      const report = await m.maintain();
+      expect([report.purgedItems, report.pendingDeletions, report.failures]).toEqual([1, 0, []]);
+      const doomed = `item_id = 'gone' AND item_seq <= ${del.throughSeq}`;
+      const left = await rawRows(experiment, doomed);
+      expect(Object.values(left).reduce((a, b) => a + b, 0), JSON.stringify(left)).toBe(0);
+      expect(left.base).toBe(0);
+      expect(Object.values(await rawRows(experiment, `item_id = 'keep'`)).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(keepBefore.length);
+      expect(filesContaining(experiment, secret)).toEqual([]);
+      expect(await r.fold('gone')).toEqual(kept);
+      expect(await r.trajectory('keep')).toEqual(keepBefore);
+      // the tombstone is gone; the re-created item goes on
+      expect((await m.maintain()).pendingDeletions).toBe(0);
+      const [s2] = await other.append([stepBatch('gone', 2)]);
+      expect(s2!.firstSeq).toBe(kept.lastSeq + 1);
+      expect((await r.fold('gone')).violations).toEqual([]);
     });
   });
 }
