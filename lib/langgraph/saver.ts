@@ -49,7 +49,7 @@ import {
   type ValueRecord,
   type WriteRecord,
 } from './records.ts';
-import { ThreadStore, type ThreadView } from './store.ts';
+import { ThreadStore } from './store.ts';
 
 export interface DgclCheckpointSaverOptions extends OpenLogOptions {
   /** `run_id` of the batches this saver writes (default `langgraph`). */
@@ -89,15 +89,14 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
     if (threadId === undefined) return undefined;
     const ns = configString(config, 'checkpoint_ns', false) ?? '';
     const wanted = getCheckpointId(config) || undefined;
-    const view = await this.store.view(threadItemId(threadId));
-    if (!view.exists) return undefined;
-    const id = wanted ?? (await latestId(view, ns));
+    const itemId = threadItemId(threadId);
+    const id = wanted ?? (await this.latestId(itemId, ns));
     if (id === undefined) return undefined;
-    const v = await view.field(checkpointField(ns, id));
+    const name = checkpointField(ns, id);
+    const v = (await this.store.fields(itemId, [name]))?.get(name);
     if (v === undefined) return undefined;
-    const rec = checkpointRecord(checkpointField(ns, id), v);
     const outConfig = wanted !== undefined ? config : { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: id } };
-    return this.tuple(view, threadId, rec, outConfig);
+    return this.tuple(itemId, threadId, checkpointRecord(name, v), outConfig);
   }
 
   async *list(config: RunnableConfig, options?: CheckpointListOptions): AsyncGenerator<CheckpointTuple> {
@@ -109,10 +108,12 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
     const beforeId = before ? getCheckpointId(before) || undefined : undefined;
     const threads: AsyncIterable<string> = threadId !== undefined ? one(threadItemId(threadId)) : this.store.itemIds();
     for await (const itemId of threads) {
-      const view = await this.store.view(itemId);
-      if (!view.exists) continue;
-      const tid = threadId ?? threadIdOf(itemId, await view.field(THREAD_ID_FIELD));
-      const records = [...(await view.prefix(ns !== undefined ? checkpointPrefix(ns) : 'c/'))]
+      const got = await this.store.fields(itemId, [THREAD_ID_FIELD], ns !== undefined ? checkpointPrefix(ns) : 'c/');
+      if (got === null) continue;
+      const stored = got.get(THREAD_ID_FIELD);
+      const tid = threadId ?? (typeof stored === 'string' ? stored : itemId);
+      got.delete(THREAD_ID_FIELD);
+      const records = [...got]
         .map(([name, v]) => checkpointRecord(name, v))
         .filter((r) => (ns === undefined || r.ns === ns) && (onlyId === undefined || r.id === onlyId) && (beforeId === undefined || r.id < beforeId))
         // Newest first within a namespace (ids are time-ordered uuid6), namespaces in order.
@@ -124,7 +125,7 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
           if (!Object.entries(filter).every(([k, want]) => metadata?.[k] === want)) continue;
         }
         if (limit !== undefined) limit--;
-        yield await this.tuple(view, tid, rec, { configurable: { thread_id: tid, checkpoint_ns: rec.ns, checkpoint_id: rec.id } });
+        yield await this.tuple(itemId, tid, rec, { configurable: { thread_id: tid, checkpoint_ns: rec.ns, checkpoint_id: rec.id } });
       }
     }
   }
@@ -134,13 +135,12 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
     const ns = configString(config, 'checkpoint_ns', false) ?? '';
     const parent = configString(config, 'checkpoint_id', false) ?? null;
     const itemId = threadItemId(threadId);
-    const view = await this.store.view(itemId);
     // Channel values are stored apart, once per (channel, version), by the checkpoint that wrote
     // that version (newVersions): a checkpoint's record stays small however large the state.
     const copy = copyCheckpoint(checkpoint);
     const values = copy.channel_values;
     copy.channel_values = {};
-    const [ser, meta] = await Promise.all([this.serde.dumpsTyped(copy), this.serde.dumpsTyped(metadata)]);
+    const [ser, meta, latest] = await Promise.all([this.serde.dumpsTyped(copy), this.serde.dumpsTyped(metadata), this.latestId(itemId, ns)]);
     const name = checkpointField(ns, checkpoint.id);
     const rec: CheckpointRecord = { ns, id: checkpoint.id, parent, checkpoint: toSerialized(ser), metadata: toSerialized(meta) };
     const set: Record<string, unknown> = { [name]: rec };
@@ -149,11 +149,10 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
       if (Object.hasOwn(values, channel)) vr.value = toSerialized(await this.serde.dumpsTyped(values[channel]));
       set[valueField(ns, channel, version)] = vr;
     }
-    const latest = await latestId(view, ns);
+    // The pointer only moves forward, so getTuple finds the newest checkpoint by one name.
     if (latest === undefined || checkpoint.id > latest) set[latestField(ns)] = checkpoint.id;
-    if (!view.exists && itemId !== threadId) set[THREAD_ID_FIELD] = threadId;
-    const batch: CheckpointBatchInput = { itemId, runId: this.runId, step: { name: 'checkpoint', instanceId: name }, set };
-    await this.store.append(batch, !view.exists);
+    if (itemId !== threadId) set[THREAD_ID_FIELD] = threadId;
+    await this.store.append({ itemId, runId: this.runId, step: { name: 'checkpoint', instanceId: name }, set });
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -163,8 +162,7 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
     const checkpointId = configString(config, 'checkpoint_id', true)!;
     if (writes.length === 0) return;
     const itemId = threadItemId(threadId);
-    const view = await this.store.view(itemId);
-    const existing = await view.prefix(writesPrefix(ns, checkpointId));
+    const existing = (await this.store.fields(itemId, [], writesPrefix(ns, checkpointId))) ?? new Map<string, OutputValue>();
     const set: Record<string, unknown> = {};
     await Promise.all(
       writes.map(async ([channel, value], i) => {
@@ -178,63 +176,61 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
       }),
     );
     if (Object.keys(set).length === 0) return;
-    if (!view.exists && itemId !== threadId) set[THREAD_ID_FIELD] = threadId;
-    await this.store.append({ itemId, runId: this.runId, set }, !view.exists);
+    if (itemId !== threadId) set[THREAD_ID_FIELD] = threadId;
+    await this.store.append({ itemId, runId: this.runId, set });
   }
 
   async deleteThread(threadId: string): Promise<void> {
-    await this.store.deleteItem(threadItemId(String(threadId)), this.runId);
+    await this.store.deleteItem(threadItemId(String(threadId)));
   }
 
-  private async tuple(view: ThreadView, threadId: string, rec: CheckpointRecord, config: RunnableConfig): Promise<CheckpointTuple> {
-    const writes = [...(await view.prefix(writesPrefix(rec.ns, rec.id)))].map(([name, v]) => writeRecord(name, v));
-    writes.sort((a, b) => compareWritesSortKeys(writesSortKey(a.taskPath, a.taskId, a.idx), writesSortKey(b.taskPath, b.taskId, b.idx)));
-    const pendingWrites: CheckpointPendingWrite[] = await Promise.all(
-      writes.map(async (w): Promise<CheckpointPendingWrite> => [w.taskId, w.channel, await this.serde.loadsTyped(...fromSerialized(w.value))]),
-    );
+  private async latestId(itemId: string, ns: string): Promise<string | undefined> {
+    const v = (await this.store.fields(itemId, [latestField(ns)]))?.get(latestField(ns));
+    return typeof v === 'string' ? v : undefined;
+  }
+
+  /** The tuple of a checkpoint record: one more read for its channel values and pending writes. */
+  private async tuple(itemId: string, threadId: string, rec: CheckpointRecord, config: RunnableConfig): Promise<CheckpointTuple> {
     const checkpoint = (await this.serde.loadsTyped(...fromSerialized(rec.checkpoint))) as Checkpoint;
-    checkpoint.channel_values = await this.channelValues(view, rec.ns, checkpoint.channel_versions);
-    if (checkpoint.v < 4 && rec.parent !== null) await this.migratePendingSends(view, checkpoint, rec.ns, rec.parent);
+    const valueNames = Object.entries(checkpoint.channel_versions ?? {}).map(([channel, version]) => valueField(rec.ns, channel, version));
+    const wp = writesPrefix(rec.ns, rec.id);
+    const got = (await this.store.fields(itemId, valueNames, wp)) ?? new Map<string, OutputValue>();
+    const channelValues: Record<string, unknown> = {};
+    const writes: WriteRecord[] = [];
+    for (const [name, v] of got) {
+      if (name.startsWith(wp)) {
+        writes.push(writeRecord(name, v));
+        continue;
+      }
+      const r = valueRecord(name, v);
+      if (r.value !== undefined) channelValues[r.channel] = await this.serde.loadsTyped(...fromSerialized(r.value));
+    }
+    checkpoint.channel_values = channelValues;
+    if (checkpoint.v < 4 && rec.parent !== null) await this.migratePendingSends(itemId, checkpoint, rec.ns, rec.parent);
     const tuple: CheckpointTuple = {
       config,
       checkpoint,
       metadata: (await this.serde.loadsTyped(...fromSerialized(rec.metadata))) as CheckpointMetadata,
-      pendingWrites,
+      pendingWrites: await this.pendingWrites(writes),
     };
     if (rec.parent !== null) tuple.parentConfig = { configurable: { thread_id: threadId, checkpoint_ns: rec.ns, checkpoint_id: rec.parent } };
     return tuple;
   }
 
-  /** The values of the channels at the versions a checkpoint names (read by name, not by history). */
-  private async channelValues(view: ThreadView, ns: string, versions: ChannelVersions): Promise<Record<string, unknown>> {
-    const names = Object.entries(versions ?? {}).map(([channel, version]) => valueField(ns, channel, version));
-    const found = await view.fields(names);
-    const out: Record<string, unknown> = {};
-    for (const [name, v] of found) {
-      const r = valueRecord(name, v);
-      if (r.value !== undefined) out[r.channel] = await this.serde.loadsTyped(...fromSerialized(r.value));
-    }
-    return out;
+  private async pendingWrites(writes: WriteRecord[]): Promise<CheckpointPendingWrite[]> {
+    writes.sort((a, b) => compareWritesSortKeys(writesSortKey(a.taskPath, a.taskId, a.idx), writesSortKey(b.taskPath, b.taskId, b.idx)));
+    return Promise.all(writes.map(async (w): Promise<CheckpointPendingWrite> => [w.taskId, w.channel, await this.serde.loadsTyped(...fromSerialized(w.value))]));
   }
 
   /** Checkpoints before format 4 kept pending sends as the parent's TASKS writes (as MemorySaver does). */
-  private async migratePendingSends(view: ThreadView, checkpoint: Checkpoint, ns: string, parentId: string): Promise<void> {
-    const writes = [...(await view.prefix(writesPrefix(ns, parentId)))].map(([name, v]) => writeRecord(name, v)).filter((w) => w.channel === TASKS);
-    writes.sort((a, b) => compareWritesSortKeys(writesSortKey(a.taskPath, a.taskId, a.idx), writesSortKey(b.taskPath, b.taskId, b.idx)));
+  private async migratePendingSends(itemId: string, checkpoint: Checkpoint, ns: string, parentId: string): Promise<void> {
+    const got = (await this.store.fields(itemId, [], writesPrefix(ns, parentId))) ?? new Map<string, OutputValue>();
+    const sends = (await this.pendingWrites([...got].map(([name, v]) => writeRecord(name, v)))).filter(([, channel]) => channel === TASKS);
     const values: Record<string, unknown> = checkpoint.channel_values;
-    values[TASKS] = await Promise.all(writes.map((w) => this.serde.loadsTyped(...fromSerialized(w.value))));
+    values[TASKS] = sends.map(([, , value]) => value);
     const versions = Object.values(checkpoint.channel_versions);
     checkpoint.channel_versions[TASKS] = versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined);
   }
-}
-
-async function latestId(view: ThreadView, ns: string): Promise<string | undefined> {
-  const v = await view.field(latestField(ns));
-  return typeof v === 'string' ? v : undefined;
-}
-
-function threadIdOf(itemId: string, stored: OutputValue | undefined): string {
-  return typeof stored === 'string' ? stored : itemId;
 }
 
 async function* one<T>(v: T): AsyncGenerator<T> {
