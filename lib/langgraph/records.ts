@@ -2,7 +2,6 @@
  * How LangGraph's data sits in an item's fields (docs/langgraph.md):
  *
  *   c/<ns>/<checkpoint id>              one checkpoint (serialized checkpoint + metadata + parent)
- *   l/<ns>                              the newest checkpoint id of the namespace (a pointer)
  *   w/<ns>/<checkpoint id>/<task>/<idx> one pending write
  *   v/<ns>/<channel>/<version>          one channel value, written by the checkpoint that changed it
  *   thread_id                           the thread id, when the item id had to be a hash of it
@@ -33,7 +32,6 @@ export function threadItemId(threadId: string): string {
 
 export const checkpointPrefix = (ns: string) => `c/${part(ns)}/`;
 export const checkpointField = (ns: string, id: string) => `${checkpointPrefix(ns)}${part(id)}`;
-export const latestField = (ns: string) => `l/${part(ns)}`;
 export const writesPrefix = (ns: string, checkpointId: string) => `w/${part(ns)}/${part(checkpointId)}/`;
 export const writeField = (ns: string, checkpointId: string, taskId: string, idx: number) => `${writesPrefix(ns, checkpointId)}${part(taskId)}/${idx}`;
 export const valueField = (ns: string, channel: string, version: string | number) => `v/${part(ns)}/${part(channel)}/${part(String(version))}`;

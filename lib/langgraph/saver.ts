@@ -37,7 +37,6 @@ import {
   checkpointPrefix,
   checkpointRecord,
   fromSerialized,
-  latestField,
   threadItemId,
   toSerialized,
   valueField,
@@ -90,13 +89,13 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
     const ns = configString(config, 'checkpoint_ns', false) ?? '';
     const wanted = getCheckpointId(config) || undefined;
     const itemId = threadItemId(threadId);
-    const id = wanted ?? (await this.latestId(itemId, ns));
-    if (id === undefined) return undefined;
-    const name = checkpointField(ns, id);
+    const name = wanted !== undefined ? checkpointField(ns, wanted) : await this.latestId(itemId, ns);
+    if (name === undefined) return undefined;
     const v = (await this.store.fields(itemId, [name]))?.get(name);
     if (v === undefined) return undefined;
-    const outConfig = wanted !== undefined ? config : { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: id } };
-    return this.tuple(itemId, threadId, checkpointRecord(name, v), outConfig);
+    const rec = checkpointRecord(name, v);
+    const outConfig = wanted !== undefined ? config : { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: rec.id } };
+    return this.tuple(itemId, threadId, rec, outConfig);
   }
 
   async *list(config: RunnableConfig, options?: CheckpointListOptions): AsyncGenerator<CheckpointTuple> {
@@ -140,7 +139,7 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
     const copy = copyCheckpoint(checkpoint);
     const values = copy.channel_values;
     copy.channel_values = {};
-    const [ser, meta, latest] = await Promise.all([this.serde.dumpsTyped(copy), this.serde.dumpsTyped(metadata), this.latestId(itemId, ns)]);
+    const [ser, meta] = await Promise.all([this.serde.dumpsTyped(copy), this.serde.dumpsTyped(metadata)]);
     const name = checkpointField(ns, checkpoint.id);
     const rec: CheckpointRecord = { ns, id: checkpoint.id, parent, checkpoint: toSerialized(ser), metadata: toSerialized(meta) };
     const set: Record<string, unknown> = { [name]: rec };
@@ -149,8 +148,6 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
       if (Object.hasOwn(values, channel)) vr.value = toSerialized(await this.serde.dumpsTyped(values[channel]));
       set[valueField(ns, channel, version)] = vr;
     }
-    // The pointer only moves forward, so getTuple finds the newest checkpoint by one name.
-    if (latest === undefined || checkpoint.id > latest) set[latestField(ns)] = checkpoint.id;
     if (itemId !== threadId) set[THREAD_ID_FIELD] = threadId;
     await this.store.append({ itemId, runId: this.runId, step: { name: 'checkpoint', instanceId: name }, set });
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
@@ -184,9 +181,21 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
     await this.store.deleteItem(threadItemId(String(threadId)));
   }
 
+  /**
+   * The newest checkpoint of a namespace: the newest `checkpoint` step of the item whose instance
+   * is in the namespace (each put's batch completes step `checkpoint` with instance = the
+   * record's field name). Reads the newest step events only, paging back past other namespaces.
+   */
   private async latestId(itemId: string, ns: string): Promise<string | undefined> {
-    const v = (await this.store.fields(itemId, [latestField(ns)]))?.get(latestField(ns));
-    return typeof v === 'string' ? v : undefined;
+    const prefix = checkpointPrefix(ns);
+    let before: number | undefined;
+    for (let page = 16; ; page = Math.min(page * 4, 4096)) {
+      const steps = await this.store.latestSteps(itemId, page, before);
+      if (steps === null || steps.length === 0) return undefined;
+      for (const s of steps) if (s.instanceId?.startsWith(prefix)) return s.instanceId;
+      if (steps.length < page) return undefined;
+      before = steps.at(-1)!.seq;
+    }
   }
 
   /** The tuple of a checkpoint record: one more read for its channel values and pending writes. */

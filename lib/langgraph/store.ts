@@ -42,6 +42,22 @@ export class ThreadStore {
     }
   }
 
+  /**
+   * The step instances of the item's newest STEP_COMPLETED events, newest first, at most `limit`,
+   * below `beforeSeq` when given; null when the item does not exist. Reads the seqs of the item's
+   * step events (narrow columns) and then only the newest `limit` events.
+   */
+  async latestSteps(itemId: string, limit: number, beforeSeq?: number): Promise<Array<{ instanceId: string | undefined; seq: number }> | null> {
+    const log = await this.open();
+    try {
+      const events = await log.latestEvents(itemId, { limit, eventTypes: ['STEP_COMPLETED'], ...(beforeSeq !== undefined ? { beforeSeq } : {}) });
+      return events.map((e) => ({ instanceId: e.stepInstanceId, seq: e.itemSeq })).reverse();
+    } catch (e) {
+      if (e instanceof NotFoundError) return null;
+      throw e;
+    }
+  }
+
   /** Append one batch to the thread's item, creating the item if it is missing. */
   async append(batch: CheckpointBatchInput): Promise<void> {
     await (await this.open()).append([{ ...batch, create: 'ifMissing' }]);
