@@ -1,13 +1,14 @@
 /**
  * A LangGraph.js checkpoint saver on the log: thread -> item, checkpoint -> batch
  * (docs/langgraph.md). Each `put` is one checkpoint batch of the thread's item: a FIELD_SET of
- * the checkpoint record under its own field name, the namespace's newest-id pointer when it moves
- * forward, and STEP_COMPLETED (step `checkpoint`, instance = the checkpoint's field), so the
- * item's cursor is the newest checkpoint and its trajectory is the run's history. `putWrites`
- * is one batch of FIELD_SETs (no step: pending writes are not a step boundary).
+ * the checkpoint record under its own field name, one FIELD_SET per changed channel value, and
+ * STEP_COMPLETED (step `checkpoint`, instance = the record's field name), so the item's cursor
+ * is the newest checkpoint and its trajectory the run's history. `putWrites` is one batch of
+ * FIELD_SETs (no step: pending writes are not a step boundary).
  *
- * Reads ask for fields by name or prefix (lib/langgraph/store.ts): the latest checkpoint is the
- * pointer, then that one record and its writes.
+ * Reads never fold the thread (lib/langgraph/store.ts): the latest checkpoint is the newest
+ * `checkpoint` step event of its namespace, then that record, its channel values and its writes
+ * are read by name and prefix.
  */
 import type { RunnableConfig } from '@langchain/core/runnables';
 import {
