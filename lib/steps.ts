@@ -12,6 +12,9 @@
  * moment the step counts as done, so a crash before the ack reruns the function, a crash after it
  * does not (at most once per success, at least once until one succeeds).
  *
+ * Errors: a step of a terminal item that never completed, or a second terminal(), throws
+ * ItemTerminalError (ITEM_TERMINAL) and writes nothing.
+ *
  * One process per item at a time (route an item to one worker, as the log's I5 asks): two
  * processes running the same step concurrently may both run it; the log then keeps both batches
  * (different content) and the later one wins for the fields.
@@ -19,7 +22,7 @@
 import type { CheckpointLog } from './api.ts';
 import { parseBatch } from './batch.ts';
 import { decodeValue, valueColumns } from './codec.ts';
-import { InvalidInputError, NotFoundError } from './errors.ts';
+import { InvalidInputError, ItemTerminalError, NotFoundError } from './errors.ts';
 import type { CheckpointBatchInput, EventRow, OutputValue, PreparedBatch, TerminalKind, TrajectoryEvent } from './types.ts';
 
 /** What a step function returns: the fields its checkpoint batch sets and appends. */
@@ -101,7 +104,7 @@ export class DurableItem {
     const done = this.completed.get(key);
     if (done) return { ...done, replayed: true };
     if (this.terminalKind !== null) {
-      throw new InvalidInputError(`item ${JSON.stringify(this.itemId)} is terminal (${this.terminalKind}); step ${JSON.stringify(name)} never completed and cannot run`, {
+      throw new ItemTerminalError(`item ${JSON.stringify(this.itemId)} is terminal (${this.terminalKind}); step ${JSON.stringify(name)} never completed and cannot run`, this.itemId, {
         field: 'step',
       });
     }
@@ -132,7 +135,7 @@ export class DurableItem {
   async terminal(kind: TerminalKind, fields?: Record<string, unknown>): Promise<void> {
     if (this.terminalKind === kind) return;
     if (this.terminalKind !== null) {
-      throw new InvalidInputError(`item ${JSON.stringify(this.itemId)} is already terminal (${this.terminalKind})`, { field: 'terminal' });
+      throw new ItemTerminalError(`item ${JSON.stringify(this.itemId)} is already terminal (${this.terminalKind})`, this.itemId, { field: 'terminal' });
     }
     await this.record({ ...this.baseBatch(null, 1), ...(fields ? { set: fields } : {}), terminal: kind });
     this.terminalKind = kind;
@@ -141,7 +144,8 @@ export class DurableItem {
   private baseBatch(step: CheckpointBatchInput['step'] | null, attempt: number): CheckpointBatchInput {
     const b: CheckpointBatchInput = { itemId: this.itemId, runId: this.o.runId, attempt };
     if (step) b.step = step;
-    if (!this.created) b.create = this.o.create ?? {};
+    // ifMissing: another process may have created the item since this handle read it.
+    if (!this.created) b.create = { ...this.o.create, ifMissing: true };
     if (this.o.queryTags) b.queryTags = this.o.queryTags;
     return b;
   }

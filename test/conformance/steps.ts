@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../../lib/errors.ts';
+import { InvalidInputError, ItemTerminalError } from '../../lib/errors.ts';
 import { openLog } from '../../lib/index.ts';
 import type { StepContext } from '../../lib/steps.ts';
 import { startTs } from '../support/proc.ts';
@@ -98,11 +98,25 @@ export function stepsConformance(name: string, target: LogTarget): void {
           called = true;
         })
         .catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(InvalidInputError);
+      expect(err).toBeInstanceOf(ItemTerminalError);
+      expect(err).toMatchObject({ code: 'ITEM_TERMINAL', itemId: 'doc-t' });
       expect(String(err)).toContain('terminal (filtered)');
-      await expect(again.terminal('completed')).rejects.toBeInstanceOf(InvalidInputError);
+      await expect(again.terminal('completed')).rejects.toMatchObject({ code: 'ITEM_TERMINAL' });
       expect(called).toBe(false);
       expect((await log.fold('doc-t')).lastSeq).toBe(before.lastSeq);
+      await log.close();
+    });
+
+    it('two handles opened before the item existed both write: the creating batch is ifMissing', async () => {
+      const { log } = await open();
+      const a = await log.item('doc-r', { runId: 'r1' });
+      const b = await log.item('doc-r', { runId: 'r2' });
+      await a.step('load', 0, () => ({ set: { text: 'a' } }));
+      await b.step('tag', 1, () => ({ set: { tag: 'b' } }));
+      const state = await log.fold('doc-r');
+      expect(state.fields).toEqual({ text: 'a', tag: 'b' });
+      expect(state.violations).toEqual([]);
+      expect((await log.trajectory('doc-r')).filter((e) => e.eventType === 'ITEM_CREATED')).toHaveLength(1);
       await log.close();
     });
 
