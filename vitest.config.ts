@@ -1,9 +1,11 @@
 import { defineConfig } from 'vitest/config';
 
-// Four projects: `fast` (pure logic + embedded Lance in temp folders, no servers) for the inner
+// Five projects: `fast` (pure logic + embedded Lance in temp folders, no servers) for the inner
 // loop, `package` (npm pack + install of the tarball into a temp project: about a minute, mostly
 // npm), `sim` (the seeded interleaving simulation, test/sim/), and `servers` (S3 on a local RGW,
-// DynamoDB Local) started by scripts/test.sh.
+// DynamoDB Local) started by scripts/test.sh, and `langgraph` (LangGraph's checkpoint validation
+// suite against the saver on a local root and on RGW: it needs the servers, and vitest globals,
+// which the suite's spec files use without importing them).
 export default defineConfig({
   test: {
     projects: [
@@ -11,7 +13,7 @@ export default defineConfig({
         test: {
           name: 'fast',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/**/*.servers.test.ts', 'test/sim/**', 'test/package.test.ts', 'node_modules/**'],
+          exclude: ['test/**/*.servers.test.ts', 'test/sim/**', 'test/langgraph/**', 'test/package.test.ts', 'node_modules/**'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
           pool: 'forks',
@@ -39,8 +41,20 @@ export default defineConfig({
         test: {
           name: 'servers',
           include: ['test/**/*.servers.test.ts'],
+          exclude: ['test/langgraph/**', 'node_modules/**'],
           testTimeout: 180_000,
           hookTimeout: 180_000,
+          pool: 'forks',
+          fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          name: 'langgraph',
+          include: ['test/langgraph/**/*.test.ts'],
+          globals: true,
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
           pool: 'forks',
           fileParallelism: false,
         },

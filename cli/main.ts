@@ -5,7 +5,7 @@
 import { fstatSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { isDgclError } from '../lib/errors.ts';
+import { isDgclError, isInputError } from '../lib/errors.ts';
 import { createLeaseTable } from '../lib/lease/dynamo.ts';
 import { openLog, type OpenLogOptions } from '../lib/index.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
@@ -255,7 +255,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (isDgclError(e)) {
       process.stderr.write(`dgcl: ${e.code}: ${e.message}\n`);
-      return e.code === 'INVALID_INPUT' || e.code === 'NOT_FOUND' ? 2 : 1;
+      return isInputError(e) || e.code === 'NOT_FOUND' ? 2 : 1;
     }
     process.stderr.write(`dgcl: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
     return 1;

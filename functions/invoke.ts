@@ -79,7 +79,8 @@ async function main(argv: string[]): Promise<number> {
   } catch (e) {
     const err = e as { name?: string; message?: string };
     process.stderr.write(`${JSON.stringify({ errorType: err.name ?? 'Error', errorMessage: err.message ?? String(e) })}\n`);
-    return err.name === 'InvalidInputError' ? 2 : 1;
+    // Input errors (InvalidInputError and its item-state subclasses) exit 2.
+    return ['InvalidInputError', 'ItemExistsError', 'ItemNotFoundError', 'ItemTerminalError'].includes(err.name ?? '') ? 2 : 1;
   } finally {
     await logCache.closeAll();
   }

@@ -14,7 +14,7 @@
  * with failures throws after sending the rest (a retry re-sends; duplicates are harmless).
  */
 import type { Context, SQSBatchResponse } from 'aws-lambda';
-import { InternalError, InvalidInputError, NotFoundError, UnavailableError } from '../lib/errors.ts';
+import { INPUT_ERROR_CODES, InternalError, InvalidInputError, NotFoundError, UnavailableError } from '../lib/errors.ts';
 import { resumePoint } from '../lib/resume.ts';
 import type { ItemStatus } from '../lib/types.ts';
 import { readConfig, requireResumeQueueUrl, type HandlerConfig } from './shared/config.ts';
@@ -227,7 +227,7 @@ function report(result: ResumeResult): void {
 }
 
 function isInvalidSummary(e: ErrorSummary): boolean {
-  return e.code === 'INVALID_INPUT';
+  return (INPUT_ERROR_CODES as readonly string[]).includes(e.code);
 }
 
 /**

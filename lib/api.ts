@@ -1,4 +1,5 @@
-import type { Ack, CheckpointBatchInput, Cursor, Failure, ItemState, ItemStatus, TrajectoryEvent } from './types.ts';
+import type { DurableItem, ItemOptions } from './steps.ts';
+import type { Ack, CheckpointBatchInput, Cursor, Failure, FieldsQuery, ItemFields, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from './types.ts';
 
 /** One line of `dgcl items` / a page entry of the `fold` handler's item listing. */
 export interface ItemSummary {
@@ -39,6 +40,15 @@ export interface LogStats {
   shards: ShardStats[];
 }
 
+/** What `deleteItem` did. */
+export interface DeleteResult {
+  itemId: string;
+  /** False when the item had no visible event (never created, or already deleted): nothing written. */
+  deleted: boolean;
+  /** The item's events up to this seq are deleted; a new creation continues after it. */
+  throughSeq: number;
+}
+
 export interface MaintenanceReport {
   experiment: string;
   /** False when another maintainer held the lease; nothing was done. */
@@ -50,6 +60,10 @@ export interface MaintenanceReport {
   indexes: string[];
   prunedVersions: number;
   deletedClaims: number;
+  /** Deleted items whose rows were removed from the base and whose tombstone was dropped. */
+  purgedItems: number;
+  /** Deleted items still waiting: younger than the retention, or with rows in a live writer's shard. */
+  pendingDeletions: number;
   /** Dataset folders of generations no reader may see (zombie writes, crashed creations), deleted. */
   sweptShards: string[];
   /**
@@ -59,7 +73,7 @@ export interface MaintenanceReport {
   failures: Array<{ step: MaintenanceStep; code: string; message: string }>;
 }
 
-export type MaintenanceStep = 'orphans' | 'retirements' | 'merge' | 'zombies' | 'compaction' | 'indexes' | 'claims' | 'meta';
+export type MaintenanceStep = 'orphans' | 'retirements' | 'merge' | 'zombies' | 'deletions' | 'compaction' | 'indexes' | 'claims' | 'meta';
 
 /**
  * One experiment's log. Obtained from `openLog` (lib/index.ts). Writing takes a writer shard
@@ -70,12 +84,20 @@ export interface CheckpointLog {
   /** Append checkpoint batches; one ack per batch, same order. All-or-nothing per batch. */
   append(batches: CheckpointBatchInput[]): Promise<Ack[]>;
   fold(itemId: string): Promise<ItemState>;
+  /** Open an item for durable steps (lib/steps.ts): `await (await log.item(id, { runId })).step(...)`. */
+  item(itemId: string, options: ItemOptions): Promise<DurableItem>;
   items(query?: { status?: ItemStatus; limit?: number; after?: string }): Promise<ItemPage>;
   trajectory(itemId: string): Promise<TrajectoryEvent[]>;
+  /** Selected fields (by name or prefix) without folding the whole item; small blobs inline on request. */
+  fields(itemId: string, query?: FieldsQuery): Promise<ItemFields>;
+  /** The newest `limit` events (optionally of some types, before a seq), oldest first. */
+  latestEvents(itemId: string, query: LatestEventsQuery): Promise<ReadEvent[]>;
   /** The bytes of a blob field's current value (a `$blobRef`), verified against its checksum. */
   blob(itemId: string, field: string): Promise<Uint8Array>;
   loadBlob(eventId: string): Promise<Uint8Array>;
   failures(): Promise<FailureSummary[]>;
+  /** Delete an item: hidden from reads at once, purged by maintenance, its id reusable. */
+  deleteItem(itemId: string): Promise<DeleteResult>;
   /** Merge this writer's own shard into the base (idempotent, crash-safe). */
   mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }>;
   /** Elected-maintainer work: merge orphaned shards, compact, index, clean up. */

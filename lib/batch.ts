@@ -14,6 +14,10 @@
  *  - `failed` and `terminal` do not need `step` (item-level failure / filtering).
  *  - The same field may appear in both `set` and `append`: the set comes first, then the appends.
  *  - `queryTags` may be any JSON object; an empty object is stored as "{}".
+ *  - `create: "ifMissing"` (or `create: {ifMissing: true, ...}`): the ITEM_CREATED event is
+ *    written only when the item does not exist (or was deleted); otherwise it is left out and the
+ *    rest of the batch applies to the existing item (its root/parent stay as created). The
+ *    checkpoint id covers `ifMissing`, so it differs from the same batch with a plain `create`.
  *  - The checkpoint id covers everything that shapes the events (see `checkpointContent`), but
  *    not the seq, writer epoch or time, so a retry through any writer gets the same ids.
  */
@@ -38,7 +42,7 @@ export const MAX_FIELD_NAME_LENGTH = 256;
 const INT32_MAX = 2 ** 31 - 1;
 
 const BATCH_KEYS = ['itemId', 'runId', 'create', 'step', 'attempt', 'set', 'append', 'complete', 'failed', 'terminal', 'queryTags'] as const;
-const CREATE_KEYS = ['rootItemId', 'parentItemId'] as const;
+const CREATE_KEYS = ['rootItemId', 'parentItemId', 'ifMissing'] as const;
 const STEP_KEYS = ['name', 'index', 'instanceId', 'iteration'] as const;
 const FAILED_KEYS = ['errorType', 'errorDump', 'traceback'] as const;
 
@@ -78,10 +82,13 @@ const nonNegInt = () =>
 const plainObject = (what: string) =>
   z.custom<Record<string, unknown>>(isPlainObject, { error: (iss) => `must be ${what}, got ${describe(iss.input)}` });
 
-const CreateSchema = z.strictObject(
-  { rootItemId: idString().nullish(), parentItemId: idString().nullish() },
-  { error: typeError('an object {rootItemId?, parentItemId?}') },
+const CreateObjectSchema = z.strictObject(
+  { rootItemId: idString().nullish(), parentItemId: idString().nullish(), ifMissing: z.boolean({ error: typeError('a boolean') }).nullish() },
+  { error: typeError('an object {rootItemId?, parentItemId?, ifMissing?} or "ifMissing"') },
 );
+
+// `create: "ifMissing"` is `create: {ifMissing: true}`; any other string is an error.
+const CreateSchema = z.preprocess((v) => (v === 'ifMissing' ? { ifMissing: true } : v), CreateObjectSchema);
 
 const StepSchema = z.strictObject(
   { name: idString(), index: nonNegInt().nullish(), instanceId: idString().nullish(), iteration: nonNegInt().nullish() },
@@ -188,7 +195,8 @@ export function checkpointContent(b: Omit<PreparedBatch, 'checkpointId' | 'event
       v: 1,
       itemId: b.itemId,
       runId: b.runId,
-      create: b.create,
+      // Without ifMissing exactly the v1 shape, so existing checkpoint ids do not change.
+      create: b.create === null ? null : b.create.ifMissing ? b.create : { rootItemId: b.create.rootItemId, parentItemId: b.create.parentItemId },
       step: b.step,
       attempt: b.attempt,
       queryTags: b.queryTagsJson,
@@ -227,7 +235,8 @@ export function parseBatch(input: unknown, path = 'batch'): PreparedBatch {
     });
   }
 
-  const create = d.create != null ? { rootItemId: d.create.rootItemId ?? d.itemId, parentItemId: d.create.parentItemId ?? null } : null;
+  const c = d.create;
+  const create = c != null ? { rootItemId: c.rootItemId ?? d.itemId, parentItemId: c.parentItemId ?? null, ifMissing: c.ifMissing === true } : null;
   const step =
     d.step != null
       ? { name: d.step.name, index: d.step.index ?? null, instanceId: d.step.instanceId ?? null, iteration: d.step.iteration ?? null }

@@ -5,6 +5,11 @@
  *  - LEASE_HELD / CONFLICT: retry later (someone else holds it, or a race was lost).
  *  - UNAVAILABLE: retry with backoff (storage or lease store did not answer).
  *  - NOT_FOUND: the named experiment/item/field does not exist.
+ *  - ITEM_EXISTS / ITEM_NOT_FOUND / ITEM_TERMINAL: a batch does not fit its item's state (a
+ *    second creation; no creation yet, or the item was deleted; something after TERMINAL).
+ *    Input errors like INVALID_INPUT (their classes extend InvalidInputError, nothing was
+ *    written, retrying the same batch cannot help), told apart so a caller can react (e.g.
+ *    `create: 'ifMissing'`, or skip an item that already ended).
  *  - CORRUPT: alarm; the log holds something that cannot be decoded or verified.
  *  - INTERNAL: a bug.
  */
@@ -15,6 +20,9 @@ export type ErrorCode =
   | 'CONFLICT'
   | 'UNAVAILABLE'
   | 'NOT_FOUND'
+  | 'ITEM_EXISTS'
+  | 'ITEM_NOT_FOUND'
+  | 'ITEM_TERMINAL'
   | 'CORRUPT'
   | 'INTERNAL';
 
@@ -27,9 +35,13 @@ export abstract class DgclError extends Error {
   }
 }
 
+/** The codes of input errors: INVALID_INPUT and the item-state refusals below. */
+export const INPUT_ERROR_CODES = ['INVALID_INPUT', 'ITEM_EXISTS', 'ITEM_NOT_FOUND', 'ITEM_TERMINAL'] as const;
+export type InputErrorCode = (typeof INPUT_ERROR_CODES)[number];
+
 export class InvalidInputError extends DgclError {
-  override readonly name = 'InvalidInputError';
-  readonly code = 'INVALID_INPUT' as const;
+  override readonly name: string = 'InvalidInputError';
+  readonly code: InputErrorCode = 'INVALID_INPUT';
   readonly retryable = false;
   /** Dotted path of the offending field, e.g. `batches[2].set.image`. */
   readonly field: string | undefined;
@@ -37,6 +49,50 @@ export class InvalidInputError extends DgclError {
     super(options?.field ? `${options.field}: ${message}` : message, options);
     this.field = options?.field;
   }
+}
+
+/** A batch creates an item that exists (field `create`). */
+export class ItemExistsError extends InvalidInputError {
+  override readonly name = 'ItemExistsError';
+  override readonly code = 'ITEM_EXISTS' as const;
+  constructor(
+    message: string,
+    readonly itemId: string,
+    options?: { field?: string; cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** A batch without `create` names an item that does not exist, or was deleted (field `itemId`). */
+export class ItemNotFoundError extends InvalidInputError {
+  override readonly name = 'ItemNotFoundError';
+  override readonly code = 'ITEM_NOT_FOUND' as const;
+  constructor(
+    message: string,
+    readonly itemId: string,
+    options?: { field?: string; cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** A batch follows the item's TERMINAL event (field `itemId`). */
+export class ItemTerminalError extends InvalidInputError {
+  override readonly name = 'ItemTerminalError';
+  override readonly code = 'ITEM_TERMINAL' as const;
+  constructor(
+    message: string,
+    readonly itemId: string,
+    options?: { field?: string; cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Whether `e` is an input error (any InputErrorCode): fix the input, nothing was written. */
+export function isInputError(e: unknown): e is InvalidInputError {
+  return e instanceof InvalidInputError;
 }
 
 export class FencedError extends DgclError {

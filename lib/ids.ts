@@ -28,6 +28,17 @@ export function eventId(checkpointId: string, index: number): string {
   return digest32('dgcl.event.v1', `${checkpointId}\n${index}`);
 }
 
+/**
+ * Id of a checkpoint of a re-created item (docs/design/deletion.md): the batch's own checkpoint
+ * id bound to the incarnation, named by the seq its creation follows (`base` > 0). Rows of an
+ * earlier incarnation may still be in the base until maintenance purges them, and merges insert
+ * by event_id, so a batch repeated in a new incarnation must not reuse the old ids.
+ */
+export function incarnationCheckpointId(checkpointId: string, base: number): string {
+  if (!Number.isSafeInteger(base) || base < 1) throw new InternalError(`incarnationCheckpointId: base must be a positive integer, got ${base}`);
+  return digest32('dgcl.checkpoint.incarnation.v1', `${checkpointId}\n${base}`);
+}
+
 /** True for strings shaped like the ids above. */
 export function isId(s: unknown): s is string {
   return typeof s === 'string' && ID_RE.test(s);

@@ -11,7 +11,7 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
-import type { MaintenanceReport } from './api.ts';
+import type { DeleteResult, MaintenanceReport } from './api.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { InvalidInputError } from './errors.ts';
 import { DynamoLeaseStore } from './lease/dynamo.ts';
@@ -43,6 +43,8 @@ export { foldItem, trajectory } from './fold.ts';
 export { report, DEFAULT_REPORT_ITEMS, type ReportOptions, type ReportResult } from './report/report.ts';
 export type * from './report/model.ts';
 export { exportItems, EXPORT_FORMATS, EXPORT_STATUSES, DEFAULT_CHUNK_EVENTS, type ExportOptions, type ExportResult, type ExportFormat, type ExportStatus } from './export/export.ts';
+export { DurableItem, item, type ItemOptions, type StepContext, type StepFn, type StepOutput, type StepResult } from './steps.ts';
+export { MAX_INLINE_BYTES, MAX_LATEST_EVENTS } from './log/item-reads.ts';
 
 export interface OpenLogOptions {
   /** `file:///abs/dir`, a local path, or `s3://bucket/prefix`. */
@@ -73,6 +75,8 @@ export interface OpenLogOptions {
   versionRetentionMs?: number;
   /** Claims older than this are deleted by maintenance (default 1 h). */
   claimRetentionMs?: number;
+  /** Deleted items' rows are purged by maintenance once the deletion is this old (default 1 h). */
+  deletionRetentionMs?: number;
   clock?: Clock;
   env?: Env;
   /** Fault injection for crash tests. */
@@ -87,6 +91,7 @@ export const DEFAULTS = {
   cachedItems: 100_000,
   versionRetentionMs: 3_600_000,
   claimRetentionMs: 3_600_000,
+  deletionRetentionMs: 3_600_000,
 } as const;
 
 /**
@@ -142,6 +147,7 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     cachedItems: o.cachedItems ?? DEFAULTS.cachedItems,
     versionRetentionMs: o.versionRetentionMs ?? DEFAULTS.versionRetentionMs,
     claimRetentionMs: o.claimRetentionMs ?? DEFAULTS.claimRetentionMs,
+    deletionRetentionMs: o.deletionRetentionMs ?? DEFAULTS.deletionRetentionMs,
     ...(o.hooks ? { hooks: o.hooks } : {}),
     ...(onClose ? { onClose } : {}),
   };
@@ -162,6 +168,10 @@ class LeaselessLog extends LanceCheckpointLog {
   }
 
   override append(_batches: unknown[]): Promise<Ack[]> {
+    return Promise.reject(this.missing.error());
+  }
+
+  override deleteItem(_itemId: string): Promise<DeleteResult> {
     return Promise.reject(this.missing.error());
   }
 

@@ -92,7 +92,8 @@ export interface BatchFailure {
 export interface CheckpointBatchInput {
   itemId: string;
   runId: string;
-  create?: { rootItemId?: string; parentItemId?: string };
+  /** `'ifMissing'` (= `{ifMissing: true}`): create only when the item does not exist. */
+  create?: { rootItemId?: string; parentItemId?: string; ifMissing?: boolean } | 'ifMissing';
   step?: BatchStep;
   attempt?: number;
   set?: Record<string, unknown>;
@@ -128,7 +129,7 @@ export interface PreparedBatch {
   runId: string;
   checkpointId: string;
   /** Set when the batch creates the item. */
-  create: { rootItemId: string; parentItemId: string | null } | null;
+  create: { rootItemId: string; parentItemId: string | null; ifMissing: boolean } | null;
   step: { name: string; index: number | null; instanceId: string | null; iteration: number | null } | null;
   attempt: number;
   queryTagsJson: string | null;
@@ -225,3 +226,40 @@ export interface TrajectoryEvent {
   eventTs: string;
   schemaVersion: number;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Partial reads (docs/api.md).
+
+/** A value as partial reads return it: blobs of at most `inlineBytes` as their bytes. */
+export type ReadValue = OutputValue | Uint8Array | ReadValue[];
+
+export interface FieldsQuery {
+  /** Fields with exactly these names. */
+  names?: string[];
+  /** Fields whose name starts with this (with `names`: either matches). */
+  prefix?: string;
+  /** Return blob values of at most this many bytes inline (default 0: all as `$blobRef`). */
+  inlineBytes?: number;
+}
+
+export interface ItemFields {
+  itemId: string;
+  rootItemId: string | null;
+  parentItemId: string | null;
+  /** The selected fields that have a value, folded as `fold` would. */
+  fields: Record<string, ReadValue>;
+}
+
+export interface LatestEventsQuery {
+  /** How many events (the newest ones), 1-10,000. */
+  limit: number;
+  /** Only events of these types. */
+  eventTypes?: EventType[];
+  /** Only events with a smaller item_seq (paging backwards). */
+  beforeSeq?: number;
+  /** Return blob values of at most this many bytes inline (default 0: `$blobRef`). */
+  inlineBytes?: number;
+}
+
+/** A trajectory event whose blob value may be inline. */
+export type ReadEvent = Omit<TrajectoryEvent, 'value'> & { value?: ReadValue };

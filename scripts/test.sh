@@ -2,7 +2,10 @@
 # The whole test suite on a fresh machine: installs what the tests need (npm packages, Debian
 # packages for Ceph RGW and Java for DynamoDB Local), starts the local S3 and DynamoDB servers,
 # runs every vitest project, stops the servers, and prints "N passed, N failed".
+# `scripts/test.sh langgraph` (npm run test:langgraph) runs only the LangGraph validation suite
+# (local root and RGW root), with the same set-up.
 set -uo pipefail
+only="${1:-}"
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
 export DGCL_STATE_DIR="${DGCL_STATE_DIR:-$REPO/.ci/state}"
@@ -58,7 +61,9 @@ npm run build --silent || tsc_rc=1
 # instead of beside them, so neither slows the other into timeouts.
 reports=()
 vitest_rc=0
-for projects in "--project fast --project package --project servers" "--project sim"; do
+groups=("--project fast --project package --project servers --project langgraph" "--project sim")
+[ "$only" = langgraph ] && groups=("--project langgraph")
+for projects in "${groups[@]}"; do
   report="$DGCL_STATE_DIR/vitest-${#reports[@]}.json"
   rm -f "$report"
   # shellcheck disable=SC2086

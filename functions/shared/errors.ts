@@ -2,7 +2,8 @@
  * Errors as Lambda reports them. The Node.js runtime turns a thrown error into
  * `{errorType: error.name, errorMessage, trace}`, and Step Functions `Retry`/`Catch` match on
  * `errorType`, so every error leaving a handler is one of a closed set of names:
- * the DgclError kinds of lib/errors.ts (InvalidInputError, FencedError, LeaseHeldError,
+ * the DgclError kinds of lib/errors.ts (InvalidInputError and its subclasses ItemExistsError,
+ * ItemNotFoundError, ItemTerminalError, FencedError, LeaseHeldError,
  * ConflictError, UnavailableError, NotFoundError, CorruptError, InternalError) plus
  * ConfigurationError (functions/shared/config.ts). Anything else is wrapped: a middy timeout
  * becomes UnavailableError (retry), an unknown error InternalError (a bug; the original is the

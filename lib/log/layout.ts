@@ -8,6 +8,8 @@
  *   log.lance/_dgcl/meta/fence.<writerEpoch>   an epoch is being sealed (written before its versions are read)
  *   log.lance/_dgcl/meta/seal.<writerEpoch>.json    an epoch's seal: which generations, which versions
  *   log.lance/_dgcl/meta/retired.<shard>        a generation merged into base (readers skip it)
+ *   log.lance/_dgcl/meta/tomb.<hash of itemId>.<seq>  the item's events up to seq are deleted
+ *                                               (docs/design/deletion.md; body: itemId, time)
  *
  * Readers learn everything but the data from ONE listing of the flat meta folder (listing the
  * shard folders would list every data file on servers without delimiter skipping).
@@ -56,8 +58,18 @@ export const retiredKey = (shard: string) => `${META_DIR}/retired.${shard}`;
 export const genKey = (shard: string) => `${META_DIR}/gen.${shard}`;
 export const BASE_KEY = `${META_DIR}/base`;
 export const claimKey = (checkpointId: string) => `${CLAIMS_DIR}/${checkpointId}.json`;
-/** Item ids may hold any character: the marker is named by a hash of it. */
-export const itemKey = (itemId: string) => `${ITEMS_DIR}/${createHash('sha256').update(itemId).digest('hex').slice(0, 40)}`;
+/** Item ids may hold any character: markers and tombstones are named by a hash of it. */
+export const itemHash = (itemId: string) => createHash('sha256').update(itemId).digest('hex').slice(0, 40);
+export const itemKey = (itemId: string) => `${ITEMS_DIR}/${itemHash(itemId)}`;
+/** Seqs in tombstone names are zero-padded so names sort by seq. */
+export const tombKey = (itemId: string, throughSeq: number) => `${META_DIR}/tomb.${itemHash(itemId)}.${String(throughSeq).padStart(12, '0')}`;
+
+/** A tombstone's body: which item, through which seq, when (the deleter's clock). */
+export interface Tombstone {
+  itemId: string;
+  throughSeq: number;
+  deletedAtMs: number;
+}
 
 /** An epoch's seal: generations of that epoch readers may see, each up to a version. */
 export interface Seal {
@@ -75,6 +87,10 @@ export interface MetaNames {
   sealEpochs: string[];
   fenceEpochs: string[];
   retired: Set<string>;
+  /** Item hash -> highest seq deleted (every tombstone of the item; the highest covers the rest). */
+  tombstones: Map<string, number>;
+  /** Names of the tombstone objects (below META_DIR). */
+  tombNames: string[];
 }
 
 export function parseMetaNames(names: readonly string[]): MetaNames {
@@ -82,6 +98,8 @@ export function parseMetaNames(names: readonly string[]): MetaNames {
   const fenceEpochs: string[] = [];
   const gens: string[] = [];
   const retired = new Set<string>();
+  const tombstones = new Map<string, number>();
+  const tombNames: string[] = [];
   let baseExists = false;
   for (const n of names) {
     if (n === 'base') baseExists = true;
@@ -89,6 +107,12 @@ export function parseMetaNames(names: readonly string[]): MetaNames {
     else if (n.startsWith('seal.') && n.endsWith('.json')) sealEpochs.push(n.slice(5, -5));
     else if (n.startsWith('fence.')) fenceEpochs.push(n.slice(6));
     else if (n.startsWith('retired.')) retired.add(n.slice(8));
+    else if (n.startsWith('tomb.')) {
+      const m = /^tomb\.([0-9a-f]{40})\.(\d{12})$/.exec(n);
+      if (!m) continue;
+      tombNames.push(n);
+      tombstones.set(m[1]!, Math.max(tombstones.get(m[1]!) ?? 0, Number(m[2])));
+    }
   }
-  return { baseExists, gens, sealEpochs, fenceEpochs, retired };
+  return { baseExists, gens, sealEpochs, fenceEpochs, retired, tombstones, tombNames };
 }

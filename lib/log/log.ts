@@ -2,7 +2,7 @@
  * `CheckpointLog` over the Lance log store: the union reader, the process's shard writer
  * (created on the first append), blob loading, listings and maintenance.
  */
-import type { CheckpointLog, FailureSummary, ItemPage, ItemSummary, LogStats, MaintenanceReport } from '../api.ts';
+import type { CheckpointLog, DeleteResult, FailureSummary, ItemPage, ItemSummary, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { verifyBlob } from '../codec.ts';
 import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
@@ -10,8 +10,11 @@ import { foldItem, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
-import type { Ack, BlobRef, EventRow, ItemState, ItemStatus, TrajectoryEvent } from '../types.ts';
+import { item, type DurableItem, type ItemOptions } from '../steps.ts';
+import type { Ack, BlobRef, EventRow, FieldsQuery, ItemFields, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
 import { ITEM_STATUSES } from '../types.ts';
+import { deletedThrough } from './deleted.ts';
+import { readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
 import { LogReader, type ShardListing } from './reader.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
@@ -27,6 +30,7 @@ export interface LanceLogOptions extends WriterOptions {
   leases: LeaseStore;
   versionRetentionMs: number;
   claimRetentionMs: number;
+  deletionRetentionMs: number;
   /** Called by close() after the log's own resources (e.g. to close a lease store it owns). */
   onClose?: () => Promise<void>;
   /** Wraps every Lance table handle (the simulation harness's fault and scheduling point). */
@@ -66,13 +70,42 @@ export class LanceCheckpointLog implements CheckpointLog {
     return this.getWriter().append(prepared);
   }
 
+  /**
+   * Delete an item: reads stop showing it at once, maintenance removes its rows physically after
+   * `deletionRetentionMs`, and its id can be created again (docs/design/deletion.md). Route it
+   * like the item's batches (one writer per item at a time).
+   */
+  async deleteItem(itemId: string): Promise<DeleteResult> {
+    if (typeof itemId !== 'string' || itemId === '') throw new InvalidInputError('itemId must be a non-empty string', { field: 'itemId' });
+    return this.getWriter().deleteItem(itemId);
+  }
+
   private async itemRows(itemId: string, columns: readonly string[] = LIGHT_COLUMNS): Promise<EventRow[]> {
     if (typeof itemId !== 'string' || itemId === '') throw new InvalidInputError('itemId must be a non-empty string', { field: 'itemId' });
     return this.reader.scan(`item_id = ${sqlString(itemId)}`, columns);
   }
 
+  /** An item driven by durable steps (lib/steps.ts). */
+  item(itemId: string, options: ItemOptions): Promise<DurableItem> {
+    return item(this, itemId, options);
+  }
+
   async fold(itemId: string): Promise<ItemState> {
     return foldItem(itemId, await this.itemRows(itemId));
+  }
+
+  private itemReads(): ItemReadContext {
+    return { reader: this.reader };
+  }
+
+  /** Selected fields of an item (by name or prefix), from their own events only (docs/api.md). */
+  async fields(itemId: string, query: FieldsQuery = {}): Promise<ItemFields> {
+    return readFields(this.itemReads(), itemId, query);
+  }
+
+  /** The item's newest events, oldest first, without reading older ones' values (docs/api.md). */
+  async latestEvents(itemId: string, query: LatestEventsQuery): Promise<ReadEvent[]> {
+    return readLatestEvents(this.itemReads(), itemId, query);
   }
 
   async trajectory(itemId: string): Promise<TrajectoryEvent[]> {
@@ -156,8 +189,10 @@ export class LanceCheckpointLog implements CheckpointLog {
       if (base) tables.push(base);
       for (const v of listing.visible) tables.push(await this.reader.shardTable(v));
       for (const t of tables) {
-        const hit = await t.query().where(filter).withRowId().select(['event_id', 'payload_size', 'payload_checksum']).limit(1).toArrow();
+        const hit = await t.query().where(filter).withRowId().select(['event_id', 'item_id', 'item_seq', 'payload_size', 'payload_checksum']).limit(1).toArrow();
         if (hit.numRows === 0) continue;
+        // A deleted item's blobs are gone for readers like its other events.
+        if (Number(hit.getChild('item_seq')!.get(0)) <= deletedThrough(listing.tombstones, hit.getChild('item_id')!.get(0) as string)) return null;
         const rowId = hit.getChild('_rowid')!.get(0) as bigint;
         const checksum = hit.getChild('payload_checksum')!.get(0) as string | null;
         const size = hit.getChild('payload_size')!.get(0) as bigint | number | null;
@@ -192,6 +227,7 @@ export class LanceCheckpointLog implements CheckpointLog {
       leaseTtlMs: this.o.leaseTtlMs,
       versionRetentionMs: this.o.versionRetentionMs,
       claimRetentionMs: this.o.claimRetentionMs,
+      deletionRetentionMs: this.o.deletionRetentionMs,
       clock: this.o.clock,
       ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),

@@ -15,6 +15,7 @@ import type { ObjectStore } from '../storage/objects.ts';
 import type { MaintenanceReport, MaintenanceStep } from '../api.ts';
 import { CLAIMS_DIR, fenceKey, genKey, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix } from './layout.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
+import { purgeDeleted } from './purge.ts';
 import type { LogReader, ShardListing } from './reader.ts';
 import type { LanceTables } from './tables.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
@@ -29,6 +30,8 @@ export interface MaintainOptions {
   versionRetentionMs: number;
   /** Claims only matter while duplicates of a batch are in flight. */
   claimRetentionMs: number;
+  /** Deleted items are purged once their tombstone is this old. */
+  deletionRetentionMs: number;
   clock: Clock;
   hooks?: MergeHooks;
   /** Told after each step (a skipped one too), so a caller can show progress; never awaited. */
@@ -39,7 +42,7 @@ export interface MaintainOptions {
 export type MaintainProgress = (step: MaintenanceStep, done: number, total: number) => void;
 
 /** Steps every pass runs besides one `merge` per sealed generation. */
-const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zombies', 'compaction', 'indexes', 'claims', 'meta'];
+const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zombies', 'deletions', 'compaction', 'indexes', 'claims', 'meta'];
 
 export const INDEXED_COLUMNS = ['item_id', 'event_id'] as const;
 
@@ -55,6 +58,8 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
     indexes: [],
     prunedVersions: 0,
     deletedClaims: 0,
+    purgedItems: 0,
+    pendingDeletions: 0,
     sweptShards: [],
     failures: [],
   };
@@ -118,6 +123,13 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
     } else {
       tick('zombies'); // skipped: no listing to sweep from
     }
+
+    // Deleted items: after the merges above, so that sealed generations no longer hold their rows.
+    await step('deletions', async () => {
+      const r = await purgeDeleted(ctx, { clock: o.clock, deletionRetentionMs: o.deletionRetentionMs });
+      report.purgedItems = r.purgedItems;
+      report.pendingDeletions = r.pendingDeletions;
+    });
 
     // 4. Base: compaction + prune, then scalar indexes.
     await step('compaction', async () => {

@@ -31,6 +31,7 @@ import {
   type Seal,
   type ShardName,
 } from './layout.ts';
+import { withoutDeleted } from './deleted.ts';
 import { writeSeal } from './seal.ts';
 import type { LanceTables, Table } from './tables.ts';
 
@@ -55,6 +56,8 @@ export interface ShardListing {
   sealedEpochs: string[];
   /** Every fenced writer epoch (names only; sealed ones included). */
   fencedEpochs: string[];
+  /** Deleted items: hash of the item id -> the highest deleted seq (docs/design/deletion.md). */
+  tombstones: ReadonlyMap<string, number>;
 }
 
 /** Attempts of one read before it gives up on a layout that keeps changing under it. */
@@ -92,7 +95,7 @@ export class LogReader {
 
   /** The listing of one meta folder listing the caller made (decisions from one snapshot). */
   async listingOf(meta: MetaNames): Promise<ShardListing> {
-    const { baseExists, gens, sealEpochs, fenceEpochs, retired } = meta;
+    const { baseExists, gens, sealEpochs, fenceEpochs, retired, tombstones } = meta;
     const shards = gens.map((n) => parseShardName(n)).filter((s): s is ShardName => s !== null);
     const seals = new Map<string, Seal>();
     const needed = new Set(shards.map((s) => s.writerEpoch));
@@ -118,6 +121,7 @@ export class LogReader {
       seals,
       sealedEpochs: sealEpochs,
       fencedEpochs: fenceEpochs,
+      tombstones,
     };
     for (const s of shards) {
       if (retired.has(s.name)) {
@@ -191,16 +195,29 @@ export class LogReader {
 
   /**
    * Rows matching `filter` (a Lance SQL predicate, or null for all) from base + visible shards
-   * (but those in `skip`, whose rows the caller has in memory).
+   * (but those in `skip`, whose rows the caller has in memory), without deleted items' rows.
    */
   scan(filter: string | null, columns: readonly string[], skip?: ReadonlySet<string>): Promise<EventRow[]> {
-    return this.read(async (listing) => {
-      const parts = await Promise.all([
-        this.tables.base(listing.baseExists).then((t) => (t ? query(t, filter, columns) : [])),
-        ...listing.visible.filter((v) => !skip?.has(v.name)).map(async (v) => query(await this.shardTable(v), filter, columns)),
-      ]);
-      return parts.flat();
-    }, skip);
+    return this.read((listing) => this.scanListing(listing, filter, columns, skip), skip);
+  }
+
+  /**
+   * Rows matching `filter` from the base and the listing's visible generations (but `skip`): one
+   * query of a consistent read (call it inside `read`, which checks the layout afterwards).
+   */
+  async scanListing(
+    listing: ShardListing,
+    filter: string | null,
+    columns: readonly string[],
+    skip?: ReadonlySet<string>,
+    options: { includeDeleted?: boolean } = {},
+  ): Promise<EventRow[]> {
+    const parts = await Promise.all([
+      this.tables.base(listing.baseExists).then((t) => (t ? query(t, filter, columns) : [])),
+      ...listing.visible.filter((v) => !skip?.has(v.name)).map(async (v) => query(await this.shardTable(v), filter, columns)),
+    ]);
+    const rows = parts.flat();
+    return options.includeDeleted ? rows : withoutDeleted(listing.tombstones, rows);
   }
 
   /**

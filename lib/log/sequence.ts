@@ -4,7 +4,8 @@
  * rows with the seqs of the first copy.
  */
 import { toRows } from '../batch.ts';
-import { InternalError, InvalidInputError } from '../errors.ts';
+import { InternalError, ItemExistsError, ItemNotFoundError, ItemTerminalError } from '../errors.ts';
+import { eventId, incarnationCheckpointId } from '../ids.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
 
 /** What the writer needs to know of an item to validate and sequence a batch. */
@@ -14,6 +15,11 @@ export interface ItemTrack {
   parentItemId: string | null;
   terminal: boolean;
   lastSeq: number;
+  /**
+   * The seq the item's creation follows: 0 for an item created once; for an item re-created
+   * after a deletion, the last deleted seq. Its batches' ids are bound to it (incarnate).
+   */
+  base: number;
   /** checkpoint_id -> (event_id -> seq) */
   checkpoints: Map<string, Map<string, number>>;
 }
@@ -37,26 +43,39 @@ export function sequence(
   writerEpoch: string,
   eventTsUs: number,
 ): { ack: Ack; rows: EventRow[] } {
-  const eventIds = b.events.map((e) => e.eventId);
+  // A deleted item continues after its last deleted seq; a new creation starts there.
+  b = incarnate(b, t.created ? t.base : t.lastSeq);
   const seen = t.checkpoints.get(b.checkpointId);
   if (seen) {
+    // An ifMissing creation the item did not need was never written: it is not in `seen`.
+    const events = b.create?.ifMissing ? b.events.filter((e) => e.eventType !== 'ITEM_CREATED' || seen.has(e.eventId)) : b.events;
+    const eventIds = events.map((e) => e.eventId);
     const seqs = eventIds.map((id) => seen.get(id));
     if (seqs.some((s) => s === undefined)) {
       throw new InternalError(`checkpoint ${b.checkpointId} of item ${b.itemId} is only partly in the log`);
     }
     return {
-      ack: { itemId: b.itemId, checkpointId: b.checkpointId, eventIds, firstSeq: seqs[0]!, lastSeq: seqs.at(-1)!, duplicate: true },
+      ack: { itemId: b.itemId, checkpointId: b.checkpointId, eventIds, firstSeq: seqs[0] ?? t.lastSeq + 1, lastSeq: seqs.at(-1) ?? t.lastSeq, duplicate: true },
       rows: [],
     };
   }
+  if (b.create?.ifMissing && t.created) {
+    // The item exists: the batch applies without its creation.
+    b = { ...b, create: null, events: b.events.filter((e) => e.eventType !== 'ITEM_CREATED') };
+    if (b.events.length === 0) {
+      // Nothing else to write: an ack naming no event, like a duplicate (nothing was written).
+      return { ack: { itemId: b.itemId, checkpointId: b.checkpointId, eventIds: [], firstSeq: t.lastSeq + 1, lastSeq: t.lastSeq, duplicate: true }, rows: [] };
+    }
+  }
+  const eventIds = b.events.map((e) => e.eventId);
   if (b.create && t.created) {
-    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} already exists; only its first batch may have "create"`, { field: 'create' });
+    throw new ItemExistsError(`item ${JSON.stringify(b.itemId)} already exists; only its first batch may have "create" (or use create: "ifMissing")`, b.itemId, { field: 'create' });
   }
   if (!b.create && !t.created) {
-    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} does not exist: its first batch must have "create"`, { field: 'itemId' });
+    throw new ItemNotFoundError(`item ${JSON.stringify(b.itemId)} does not exist: its first batch must have "create"`, b.itemId, { field: 'itemId' });
   }
   if (t.terminal) {
-    throw new InvalidInputError(`item ${JSON.stringify(b.itemId)} is terminal: no event may follow a TERMINAL event`, { field: 'itemId' });
+    throw new ItemTerminalError(`item ${JSON.stringify(b.itemId)} is terminal: no event may follow a TERMINAL event`, b.itemId, { field: 'itemId' });
   }
   const firstSeq = t.lastSeq + 1;
   const rows = toRows(b, {
@@ -70,6 +89,7 @@ export function sequence(
   t.checkpoints.set(b.checkpointId, ids);
   t.lastSeq = firstSeq + rows.length - 1;
   if (b.create) {
+    t.base = firstSeq - 1;
     t.created = true;
     t.rootItemId = b.create.rootItemId;
     t.parentItemId = b.create.parentItemId;
@@ -81,8 +101,15 @@ export function sequence(
   };
 }
 
+/** The batch with ids bound to the item's incarnation (itself for an item created once). */
+export function incarnate(b: PreparedBatch, base: number): PreparedBatch {
+  if (base === 0) return b;
+  const cp = incarnationCheckpointId(b.checkpointId, base);
+  return { ...b, checkpointId: cp, events: b.events.map((e, i) => ({ ...e, eventId: eventId(cp, i) })) };
+}
+
 function emptyTrack(): ItemTrack {
-  return { created: false, rootItemId: null, parentItemId: null, terminal: false, lastSeq: 0, checkpoints: new Map() };
+  return { created: false, rootItemId: null, parentItemId: null, terminal: false, lastSeq: 0, base: 0, checkpoints: new Map() };
 }
 
 export function cloneTrack(t: ItemTrack | undefined): ItemTrack {
@@ -90,7 +117,11 @@ export function cloneTrack(t: ItemTrack | undefined): ItemTrack {
   return { ...t, checkpoints: new Map(t.checkpoints) };
 }
 
-export function buildTracks(rows: readonly EventRow[]): Map<string, ItemTrack> {
+/**
+ * Tracks of items from their visible rows (deleted rows already hidden). `deleted` gives an
+ * item's last deleted seq: a deleted item continues after it (and has no track without it).
+ */
+export function buildTracks(rows: readonly EventRow[], deleted: (itemId: string) => number = () => 0, itemIds: readonly string[] = []): Map<string, ItemTrack> {
   const tracks = new Map<string, ItemTrack>();
   // Copies of one event: keep the smallest seq, as the fold does.
   const best = new Map<string, EventRow>();
@@ -102,6 +133,7 @@ export function buildTracks(rows: readonly EventRow[]): Map<string, ItemTrack> {
     let t = tracks.get(r.item_id);
     if (!t) tracks.set(r.item_id, (t = emptyTrack()));
     if (r.event_type === 'ITEM_CREATED') {
+      t.base = r.item_seq - 1;
       t.created = true;
       t.rootItemId = r.root_item_id;
       t.parentItemId = r.parent_item_id;
@@ -114,6 +146,13 @@ export function buildTracks(rows: readonly EventRow[]): Map<string, ItemTrack> {
     let ck = t.checkpoints.get(r.checkpoint_id);
     if (!ck) t.checkpoints.set(r.checkpoint_id, (ck = new Map()));
     ck.set(r.event_id, r.item_seq);
+  }
+  for (const id of itemIds) {
+    const d = deleted(id);
+    if (d === 0) continue;
+    let t = tracks.get(id);
+    if (!t) tracks.set(id, (t = emptyTrack()));
+    t.lastSeq = Math.max(t.lastSeq, d);
   }
   return tracks;
 }

@@ -21,7 +21,8 @@ import type { Lease, LeaseStore } from '../lease/types.ts';
 import { rowsToArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
-import { claimKey, itemKey, shardName } from './layout.ts';
+import { deletedThrough } from './deleted.ts';
+import { claimKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
 import { mergeGeneration, type MergeHooks } from './merge.ts';
@@ -332,9 +333,13 @@ export class ShardWriter {
       // Snapshot the own rows before reading storage: a background merge that finishes during
       // the read moves them into the base (maybe after we read it) and drops them from memory.
       const own = [...this.ownRows.entries()];
-      const existing = await this.ctx.reader.scan(sqlIn('item_id', toRead), TRACK_COLUMNS, new Set(own.map(([name]) => name)));
-      for (const [, rows] of own) for (const r of rows) if (wanted.has(r.item_id)) existing.push(r);
-      const read = buildTracks(existing);
+      const skip = new Set(own.map(([name]) => name));
+      const { existing, tombstones } = await this.ctx.reader.read(
+        async (listing) => ({ existing: await this.ctx.reader.scanListing(listing, sqlIn('item_id', toRead), TRACK_COLUMNS, skip), tombstones: listing.tombstones }),
+        skip,
+      );
+      for (const [, rows] of own) for (const r of rows) if (wanted.has(r.item_id) && r.item_seq > deletedThrough(tombstones, r.item_id)) existing.push(r);
+      const read = buildTracks(existing, (id) => deletedThrough(tombstones, id), toRead);
       for (const id of toRead) tracks.set(id, read.get(id) ?? cloneTrack(undefined));
     }
     const eventTsUs = this.opts.clock.nowMs() * 1000;
@@ -405,6 +410,33 @@ export class ShardWriter {
     for (const gen of this.ownRows.keys()) this.ctx.tables.forget(gen);
     this.ownRows.clear();
     this.tracks.clear();
+  }
+
+  /**
+   * Delete an item (docs/design/deletion.md): between commits, put the item's marker (no writer's
+   * cached copy of it is trusted after this), read its last visible seq, and write the tombstone
+   * hiding its events up to it. Writes no Lance row and takes no slot. An item without visible
+   * events is not deleted (`deleted: false`), so a retried delete is harmless.
+   */
+  deleteItem(itemId: string): Promise<{ itemId: string; deleted: boolean; throughSeq: number }> {
+    if (this.closing) return Promise.reject(new InternalError('the log is closed (or closing): open it again to delete'));
+    return this.exclusive(async () => {
+      this.tracks.delete(itemId);
+      await this.ctx.objects.put(itemKey(itemId), `deleted ${this.claimNonce} ${++this.markerSeq}`);
+      const own = [...this.ownRows.entries()];
+      const skip = new Set(own.map(([name]) => name));
+      const { rows, tombstones } = await this.ctx.reader.read(
+        async (listing) => ({ rows: await this.ctx.reader.scanListing(listing, sqlIn('item_id', [itemId]), TRACK_COLUMNS, skip), tombstones: listing.tombstones }),
+        skip,
+      );
+      const gone = deletedThrough(tombstones, itemId);
+      for (const [, mine] of own) for (const r of mine) if (r.item_id === itemId && r.item_seq > gone) rows.push(r);
+      if (rows.length === 0) return { itemId, deleted: false, throughSeq: gone };
+      const throughSeq = rows.reduce((m, r) => Math.max(m, r.item_seq), 0);
+      const tomb: Tombstone = { itemId, throughSeq, deletedAtMs: this.opts.clock.nowMs() };
+      await this.ctx.objects.putIfAbsent(tombKey(itemId, throughSeq), JSON.stringify(tomb));
+      return { itemId, deleted: true, throughSeq };
+    });
   }
 
   /** Merge the own shard into the base now (between commits). */

@@ -114,12 +114,12 @@ export function logStoreConformance(name: string, target: LogTarget): void {
     it('rejects a batch for an item that was not created, or after TERMINAL, writing nothing', async () => {
       await fresh();
       const log = await newLog();
-      await expect(log.append([stepBatch('ghost', 1)])).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+      await expect(log.append([stepBatch('ghost', 1)])).rejects.toMatchObject({ code: 'ITEM_NOT_FOUND' });
       await log.append([createBatch('t', { terminal: 'completed' })]);
       const before = await snapshot(log);
       await expect(log.append([stepBatch('t', 1)])).rejects.toThrow(/terminal/);
       // a request is all-or-nothing: the valid first batch of it is not written either
-      await expect(log.append([createBatch('ok'), stepBatch('ghost', 1)])).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+      await expect(log.append([createBatch('ok'), stepBatch('ghost', 1)])).rejects.toMatchObject({ code: 'ITEM_NOT_FOUND' });
       expect(await snapshot(log)).toEqual(before);
     });
 

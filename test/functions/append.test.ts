@@ -70,10 +70,11 @@ describe('append handler: direct invocation', () => {
     }
   });
 
-  it('rejects an item that was never created with InvalidInputError, writing none of the request', async () => {
+  it('rejects an item that was never created with ItemNotFoundError (an input error), writing none of the request', async () => {
     const e = uniq('e');
     const err = await thrown(append({ pipeline: 'p', experiment: e, batches: [createBatch('fine'), stepBatch('ghost', 1)] }, ctx()));
-    expect(err.name).toBe('InvalidInputError');
+    expect(err.name).toBe('ItemNotFoundError');
+    expect(err.code).toBe('ITEM_NOT_FOUND');
     const log = await reader(e);
     try {
       expect((await log.items()).items).toEqual([]);

@@ -155,6 +155,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
       cachedItems: cfg.cachedItems,
       versionRetentionMs: 3_600_000,
       claimRetentionMs: cfg.claimRetentionMs,
+      deletionRetentionMs: 3_600_000,
       wrapTable: simTableWrapper(sched),
       // An fsync is a scheduling point that can fail (before or after it ran).
       wrapSync: (name, run) => sched.op({ kind: 'fs.sync', target: name, mutating: false, faultable: true, run, error: (m) => new Error(m) }),

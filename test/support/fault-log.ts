@@ -65,6 +65,7 @@ export function openFaultLog(o: FaultLogOptions): LanceCheckpointLog {
     cachedItems: DEFAULTS.cachedItems,
     versionRetentionMs: DEFAULTS.versionRetentionMs,
     claimRetentionMs: DEFAULTS.claimRetentionMs,
+    deletionRetentionMs: DEFAULTS.deletionRetentionMs,
     ...(o.hooks ? { hooks: o.hooks } : {}),
     onClose: async () => {
       s3.destroy();

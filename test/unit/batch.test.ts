@@ -72,7 +72,7 @@ describe('parseBatch: events', () => {
       { kind: 'json', json: '{"content":"second","role":"user"}' },
     ]);
     expect(b.events.at(-1)).toMatchObject({ eventType: 'TERMINAL', terminal: 'completed' });
-    expect(b.create).toEqual({ rootItemId: 'doc-1', parentItemId: 'doc-1' });
+    expect(b.create).toEqual({ rootItemId: 'doc-1', parentItemId: 'doc-1', ifMissing: false });
     expect(b.step).toEqual({ name: 'generate', index: 2, instanceId: 'generate', iteration: 0 });
     expect(b.queryTagsJson).toBe('{"model":"m-7b","temp":0.2}');
     expect(b.checkpointId).toMatch(HEX32);
@@ -94,7 +94,7 @@ describe('parseBatch: events', () => {
 
   it('applies defaults: rootItemId = itemId, parent null, attempt 1, instanceId null (not the name)', () => {
     const b = parseBatch({ ...base, create: {}, step: { name: 'gen' } });
-    expect(b.create).toEqual({ rootItemId: 'i', parentItemId: null });
+    expect(b.create).toEqual({ rootItemId: 'i', parentItemId: null, ifMissing: false });
     expect(b.step).toEqual({ name: 'gen', index: null, instanceId: null, iteration: null });
     expect(b.attempt).toBe(1);
     expect(types(b)).toEqual(['ITEM_CREATED', 'STEP_COMPLETED']);

@@ -1,0 +1,97 @@
+/**
+ * Maintenance's purge of deleted items (docs/design/deletion.md). For each tombstone older than
+ * the retention: wait while any visible shard generation still holds the item's deleted rows
+ * (a live writer's, merged by it later; sealed ones were merged earlier in the same pass); else
+ * rewrite the base fragments holding them without them, in ONE Lance commit, delete the
+ * item's claims, and drop the tombstone once the base holds none of them any more. The rows'
+ * bytes leave the disk when the compaction step's cleanup prunes the versions before the purge
+ * (after `versionRetentionMs`).
+ */
+import type { Clock } from '../clock.ts';
+import { CorruptError } from '../errors.ts';
+import type { ObjectStore } from '../storage/objects.ts';
+import { claimKey, META_DIR, parseMetaNames, type Tombstone } from './layout.ts';
+import type { LogReader } from './reader.ts';
+import { sqlString, type LanceTables, type Table } from './tables.ts';
+
+export interface PurgeResult {
+  purgedItems: number;
+  pendingDeletions: number;
+}
+
+type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader };
+
+export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentionMs: number }): Promise<PurgeResult> {
+  const out: PurgeResult = { purgedItems: 0, pendingDeletions: 0 };
+  const meta = parseMetaNames(await ctx.objects.list(META_DIR));
+  if (meta.tombNames.length === 0) return out;
+  const listing = await ctx.reader.listingOf(meta);
+  const base = await ctx.tables.base(listing.baseExists);
+  for (const name of meta.tombNames) {
+    const key = `${META_DIR}/${name}`;
+    const body = await ctx.objects.get(key);
+    if (body === null) continue;
+    const tomb = parseTombstone(body, key);
+    if (o.clock.nowMs() - tomb.deletedAtMs < o.deletionRetentionMs) {
+      out.pendingDeletions++;
+      continue;
+    }
+    const doomed = `item_id = ${sqlString(tomb.itemId)} AND item_seq <= ${tomb.throughSeq}`;
+    // Shard generations are their writers' datasets: only merges empty them. A takeover in
+    // progress (pending) may hide one: wait for its seal too.
+    let inShards = listing.pending.length > 0;
+    for (const v of listing.visible) {
+      if (inShards) break;
+      inShards = (await (await ctx.reader.shardTable(v)).countRows(doomed)) > 0;
+    }
+    if (inShards) {
+      out.pendingDeletions++;
+      continue;
+    }
+    if (base) {
+      const checkpoints = await purgeBase(base, doomed);
+      for (const cp of checkpoints) await ctx.objects.delete(claimKey(cp));
+      if ((await base.countRows(doomed)) > 0) {
+        out.pendingDeletions++;
+        continue;
+      }
+    }
+    await ctx.objects.delete(key);
+    out.purgedItems++;
+  }
+  return out;
+}
+
+function parseTombstone(body: string, key: string): Tombstone {
+  try {
+    const t = JSON.parse(body) as Tombstone;
+    if (typeof t.itemId === 'string' && Number.isSafeInteger(t.throughSeq) && typeof t.deletedAtMs === 'number') return t;
+  } catch {
+    // reported below
+  }
+  throw new CorruptError(`tombstone ${key} is not a valid tombstone`);
+}
+
+/**
+ * Remove the rows matching `doomed` from the base in one commit, rewriting the fragments that
+ * hold them: merge-insert the fragments' other rows onto themselves (matched by event_id:
+ * updated, i.e. rewritten into a new fragment) and delete the doomed rows as "not matched by
+ * source". Every row of those fragments is then deleted, so Lance drops the fragments and the
+ * cleanup of old versions removes their files. Row ids are `fragment << 32 | offset` (the base
+ * is created without stable row ids). Returns the purged rows' checkpoint ids.
+ */
+async function purgeBase(base: Table, doomed: string): Promise<string[]> {
+  const hits = await base.query().where(doomed).withRowId().select(['checkpoint_id']).toArrow();
+  if (hits.numRows === 0) return [];
+  const rowIds = hits.getChild('_rowid')!.toArray() as BigInt64Array | BigUint64Array;
+  const fragments = new Set<bigint>();
+  for (const id of rowIds) fragments.add(BigInt(id) >> 32n);
+  const inFragments = [...fragments].map((f) => `(_rowid >= ${f << 32n} AND _rowid < ${(f + 1n) << 32n})`).join(' OR ');
+  const keep = await base.query().where(`(${inFragments}) AND NOT (${doomed})`).toArrow();
+  if (keep.numRows === 0) await base.delete(doomed); // the fragments hold nothing else: all deleted, dropped
+  else await base.mergeInsert('event_id').whenMatchedUpdateAll().whenNotMatchedBySourceDelete({ where: doomed }).execute(keep as never);
+  const checkpoints = new Set<string>();
+  const col = hits.getChild('checkpoint_id')!;
+  for (let i = 0; i < hits.numRows; i++) checkpoints.add(col.get(i) as string);
+  return [...checkpoints];
+}
