@@ -6,7 +6,7 @@ import type { CheckpointLog, DeleteResult, FailureSummary, ItemPage, ItemSummary
 import { parseBatches } from '../batch.ts';
 import { verifyBlob } from '../codec.ts';
 import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
-import { foldItem, summarize, trajectory } from '../fold.ts';
+import { foldItem, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
@@ -16,6 +16,8 @@ import { deletedThrough } from './deleted.ts';
 import { readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
 import { LogReader, type ShardListing } from './reader.ts';
+import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
+import { compareUtf8, failureOf, SUMMARY_SCAN_COLUMNS, summaryOf, SummaryVisitor, type ItemAggregate } from './summary.ts';
 import { LanceTables, sqlString, type Table, type TableWrapper } from './tables.ts';
 import { ShardWriter, type WriterOptions } from './writer.ts';
 
@@ -127,9 +129,10 @@ export class LanceCheckpointLog implements CheckpointLog {
     if (q.limit !== undefined && (!Number.isSafeInteger(q.limit) || q.limit < 1)) {
       throw new InvalidInputError(`limit must be a positive integer, got ${JSON.stringify(q.limit)}`, { field: 'limit' });
     }
-    let list: ItemSummary[] = (await this.allStates({ fields: false })).map(summarize);
+    // Items after the page cursor only: the scan skips the others (item_id is indexed).
+    let list: ItemSummary[] = (await this.aggregates(q.after !== undefined ? `item_id > ${sqlString(q.after)}` : null)).map(summaryOf);
     if (q.status) list = list.filter((s) => s.status === q.status);
-    if (q.after !== undefined) list = list.filter((s) => s.itemId > q.after!);
+    if (q.after !== undefined) list = list.filter((s) => compareUtf8(s.itemId, q.after!) > 0);
     if (q.limit !== undefined && list.length > q.limit) {
       const page = list.slice(0, q.limit);
       return { items: page, next: page.at(-1)!.itemId };
@@ -138,12 +141,20 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   async failures(): Promise<FailureSummary[]> {
-    return (await this.allStates({ fields: false }))
-      .filter((s) => s.status === 'failed')
-      .map((s) => {
-        const f = s.failures.at(-1)!;
-        return { itemId: s.itemId, status: s.status, ...f };
-      });
+    return (await this.aggregates()).map(failureOf).filter((f): f is FailureSummary => f !== null);
+  }
+
+  /** Every item's listing aggregate, by one streaming pass over light columns (lib/log/summary.ts). */
+  aggregates(filter: string | null = null): Promise<ItemAggregate[]> {
+    return this.scanEvents({ columns: SUMMARY_SCAN_COLUMNS, filter }, () => new SummaryVisitor());
+  }
+
+  /**
+   * Stream every visible event (each once) matching `o.filter` as Arrow batches of `o.columns`
+   * to a visitor; a read that starts over makes a fresh visitor (lib/log/stream.ts).
+   */
+  scanEvents<T>(o: ScanOptions, make: () => EventVisitor<T>): Promise<T> {
+    return scanEvents(this.reader, this.tables, o, make);
   }
 
   async blob(itemId: string, field: string): Promise<Uint8Array> {

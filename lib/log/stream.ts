@@ -1,0 +1,115 @@
+/**
+ * Streaming reads over the whole log: Arrow record batches of chosen columns from the base and
+ * every visible shard generation, each event exactly once, in bounded memory (the base is never
+ * held whole; only the unmerged tail is). What listings, reports and exports aggregate over.
+ *
+ * Exactly once: reads keep one copy per event_id, the one with the smallest item_seq (fold's
+ * rule, lib/fold.ts). Copies come from merges (base + a shard not yet retired) and from duplicate
+ * deliveries through several writers. The shards' rows are read first (they are the small
+ * unmerged tail); their ids are looked up in the base with one indexed query, and the rare base
+ * copy that loses to a shard copy is excluded by the base query's filter, so base rows reach the
+ * visitor with no per-row check in JavaScript.
+ */
+import type * as arrow from 'apache-arrow';
+import type { LogReader } from './reader.ts';
+import { sqlIn, type LanceTables, type Table } from './tables.ts';
+import { Utf8Column, Int64Column } from './columns.ts';
+
+export interface EventVisitor<T> {
+  /** Rows for which `keep(row)` is false are duplicate copies of events met elsewhere: skip them. */
+  batch(b: arrow.RecordBatch, keep: (row: number) => boolean): void;
+  done(): T;
+}
+
+export interface ScanOptions {
+  columns: readonly string[];
+  /** A Lance SQL predicate, or null for every event. */
+  filter?: string | null;
+}
+
+const ALL = (): boolean => true;
+/** Ids per base lookup query (the SQL text stays well below any limit). */
+const LOOKUP_CHUNK = 1000;
+
+/**
+ * Feed every visible event matching `o.filter` to a visitor made by `make()`, through the
+ * consistent read (LogReader.read): when the read starts over, `make()` is called again.
+ */
+export function scanEvents<T>(reader: LogReader, tables: LanceTables, o: ScanOptions, make: () => EventVisitor<T>): Promise<T> {
+  const columns = [...new Set([...o.columns, 'event_id', 'item_seq'])];
+  const filter = o.filter ?? null;
+  return reader.read(async (listing) => {
+    const visitor = make();
+    const base = await tables.base(listing.baseExists);
+
+    // 1. The unmerged tail, whole, with the copy of each event it should contribute.
+    const shardBatches: arrow.RecordBatch[] = [];
+    for (const v of listing.visible) shardBatches.push(...(await collect(await reader.shardTable(v), filter, columns)));
+    /** event_id -> [batch index, row, seq] of the tail's lowest-seq copy. */
+    const chosen = new Map<string, [number, number, number]>();
+    shardBatches.forEach((b, bi) => {
+      const ids = new Utf8Column(b, 'event_id');
+      const seqs = new Int64Column(b, 'item_seq');
+      for (let r = 0; r < b.numRows; r++) {
+        const id = ids.get(r)!;
+        const seq = seqs.get(r)!;
+        const prev = chosen.get(id);
+        if (!prev || seq < prev[2]) chosen.set(id, [bi, r, seq]);
+      }
+    });
+
+    // 2. Which of those the base holds too, and which copy wins.
+    const baseLoses: string[] = [];
+    if (base && chosen.size > 0) {
+      const ids = [...chosen.keys()];
+      for (let i = 0; i < ids.length; i += LOOKUP_CHUNK) {
+        const part = ids.slice(i, i + LOOKUP_CHUNK);
+        for (const b of await collect(base, sqlIn('event_id', part), ['event_id', 'item_seq'])) {
+          const bid = new Utf8Column(b, 'event_id');
+          const bseq = new Int64Column(b, 'item_seq');
+          for (let r = 0; r < b.numRows; r++) {
+            const id = bid.get(r)!;
+            const c = chosen.get(id);
+            if (!c) continue;
+            // Equal seqs: the copies are the same event (a merge's copy): the base's is kept.
+            if (bseq.get(r)! <= c[2]) chosen.delete(id);
+            else baseLoses.push(id);
+          }
+        }
+      }
+    }
+
+    // 3. The base, streamed; then the tail's chosen copies.
+    if (base) {
+      const exclude = baseLoses.length > 0 ? `NOT (${sqlIn('event_id', baseLoses)})` : null;
+      const where = filter && exclude ? `(${filter}) AND ${exclude}` : (filter ?? exclude);
+      for await (const b of stream(base, where, columns)) visitor.batch(b, ALL);
+    }
+    const keep = new Set<string>();
+    for (const [bi, r] of chosen.values()) keep.add(`${bi}:${r}`);
+    shardBatches.forEach((b, bi) => visitor.batch(b, (r) => keep.has(`${bi}:${r}`)));
+    return visitor.done();
+  });
+}
+
+function query(t: Table, filter: string | null, columns: readonly string[]) {
+  let q = t.query().select([...columns]);
+  if (filter) q = q.where(filter);
+  return q;
+}
+
+/** Rows per streamed batch: Lance's default (1,024) makes the per-batch cost dominate a scan. */
+const BATCH_ROWS = 32768;
+
+async function* stream(t: Table, filter: string | null, columns: readonly string[]): AsyncGenerator<arrow.RecordBatch> {
+  // `execute` is the documented iteration with options (protected in the typings only). Awaited:
+  // a wrapped table (the simulation) may return it through a promise.
+  const q = query(t, filter, columns) as unknown as { execute(o: { maxBatchLength: number }): AsyncIterable<arrow.RecordBatch> };
+  yield* await q.execute({ maxBatchLength: BATCH_ROWS });
+}
+
+async function collect(t: Table, filter: string | null, columns: readonly string[]): Promise<arrow.RecordBatch[]> {
+  const out: arrow.RecordBatch[] = [];
+  for await (const b of stream(t, filter, columns)) out.push(b);
+  return out;
+}

@@ -1,0 +1,149 @@
+import * as arrow from 'apache-arrow';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { CorruptError } from '../../lib/errors.ts';
+import { dedupe, foldItem, summarize } from '../../lib/fold.ts';
+import { compareUtf8, failureOf, lineageOf, summaryOf, SummaryVisitor } from '../../lib/log/summary.ts';
+import { rowsToArrow } from '../../lib/schema.ts';
+import type { EventRow, EventType } from '../../lib/types.ts';
+
+function row(p: Partial<EventRow> & Pick<EventRow, 'item_id' | 'item_seq' | 'event_id' | 'event_type'>): EventRow {
+  return {
+    root_item_id: 'root',
+    parent_item_id: null,
+    checkpoint_id: `cp-${p.item_seq}`,
+    step_name: null,
+    step_index: null,
+    step_instance_id: null,
+    iteration: null,
+    attempt: 1,
+    run_id: 'run',
+    writer_epoch: 's00/e000001',
+    field_name: null,
+    field_type: null,
+    codec_version: null,
+    value_kind: null,
+    value_i64: null,
+    value_f64: null,
+    value_bool: null,
+    value_str: null,
+    value_json: null,
+    value_blob: null,
+    payload_size: null,
+    payload_checksum: null,
+    query_tags_json: null,
+    terminal: null,
+    error_type: null,
+    error_dump: null,
+    traceback: null,
+    event_ts: 1_700_000_000_000_000,
+    schema_version: 1,
+    ...p,
+  };
+}
+
+const TYPES: EventType[] = ['ITEM_CREATED', 'FIELD_SET', 'FIELD_APPEND', 'STEP_COMPLETED', 'FAILED', 'TERMINAL'];
+
+const arbRow = fc
+  .record({
+    item: fc.constantFrom('a', 'b', 'c', 'é-item'),
+    seq: fc.integer({ min: 1, max: 12 }),
+    id: fc.constantFrom('e1', 'e2', 'e3', 'e4', 'e5', 'e6', 'e7', 'e8'),
+    type: fc.constantFrom(...TYPES),
+    attempt: fc.integer({ min: 1, max: 4 }),
+    step: fc.option(fc.constantFrom('gen', 'judge'), { nil: null }),
+    terminal: fc.constantFrom('completed' as const, 'filtered' as const),
+    root: fc.constantFrom('r1', 'r2'),
+    parent: fc.option(fc.constantFrom('p1', 'p2'), { nil: null }),
+  })
+  .map((x) =>
+    row({
+      item_id: x.item,
+      item_seq: x.seq,
+      // Ids unique per item (another item's e1 is another event).
+      event_id: `${x.item}-${x.id}`,
+      event_type: x.type,
+      attempt: x.attempt,
+      step_name: x.step,
+      step_index: x.step ? 3 : null,
+      iteration: x.step ? 2 : null,
+      checkpoint_id: `cp-${x.seq}-${x.id}`,
+      root_item_id: x.root,
+      parent_item_id: x.parent,
+      field_name: x.type.startsWith('FIELD') ? 'f' : null,
+      terminal: x.type === 'TERMINAL' ? x.terminal : null,
+      error_type: x.type === 'FAILED' ? `E${x.seq}` : null,
+      error_dump: x.type === 'FAILED' ? `{"seq":${x.seq}}` : null,
+      traceback: x.type === 'FAILED' ? `tb ${x.id}` : null,
+    }),
+  );
+
+function batchesOf(rows: readonly EventRow[], cuts: readonly number[]): arrow.RecordBatch[] {
+  const out: arrow.RecordBatch[] = [];
+  let start = 0;
+  for (const c of [...cuts.filter((x) => x > 0 && x < rows.length)].sort((a, b) => a - b).concat(rows.length)) {
+    if (c > start) out.push(...rowsToArrow(rows.slice(start, c)).batches);
+    start = c;
+  }
+  return out;
+}
+
+describe('SummaryVisitor', () => {
+  it('equals fold for any events in any order and batching (each event delivered once)', () => {
+    fc.assert(
+      fc.property(fc.array(arbRow, { minLength: 1, maxLength: 40 }), fc.array(fc.nat(40), { maxLength: 4 }), fc.nat(), (raw, cuts, seed) => {
+        // What the stream delivers: one copy per event id, its lowest-seq copy.
+        const delivered = dedupe(raw);
+        const order = delivered.map((r, i) => ({ r, k: (i * 7919 + seed) % 1009 })).sort((a, b) => a.k - b.k).map((x) => x.r);
+        const v = new SummaryVisitor();
+        for (const b of batchesOf(order, cuts)) v.batch(b, () => true);
+        const aggs = v.done();
+        const ids = [...new Set(raw.map((r) => r.item_id))].sort();
+        expect(aggs.map((a) => a.itemId)).toEqual(ids);
+        for (const a of aggs) {
+          const state = foldItem(a.itemId, raw, { fields: false });
+          expect(summaryOf(a)).toEqual(summarize(state));
+          expect(a.attempts).toBe(state.attempts);
+          expect(lineageOf(a)).toEqual({ rootItemId: state.rootItemId, parentItemId: state.parentItemId });
+          const f = failureOf(a);
+          if (state.status === 'failed') expect(f).toEqual({ itemId: a.itemId, status: 'failed', ...state.failures.at(-1)! });
+          else expect(f).toBeNull();
+        }
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('skips rows the stream marks as copies', () => {
+    const rows = [
+      row({ item_id: 'x', item_seq: 1, event_id: 'c', event_type: 'ITEM_CREATED' }),
+      row({ item_id: 'x', item_seq: 2, event_id: 'f', event_type: 'FAILED', error_type: 'Boom' }),
+      row({ item_id: 'x', item_seq: 9, event_id: 'g', event_type: 'STEP_COMPLETED' }),
+    ];
+    const v = new SummaryVisitor();
+    for (const b of rowsToArrow(rows).batches) v.batch(b, (r) => r !== 2);
+    const [a] = v.done();
+    expect(summaryOf(a!)).toMatchObject({ status: 'failed', lastSeq: 2, cursor: null });
+  });
+
+  it('rejects an unknown event type as corrupt, naming it', () => {
+    const v = new SummaryVisitor();
+    const b = rowsToArrow([row({ item_id: 'x', item_seq: 1, event_id: 'c', event_type: 'ITEM_DELETED' as EventType })]).batches[0]!;
+    expect(() => v.batch(b, () => true)).toThrow(CorruptError);
+    expect(() => new SummaryVisitor().batch(b, () => true)).toThrow(/ITEM_DELETED/);
+  });
+});
+
+describe('compareUtf8', () => {
+  it('orders like UTF-8 bytes (what Lance compares), also where UTF-16 order differs', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme' }), fc.string({ unit: 'grapheme' }), (a, b) => {
+        expect(Math.sign(compareUtf8(a, b))).toBe(Math.sign(Buffer.compare(Buffer.from(a), Buffer.from(b))));
+      }),
+      { numRuns: 2000 },
+    );
+    // U+E000 sorts after an astral character in UTF-8, before it in UTF-16.
+    expect(compareUtf8('\ue000', '\u{1f600}')).toBeLessThan(0);
+    expect('\ue000' < '\u{1f600}').toBe(false);
+  });
+});
