@@ -1,4 +1,4 @@
-import type { Ack, CheckpointBatchInput, Cursor, Failure, FieldsQuery, ItemFields, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from './types.ts';
+import type { Ack, CheckpointBatchInput, Cursor, Failure, FieldsQuery, ItemFields, ItemQuery, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from './types.ts';
 
 /** One line of `dgcl items` / a page entry of the `fold` handler's item listing. */
 export interface ItemSummary {
@@ -83,7 +83,8 @@ export interface CheckpointLog {
   /** Append checkpoint batches; one ack per batch, same order. All-or-nothing per batch. */
   append(batches: CheckpointBatchInput[]): Promise<Ack[]>;
   fold(itemId: string): Promise<ItemState>;
-  items(query?: { status?: ItemStatus; limit?: number; after?: string }): Promise<ItemPage>;
+  /** Items in id order (UTF-8 bytes), filtered by status, lineage and query tags, paged. */
+  items(query?: ItemQuery): Promise<ItemPage>;
   trajectory(itemId: string): Promise<TrajectoryEvent[]>;
   /** Selected fields (by name or prefix) without folding the whole item; small blobs inline on request. */
   fields(itemId: string, query?: FieldsQuery): Promise<ItemFields>;
