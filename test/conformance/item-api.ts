@@ -335,5 +335,29 @@ export function itemApiConformance(name: string, target: LogTarget): void {
         await expect(log.items(q as never), field).rejects.toMatchObject({ code: 'INVALID_INPUT', field });
       }
     });
+
+    it('after the purge no file of the log holds a deleted item id that was indexed (the item_id index is rebuilt)', async () => {
+      rootInfo = await target.newRoot();
+      const experiment = `e-idx-${randomUUID().slice(0, 6)}`;
+      const doomedId = `person-${randomUUID()}`;
+      const opts = { experiment, deletionRetentionMs: 0, versionRetentionMs: 0 };
+      const w = await newLog({ ...opts, owner: 'w' });
+      for (let i = 0; i < 4; i++) await w.append([createBatch(`k${i}`)]);
+      await w.append([createBatch(doomedId)]);
+      await w.close();
+      const m = await newLog({ ...opts, owner: 'm' });
+      expect((await m.maintain()).indexes).toContain('item_id_idx');
+      if (parseRoot(rootInfo.root).kind === 'file') expect(filesContaining(experiment, doomedId).length).toBeGreaterThan(1);
+      const d = await newLog({ ...opts, owner: 'd' });
+      expect((await d.deleteItem(doomedId)).deleted).toBe(true);
+      await d.close();
+      const report = await m.maintain();
+      expect([report.purgedItems, report.failures]).toEqual([1, []]);
+      expect(filesContaining(experiment, doomedId)).toEqual([]);
+      expect(Object.values(await rawRows(experiment, `item_id = ${JSON.stringify(doomedId).replace(/"/g, "'")}`)).reduce((a, b) => a + b, 0)).toBe(0);
+      expect((await m.items()).items.map((i) => i.itemId)).toEqual(['k0', 'k1', 'k2', 'k3']);
+      expect((await m.fold('k2')).fields.prompt).toBe('about k2');
+      expect((await m.stats()).base.indexes).toContain('item_id_idx');
+    });
   });
 }
