@@ -277,22 +277,35 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
 
   const liveWriters = () => writers.filter((w) => !sched.crashed.has(w.actor));
 
-  /** One attempt of the item's delete through writer `w`; the item starts over once one returns. */
+  /**
+   * One attempt of the item's delete through writer `w`; the item starts over once one returns.
+   * An attempt counts as in flight like a delivery (nothing else of the item meanwhile; a crash
+   * of its writer settles it).
+   */
   const deleteVia = (w: WriterActor, it: ItemModel) => {
     it.deleting ??= history.beginDelete(it.id);
     const rec = it.deleting;
+    const d: Delivery = { item: it, actor: w.actor, settled: false };
+    deliveries.push(d);
+    it.inflight++;
     const log = w.log;
     const p = sched.run(w.actor, () => log.deleteItem(it.id));
     track(`delete ${it.id}`, w.actor, p);
-    p.then(
-      (r) => {
-        if (it.deleting !== rec) return;
-        history.endDelete(rec, r.throughSeq);
-        Object.assign(it, { chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], step: 0, attempt: 1, terminal: false, base: r.throughSeq, deleting: null });
-      },
-      () => undefined, // still `deleting`: a later attempt retries
-    );
-    return p;
+    return p
+      .then(
+        (r) => {
+          if (it.deleting !== rec) return;
+          history.endDelete(rec, r.throughSeq);
+          Object.assign(it, { chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], step: 0, attempt: 1, terminal: false, base: r.throughSeq, deleting: null });
+        },
+        () => undefined, // still `deleting`: a later attempt retries
+      )
+      .finally(() => {
+        if (!d.settled) {
+          d.settled = true;
+          it.inflight--;
+        }
+      });
   };
 
   const actions: Record<string, { budget: number; run: () => boolean }> = {
@@ -320,7 +333,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
       budget: deletions,
       run: () => {
         // Only items with nothing in flight or in doubt (a timed-out delivery may land later).
-        const ready = items.filter((x) => x.inflight === 0 && !x.curInDoubt && x.acked.length > 0);
+        const ready = items.filter((x) => x.inflight === 0 && !x.curInDoubt && (x.acked.length > 0 || x.deleting !== null));
         if (ready.length === 0 || liveWriters().length === 0) return false;
         const blocked = ready.filter((x) => x.deleting !== null);
         deleteVia(dl.pick(liveWriters()), dl.pick(blocked.length > 0 ? blocked : ready));
@@ -481,7 +494,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     for (let n = 0; it.deleting !== null && n < 5; n++) {
       const w = liveWriters().find((x) => !x.closing);
       if (!w) break;
-      deleteVia(w, it).catch(() => undefined);
+      void deleteVia(w, it);
       await runDry('deleting');
     }
     if (it.deleting !== null) violations.push(`LIVENESS: the delete of ${it.id} never returned`);
