@@ -14,6 +14,7 @@ import { createInterface } from 'node:readline';
 import { NotFoundError } from '../lib/errors.ts';
 import { openLog } from '../lib/index.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import { report as writeReport } from '../lib/report/report.ts';
 import type { ItemState } from '../lib/types.ts';
 
 const PIPELINE = 'demo';
@@ -257,6 +258,8 @@ export async function runDemo(o: DemoOptions): Promise<void> {
   const report = await maint.maintain();
   const stats = await maint.stats();
   const after = await maint.allStates();
+  // The demo ends with its report page: one HTML file beside the log folder.
+  const page = await writeReport(maint, { out: path.join(root, `${experiment}-report.html`) });
   await maint.close();
   const changed = after.length !== states.length || after.some((s, i) => JSON.stringify(s) !== JSON.stringify(states[i]));
   const tr = tally(roots);
@@ -276,6 +279,7 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     sampleBlobBytes: blob.length,
     maintenance: { mergedRows: report.mergedRows, mergedShards: report.mergedShards.length, indexes: report.indexes, baseRows: stats.base.rows, unmergedShards: stats.shards.length, readsUnchanged: !changed },
     seconds: Math.round((Date.now() - t0) / 100) / 10,
+    report: page.out!,
   };
   if (o.json) {
     process.stdout.write(`${JSON.stringify(summary)}\n`);
@@ -289,6 +293,8 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     say(`  npx dgcl fold ${flags} --item ${sample}`);
     say(`  npx dgcl trajectory ${flags} --item ${sample}`);
     say(`  npx dgcl failures ${flags}`);
+    say(`  npx dgcl export ${flags} --status completed --format jsonl --out export.jsonl`);
+    say(`\nreport: ${page.out!}`);
   }
   if (repeats > 0 || violations > 0 || unfinished > 0 || changed) {
     throw new Error(`demo checks failed: ${repeats} repeated steps, ${violations} violations, ${unfinished} unfinished items, reads changed by maintenance: ${changed}`);

@@ -10,6 +10,8 @@ import { createLeaseTable } from '../lib/lease/dynamo.ts';
 import { openLog, type OpenLogOptions } from '../lib/index.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
 import { ITEM_STATUSES, type ItemStatus } from '../lib/types.ts';
+import { EXPORT_FORMATS, EXPORT_STATUSES, exportItems, type ExportFormat, type ExportStatus } from '../lib/export/export.ts';
+import { report } from '../lib/report/report.ts';
 import { runDemo } from './demo.ts';
 import { formatFailures, formatItems, formatStats, formatTrajectory } from './format.ts';
 import { readBatchLines } from './input.ts';
@@ -155,6 +157,38 @@ export function buildProgram(): Command {
       else out(formatStats(stats));
     });
 
+  withLog(program.command('report'))
+    .description('one self-contained HTML page: progress, steps, failures, items with their trajectories, shards')
+    .option('--out <file>', 'where the page goes (a path or s3://bucket/key)', 'report.html')
+    .option('--max-items <n>', 'items listed with trajectories at most (failed and in-progress first)', (v) => nonNegativeInt(v, '--max-items'), 5000)
+    .action(async (flags: LogFlags & { out: string; maxItems: number }) => {
+      const r = await using(flags, (log) => report(log, { out: flags.out, maxItems: flags.maxItems }));
+      const summary = { out: r.out!, items: r.data.itemCount, listed: r.data.items.length, events: r.data.events, status: r.data.status };
+      if (flags.json) json(summary);
+      else out(`report written to ${r.out!} (${r.data.itemCount} items, ${r.data.events} events)`);
+    });
+
+  withLog(program.command('export'))
+    .description("finished items' final state as a dataset: one row per item (id, root/parent, status, attempts, fields)")
+    .requiredOption('--out <file>', 'a path or s3://bucket/key')
+    .addOption(new Option('--format <format>', 'default: parquet for a .parquet file, else jsonl').choices([...EXPORT_FORMATS]))
+    .addOption(new Option('--status <status>', 'which items').choices([...EXPORT_STATUSES]).default('completed'))
+    .option('--fields <a,b>', 'fields to export (default: all)', (v) => listOf(v, '--fields'))
+    .option('--blobs <dir>', 'write blob fields as files here (a folder or s3:// prefix); rows hold their paths')
+    .action(async (flags: LogFlags & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string }) => {
+      const r = await using(flags, (log) =>
+        exportItems(log, {
+          out: flags.out,
+          status: flags.status,
+          ...(flags.format ? { format: flags.format } : {}),
+          ...(flags.fields ? { fields: flags.fields } : {}),
+          ...(flags.blobs !== undefined ? { blobs: flags.blobs } : {}),
+        }),
+      );
+      if (flags.json) json(r);
+      else out(`exported ${r.rows} items (${r.format}) to ${r.out}${r.blobFiles ? `, ${r.blobFiles} blob files` : ''}`);
+    });
+
   program
     .command('setup-lease-table')
     .description('create the DynamoDB lease table (on-demand, pk String, TTL on ttl) if missing; for local or hand-made set-ups (the CDK stack creates its own)')
@@ -186,6 +220,18 @@ function stdinSize(): number | null {
   } catch {
     return null;
   }
+}
+
+function nonNegativeInt(v: string, name: string): number {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`${name} must be a non-negative integer, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+function listOf(v: string, name: string): string[] {
+  const parts = v.split(',').map((s) => s.trim());
+  if (parts.some((p) => p === '')) throw new UsageError(`${name} must be a comma-separated list of names, got ${JSON.stringify(v)}`);
+  return parts;
 }
 
 function positiveInt(v: string, name: string): number {

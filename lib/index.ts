@@ -41,6 +41,9 @@ export { DynamoLeaseStore, createLeaseTable } from './lease/dynamo.ts';
 export { parseBatch, parseBatches } from './batch.ts';
 export { foldItem, trajectory } from './fold.ts';
 export { MAX_INLINE_BYTES, MAX_LATEST_EVENTS } from './log/item-reads.ts';
+export { report, DEFAULT_REPORT_ITEMS, type ReportOptions, type ReportResult } from './report/report.ts';
+export type * from './report/model.ts';
+export { exportItems, EXPORT_FORMATS, EXPORT_STATUSES, DEFAULT_CHUNK_EVENTS, type ExportOptions, type ExportResult, type ExportFormat, type ExportStatus } from './export/export.ts';
 
 export interface OpenLogOptions {
   /** `file:///abs/dir`, a local path, or `s3://bucket/prefix`. */

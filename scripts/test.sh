@@ -26,6 +26,17 @@ if [ "$node_major" -lt 22 ]; then
   exit 1
 fi
 
+# Debian's Chromium for the report page's browser test (test/report.browser.test.ts, driven by
+# playwright-core with the system browser: no browser download).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing chromium (apt-get)"
+    apt-get update -q </dev/null >&2
+    apt-get install -y -q chromium </dev/null >&2
+  fi
+  command -v chromium >/dev/null 2>&1 || { echo "chromium is missing (apt-get install chromium)"; echo "0 passed, 1 failed"; exit 1; }
+fi
+
 cleanup() {
   bash scripts/services/rgw.sh stop >/dev/null 2>&1 || true
   bash scripts/services/dynamodb.sh stop >/dev/null 2>&1 || true

@@ -1,6 +1,6 @@
 /** The CLI as a user runs it: real processes, a real log in a temp folder. */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -81,6 +81,9 @@ describe('dgcl CLI', () => {
     expect(summary.maintenance.unmergedShards).toBe(0);
     expect(summary.maintenance.baseRows).toBe(summary.events);
     expect(summary.log.startsWith(demoRoot)).toBe(true);
+    // The demo ends by writing its report page and printing its path.
+    expect(summary.report).toBe(path.join(demoRoot, `${summary.experiment}-report.html`));
+    expect(readFileSync(summary.report, 'utf8')).toContain('<script type="application/json" id="dgcl-data">');
   });
 
   describe('bad input exits 2, names the problem, writes nothing', () => {

@@ -138,6 +138,7 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
       const stats = await base.optimize({ cleanupOlderThan: new Date(o.clock.nowMs() - o.versionRetentionMs) });
       report.compacted = { fragmentsRemoved: stats.compaction.fragmentsRemoved, fragmentsAdded: stats.compaction.fragmentsAdded };
       report.prunedVersions = stats.prune.oldVersionsRemoved;
+      await ctx.tables.sync('base');
     });
     await step('indexes', async () => {
       const base = await ctx.tables.base((await ctx.reader.listShards()).baseExists);
@@ -147,6 +148,7 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
         if (!have.has(col) && (await base.countRows()) > 0) await base.createIndex(col, { config: Index.btree() });
       }
       report.indexes = (await base.listIndices()).map((i) => i.name);
+      await ctx.tables.sync('base');
     });
 
     // 5. Clean-up of small objects.

@@ -34,6 +34,8 @@ export async function mergeGeneration(
     if (rows.length > 0) {
       const base = await tables.ensureBase();
       await base.mergeInsert('event_id').whenNotMatchedInsertAll().execute(rowsToArrow(rows) as never);
+      // The base copy must survive power loss before the shard copy is deleted.
+      await tables.sync('base');
     }
     await retireGeneration(ctx, shard, { version, rows: rows.length });
     return rows.length;

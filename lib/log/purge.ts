@@ -54,6 +54,8 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
     if (base) {
       const checkpoints = await purgeBase(base, doomed);
       purgedRows ||= checkpoints.length > 0;
+      // The purge commit must outlive a power loss before the tombstone goes (local roots).
+      if (checkpoints.length > 0) await ctx.tables.sync('base');
       for (const cp of checkpoints) await ctx.objects.delete(claimKey(cp));
       if ((await base.countRows(doomed)) > 0) {
         out.pendingDeletions++;

@@ -7,6 +7,7 @@
 import * as lancedb from '@lancedb/lancedb';
 import { EVENT_SCHEMA } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
+import { DatasetSync } from '../storage/dataset-sync.ts';
 import { BASE_KEY, genKey, SHARDS_DIR } from './layout.ts';
 
 export type Table = lancedb.Table;
@@ -25,6 +26,7 @@ export class LanceTables {
   private baseTable: Promise<Table> | null = null;
   private readonly latest = new Map<string, Promise<Table>>();
   private readonly pinned = new Map<string, Promise<Table>>();
+  private readonly syncs = new Map<string, DatasetSync>();
 
   /** `logUri` is the experiment's `.../log.lance`. */
   constructor(
@@ -133,9 +135,25 @@ export class LanceTables {
     return t;
   }
 
+  /**
+   * Make the commits made so far to `name` (a shard generation, or `base`) survive power loss:
+   * fsync what they wrote (lib/storage/dataset-sync.ts). Object stores (s3://) are durable once
+   * a commit returns: nothing to do there.
+   */
+  async sync(name: string): Promise<void> {
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(this.logUri)) return;
+    let s = this.syncs.get(name);
+    if (!s) {
+      s = name === 'base' ? new DatasetSync(this.logUri, new Set(['_dgcl'])) : new DatasetSync(`${this.logUri}/${SHARDS_DIR}/${name}.lance`);
+      this.syncs.set(name, s);
+    }
+    await s.sync();
+  }
+
   /** Forget handles of a shard (after it was retired and deleted). */
   forget(name: string): void {
     this.latest.delete(name);
+    this.syncs.delete(name);
     for (const k of [...this.pinned.keys()]) if (k.startsWith(`${name}@`)) this.pinned.delete(k);
   }
 

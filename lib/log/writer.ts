@@ -202,6 +202,8 @@ export class ShardWriter {
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(gen));
       committing = true;
       await table.add(rowsToArrow(rows) as never);
+      // Durable before it is confirmed and acknowledged (a no-op on object stores).
+      await this.ctx.tables.sync(gen);
       st.commitsInGen++;
       if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(gen, await table.version());
       // The epoch check comes before the claims: a zombie (its commit above the seal, never
@@ -264,7 +266,9 @@ export class ShardWriter {
     const by = `${writerEpoch}/${this.claimNonce}`;
     const key = claimKey(ack.checkpointId);
     for (let attempt = 0; attempt < 3; attempt++) {
-      if (await this.ctx.objects.putIfAbsent(key, JSON.stringify({ ...ack, claimedBy: by }))) return;
+      // Not durable on a local folder: a claim only settles commits racing each other now, and a
+      // power loss stops every process on the machine; later duplicates are answered by the log.
+      if (await this.ctx.objects.putIfAbsent(key, JSON.stringify({ ...ack, claimedBy: by }), { durable: false })) return;
       const body = await this.ctx.objects.get(key);
       if (body === null) continue; // deleted by maintenance meanwhile: claim again
       const first = JSON.parse(body) as Ack & { claimedBy?: string };

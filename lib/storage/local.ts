@@ -20,7 +20,7 @@ import { pathToFileURL } from 'node:url';
 import { InvalidInputError, UnavailableError } from '../errors.ts';
 import { errCode, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
 import { checkObjectKey } from './location.ts';
-import type { ObjectStore } from './objects.ts';
+import type { ObjectStore, PutOptions } from './objects.ts';
 
 /** Temporary files of in-flight puts start with this; listings and counts skip them. */
 const TMP_MARK = '.dgcl-tmp-';
@@ -56,7 +56,8 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  async putIfAbsent(key: string, body: string): Promise<boolean> {
+  async putIfAbsent(key: string, body: string, o: PutOptions = {}): Promise<boolean> {
+    const durable = o.durable !== false;
     const k = checkObjectKey(key, 'key');
     const final = this.path(k);
     const folder = path.dirname(final);
@@ -65,7 +66,8 @@ export class LocalObjectStore implements ObjectStore {
     for (let attempt = 0; ; attempt++) {
       try {
         await fs.mkdir(folder, { recursive: true });
-        await writeDurably(tmp, body);
+        if (durable) await writeDurably(tmp, body);
+        else await fs.writeFile(tmp, body, { flag: 'wx' });
         break;
       } catch (e) {
         if (errCode(e) === 'ENOENT' && attempt < 5) continue;
@@ -81,7 +83,7 @@ export class LocalObjectStore implements ObjectStore {
     }
     try {
       await fs.link(tmp, final);
-      await syncDir(folder);
+      if (durable) await syncDir(folder);
       return true;
     } catch (e) {
       if (errCode(e) === 'EEXIST') return false;

@@ -4,6 +4,15 @@
  * experiment's `log.lance` folder). Implementations: local folder (lib/storage/local.ts) and
  * S3 (lib/storage/s3.ts). Nothing here may depend on one S3 implementation.
  */
+export interface PutOptions {
+  /**
+   * false: the object need not survive a power loss of the machine that wrote it (a local
+   * folder skips the fsyncs). For objects that only coordinate processes running at the same
+   * time, which the same power loss stops. Object stores are always durable; default true.
+   */
+  durable?: boolean;
+}
+
 export interface ObjectStore {
   /** Human-readable base, e.g. `file:///tmp/x/log.lance` or `s3://b/p/log.lance`. */
   readonly baseUri: string;
@@ -18,7 +27,7 @@ export interface ObjectStore {
    * earlier write by reading the key and finding a nonce of its own in the body; identical
    * bodies from two callers are never told apart here.
    */
-  putIfAbsent(key: string, body: string): Promise<boolean>;
+  putIfAbsent(key: string, body: string, o?: PutOptions): Promise<boolean>;
   /** Create or replace `key` (atomic: readers see the old or the new body, whole). */
   put(key: string, body: string): Promise<void>;
   /** Read a whole object; null if absent. */

@@ -18,7 +18,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { UnavailableError } from '../errors.ts';
 import { checkObjectKey, joinKey, type S3Location } from './location.ts';
-import type { ObjectStore } from './objects.ts';
+import type { ObjectStore, PutOptions } from './objects.ts';
 
 export interface S3ObjectStoreOptions {
   client: S3Client;
@@ -78,7 +78,7 @@ export class S3ObjectStore implements ObjectStore {
    * the body is never compared, because two callers putting identical bodies would then both
    * "win" (see ObjectStore.putIfAbsent: a caller recognises its own write by a nonce in the body).
    */
-  async putIfAbsent(key: string, body: string): Promise<boolean> {
+  async putIfAbsent(key: string, body: string, _o?: PutOptions): Promise<boolean> {
     const k = this.key(checkObjectKey(key, 'key'));
     const bytes = Buffer.from(body, 'utf8');
     for (let attempt = 0; ; attempt++) {

@@ -12,7 +12,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { UnavailableError } from '../../lib/errors.ts';
 import type { LocalObjectStore } from '../../lib/storage/local.ts';
-import type { ObjectStore } from '../../lib/storage/objects.ts';
+import type { ObjectStore, PutOptions } from '../../lib/storage/objects.ts';
 import type { Scheduler } from './scheduler.ts';
 
 const unavailable = (m: string) => new UnavailableError(m);
@@ -34,9 +34,9 @@ export class SimObjectStore implements ObjectStore {
     return this.sched.op({ kind: `obj.${kind}`, target: key, mutating, faultable: true, run, error: unavailable });
   }
 
-  putIfAbsent(key: string, body: string): Promise<boolean> {
+  putIfAbsent(key: string, body: string, o?: PutOptions): Promise<boolean> {
     return this.op('putIfAbsent', key, true, async () => {
-      const won = await this.inner.putIfAbsent(key, body);
+      const won = await this.inner.putIfAbsent(key, body, o);
       if (won) this.written.set(key, this.nowMs());
       return won;
     });

@@ -19,7 +19,7 @@ import type { Table, TableWrapper } from '../../lib/log/tables.ts';
 import type { WriterHooks } from '../../lib/log/writer.ts';
 import { LocalObjectStore } from '../../lib/storage/local.ts';
 import { logUri, parseRoot } from '../../lib/storage/location.ts';
-import type { ObjectStore } from '../../lib/storage/objects.ts';
+import type { ObjectStore, PutOptions } from '../../lib/storage/objects.ts';
 import type { Ack, ItemState } from '../../lib/types.ts';
 
 export const PIPELINE = 'p';
@@ -108,8 +108,8 @@ export class TapObjectStore implements ObjectStore {
     await this.tap.after?.(op, key, r);
     return r;
   }
-  putIfAbsent(key: string, body: string) {
-    return this.run('putIfAbsent', key, () => this.inner.putIfAbsent(key, body));
+  putIfAbsent(key: string, body: string, o?: PutOptions) {
+    return this.run('putIfAbsent', key, () => this.inner.putIfAbsent(key, body, o));
   }
   put(key: string, body: string) {
     return this.run('put', key, () => this.inner.put(key, body));

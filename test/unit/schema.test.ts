@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import * as arrow from 'apache-arrow';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { EVENT_SCHEMA, LIGHT_COLUMNS, rowsFromArrow, rowsToArrow } from '../../lib/schema.ts';
 import type { EventRow } from '../../lib/types.ts';
@@ -103,5 +104,27 @@ describe('schema', () => {
     const back = rowsFromArrow(await t.query().toArrow()).sort((a, b) => a.item_seq - b.item_seq);
     expect(back).toEqual(rows);
     expect((await t.schema()).fields.map((f) => f.name)).toEqual(seed.map((s) => s.name));
+  });
+
+  it('writes any strings and bytes exactly (nulls, empty, multi-byte, astral), also through Lance', async () => {
+    const str = fc.option(fc.string({ unit: 'grapheme', maxLength: 12 }), { nil: null });
+    const rowsArb = fc.array(
+      fc.record({ id: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 8 }), parent: str, json: str, blob: fc.option(fc.uint8Array({ maxLength: 9 }), { nil: null }) }),
+      { minLength: 1, maxLength: 30 },
+    );
+    const toRows = (xs: { id: string; parent: string | null; json: string | null; blob: Uint8Array | null }[]) =>
+      xs.map((x, i) => fullRow({ event_id: `${x.id}#${i}`, item_seq: i + 1, parent_item_id: x.parent, value_json: x.json, value_blob: x.blob }));
+    fc.assert(
+      fc.property(rowsArb, (xs) => {
+        const rows = toRows(xs);
+        expect(rowsFromArrow(rowsToArrow(rows))).toEqual(rows);
+      }),
+      { numRuns: 300 },
+    );
+    const rows = toRows(fc.sample(rowsArb, { numRuns: 1, seed: 7 })[0]!);
+    const db = await lancedb.connect(mkdtempSync(path.join(tmpdir(), 'dgcl-schema-')));
+    const t = await db.createEmptyTable('log', EVENT_SCHEMA);
+    await t.add(rowsToArrow(rows) as never);
+    expect(rowsFromArrow(await t.query().toArrow()).sort((a, b) => a.item_seq - b.item_seq)).toEqual(rows);
   });
 });

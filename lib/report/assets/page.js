@@ -1,0 +1,191 @@
+/* dgcl report page: reads the embedded JSON and draws it with Chart.js (inlined before this). */
+(function () {
+  'use strict';
+  var data = JSON.parse(document.getElementById('dgcl-data').textContent);
+  var STATUSES = ['completed', 'filtered', 'failed', 'in_progress'];
+  var COLORS = { completed: '#2e9e5b', filtered: '#8a63d2', failed: '#d64545', in_progress: '#d99a1e', created: '#4a78c2' };
+  var app = document.getElementById('app');
+  app.textContent = '';
+
+  function el(tag, attrs, children) {
+    var e = document.createElement(tag);
+    if (attrs) for (var k in attrs) {
+      if (k === 'text') e.textContent = attrs[k];
+      else if (k === 'cls') e.className = attrs[k];
+      else e.setAttribute(k, attrs[k]);
+    }
+    (children || []).forEach(function (c) { if (c != null) e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c); });
+    return e;
+  }
+  function fmtTime(ms) { return ms == null ? '-' : new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z'); }
+  function fmtNum(n, d) { return n == null ? '-' : Number(n).toLocaleString('en-US', { maximumFractionDigits: d == null ? 0 : d }); }
+  function fmtMs(ms) { if (ms == null) return '-'; if (ms < 1000) return fmtNum(ms, 0) + ' ms'; if (ms < 120000) return fmtNum(ms / 1000, 1) + ' s'; return fmtNum(ms / 60000, 1) + ' min'; }
+  function badge(s) { return el('span', { cls: 'badge ' + s, text: s.replace('_', ' ') }); }
+  function table(id, heads, rows) {
+    var thead = el('thead', null, [el('tr', null, heads.map(function (h) { return el('th', { text: h[0], cls: h[1] || '' }); }))]);
+    var tbody = el('tbody');
+    rows.forEach(function (r) { tbody.appendChild(r); });
+    var t = el('table', id ? { id: id } : null, [thead, tbody]);
+    return t;
+  }
+  function tr(cells) { return el('tr', null, cells.map(function (c) { var td = el('td', c[1] ? { cls: c[1] } : null); if (c[0] instanceof Node) td.appendChild(c[0]); else td.textContent = c[0] == null ? '-' : String(c[0]); return td; })); }
+  function section(title, id) { var s = el('section', id ? { id: id } : null, [el('h2', { text: title })]); return s; }
+  var charts = [];
+  function chart(parent, id, config) {
+    var canvas = el('canvas', { id: id, 'data-chart': id });
+    parent.appendChild(el('div', { cls: 'chart' }, [canvas]));
+    config.options = Object.assign({ animation: false, responsive: true, maintainAspectRatio: false }, config.options || {});
+    charts.push(new Chart(canvas, config));
+  }
+
+  // Header and status cards.
+  app.appendChild(el('header', null, [
+    el('h1', { text: data.title }),
+    el('div', { cls: 'meta', text: data.uri + '  ·  ' + fmtNum(data.events) + ' events, ' + fmtNum(data.itemCount) + ' items  ·  generated ' + fmtTime(data.generatedAtMs) }),
+  ]));
+  var main = el('main');
+  app.appendChild(main);
+  var cards = el('div', { cls: 'cards', id: 'status-cards' });
+  cards.appendChild(el('div', { cls: 'card' }, [el('div', { cls: 'n', text: fmtNum(data.itemCount) }), el('div', { cls: 'l', text: 'items' })]));
+  STATUSES.forEach(function (s) {
+    cards.appendChild(el('div', { cls: 'card ' + s, 'data-status': s }, [el('div', { cls: 'n', text: fmtNum(data.status[s]) }), el('div', { cls: 'l', text: s.replace('_', ' ') })]));
+  });
+  main.appendChild(cards);
+
+  // Progress and status.
+  var g1 = el('div', { cls: 'grid2' });
+  var sProg = section('Progress over time (items, cumulative)');
+  var sStat = section('Status');
+  g1.appendChild(sProg); g1.appendChild(sStat);
+  main.appendChild(g1);
+  var p = data.progress;
+  function series(name, key) { return { label: name, data: p.t.map(function (t, i) { return { x: t, y: p[key][i] }; }), borderColor: COLORS[key], backgroundColor: COLORS[key], pointRadius: p.t.length > 2 ? 0 : 3, borderWidth: 2, stepped: true }; }
+  chart(sProg, 'chart-progress', {
+    type: 'line',
+    data: { datasets: [series('created', 'created'), series('completed', 'completed'), series('filtered', 'filtered'), series('failed', 'failed')] },
+    options: { parsing: false, scales: { x: { type: 'linear', ticks: { maxTicksLimit: 6, callback: function (v) { return new Date(v).toISOString().slice(11, 19); } }, title: { display: true, text: 'event time (UTC)' } }, y: { beginAtZero: true, title: { display: true, text: 'items' } } },
+      plugins: { tooltip: { callbacks: { title: function (it) { return fmtTime(it[0].parsed.x); } } } } },
+  });
+  chart(sStat, 'chart-status', {
+    type: 'bar',
+    data: { labels: STATUSES.map(function (s) { return s.replace('_', ' '); }), datasets: [{ label: 'items', data: STATUSES.map(function (s) { return data.status[s]; }), backgroundColor: STATUSES.map(function (s) { return COLORS[s]; }) }] },
+    options: { plugins: { legend: { display: false } }, scales: { y: { beginAtZero: true } } },
+  });
+
+  // Steps.
+  var sSteps = section('Steps', 'steps');
+  var g2 = el('div', { cls: 'grid2' });
+  var c1 = el('div'); var c2 = el('div');
+  g2.appendChild(c1); g2.appendChild(c2);
+  sSteps.appendChild(g2);
+  var names = data.steps.map(function (s) { return (s.index != null ? s.index + ':' : '') + s.name; });
+  chart(c1, 'chart-steps', {
+    type: 'bar',
+    data: { labels: names, datasets: [
+      { label: 'items passed', data: data.steps.map(function (s) { return s.itemsPassed; }), backgroundColor: COLORS.completed },
+      { label: 'failures (retries)', data: data.steps.map(function (s) { return s.failures; }), backgroundColor: COLORS.failed },
+      { label: 'retried completions', data: data.steps.map(function (s) { return s.retriedCompletions; }), backgroundColor: COLORS.in_progress },
+    ] },
+    options: { scales: { y: { beginAtZero: true } } },
+  });
+  chart(c2, 'chart-durations', {
+    type: 'bar',
+    data: { labels: names, datasets: [
+      { label: 'p50 duration (ms)', data: data.steps.map(function (s) { return s.durationMs.p50 || 0; }), backgroundColor: COLORS.created },
+      { label: 'p95 duration (ms)', data: data.steps.map(function (s) { return s.durationMs.p95 || 0; }), backgroundColor: '#9db4dc' },
+    ] },
+    options: { scales: { y: { beginAtZero: true, title: { display: true, text: 'ms since the previous step event' } } } },
+  });
+  sSteps.appendChild(el('div', { cls: 'scroll', style: 'margin-top:10px' }, [table('steps-table',
+    [['step'], ['items passed', 'num'], ['completions', 'num'], ['per minute', 'num'], ['failures', 'num'], ['retried', 'num'], ['duration p50', 'num'], ['p95', 'num'], ['max', 'num']],
+    data.steps.map(function (s, i) { return tr([[names[i]], [fmtNum(s.itemsPassed), 'num'], [fmtNum(s.completions), 'num'], [fmtNum(s.perMinute, 1), 'num'], [fmtNum(s.failures), 'num'], [fmtNum(s.retriedCompletions), 'num'], [fmtMs(s.durationMs.p50), 'num'], [fmtMs(s.durationMs.p95), 'num'], [fmtMs(s.durationMs.max), 'num']]); }))]));
+  main.appendChild(sSteps);
+
+  // Failures by error type.
+  var sFail = section('Failures by error type', 'failures');
+  if (data.failures.length === 0) sFail.appendChild(el('p', { cls: 'muted', text: 'No FAILED events.' }));
+  else {
+    chart(sFail, 'chart-failures', {
+      type: 'bar',
+      data: { labels: data.failures.map(function (f) { return f.errorType; }), datasets: [
+        { label: 'FAILED events', data: data.failures.map(function (f) { return f.events; }), backgroundColor: COLORS.failed },
+        { label: 'items failed now', data: data.failures.map(function (f) { return f.failedNow; }), backgroundColor: '#f0a0a0' },
+      ] },
+      options: { indexAxis: 'y', scales: { x: { beginAtZero: true } } },
+    });
+    data.failures.forEach(function (f) {
+      var l = f.latest;
+      sFail.appendChild(el('details', { 'data-error-type': f.errorType }, [
+        el('summary', null, [el('b', { text: f.errorType }), ' · ' + fmtNum(f.events) + ' events, ' + fmtNum(f.items) + ' items (' + fmtNum(f.failedNow) + ' failed now) · steps: ' + f.steps.join(', ')]),
+        el('div', { cls: 'muted', text: 'latest: item ' + l.itemId + ', step ' + (l.stepName || '?') + ', attempt ' + l.attempt + ', ' + fmtTime(l.atMs) }),
+        el('pre', { cls: 'tb', text: l.traceback || '(no traceback)' }),
+      ]));
+    });
+  }
+  main.appendChild(sFail);
+
+  // Items table with search, status filter and drill-down.
+  var sItems = section('Items', 'items');
+  var search = el('input', { id: 'item-search', type: 'search', placeholder: 'search item id, cursor, error…' });
+  var filter = el('select', { id: 'status-filter' }, [el('option', { value: '', text: 'any status' })].concat(STATUSES.map(function (s) { return el('option', { value: s, text: s.replace('_', ' ') }); })));
+  var count = el('span', { id: 'item-count', cls: 'muted' });
+  sItems.appendChild(el('div', { cls: 'controls' }, [search, filter, count]));
+  if (data.itemsOmitted > 0) sItems.appendChild(el('p', { cls: 'muted', text: data.itemsOmitted + ' more items not listed here (failed and in-progress items come first); dgcl items lists all.' }));
+  var rows = data.items.map(function (it) {
+    var row = tr([[it.id], [badge(it.status)], [it.cursor], [it.attempts, 'num'], [it.events, 'num'], [fmtTime(it.lastMs)], [it.resume]]);
+    row.setAttribute('data-item', it.id);
+    row.setAttribute('data-status', it.status);
+    row._text = (it.id + ' ' + it.status + ' ' + (it.cursor || '') + ' ' + (it.lastError || '')).toLowerCase();
+    row.addEventListener('click', function () { drill(it, row); });
+    return row;
+  });
+  var itemsTable = table('items-table', [['item'], ['status'], ['cursor'], ['attempts', 'num'], ['events', 'num'], ['last event (UTC)'], ['resumes']], rows);
+  sItems.appendChild(el('div', { cls: 'scroll' }, [itemsTable]));
+  var drillBox = el('div', { id: 'drill', style: 'margin-top:12px' }, [el('p', { cls: 'muted', text: 'Click an item to see its trajectory.' })]);
+  sItems.appendChild(drillBox);
+  main.appendChild(sItems);
+  function applyFilter() {
+    var q = search.value.trim().toLowerCase();
+    var st = filter.value;
+    var shown = 0;
+    rows.forEach(function (r) {
+      var ok = (!q || r._text.indexOf(q) >= 0) && (!st || r.getAttribute('data-status') === st);
+      r.style.display = ok ? '' : 'none';
+      if (ok) shown++;
+    });
+    count.textContent = shown + ' of ' + rows.length + ' shown';
+  }
+  search.addEventListener('input', applyFilter);
+  filter.addEventListener('change', applyFilter);
+  applyFilter();
+
+  var selected = null;
+  function drill(it, row) {
+    if (selected) selected.classList.remove('selected');
+    selected = row; row.classList.add('selected');
+    var events = data.trajectories[it.id] || [];
+    drillBox.textContent = '';
+    drillBox.appendChild(el('h3', null, ['Item ', el('code', { text: it.id }), ' ', badge(it.status)]));
+    drillBox.appendChild(el('div', { cls: 'resume', id: 'drill-resume', text: 'Resumes: ' + it.resume + (it.cursor ? '  (cursor ' + it.cursor + ')' : '') }));
+    drillBox.appendChild(el('div', { cls: 'scroll' }, [table('trajectory-table', [['seq', 'num'], ['event'], ['step'], ['attempt', 'num'], ['detail'], ['time (UTC)'], ['writer']],
+      events.map(function (e) {
+        var step = e.step == null ? null : (e.stepIndex != null ? e.stepIndex + ':' : '') + e.step + (e.iteration != null ? '#' + e.iteration : '');
+        var detail = e.field != null ? e.field + ' (' + e.valueKind + (e.size != null ? ', ' + fmtNum(e.size) + ' bytes' : '') + ')'
+          : e.type === 'FAILED' ? (e.errorType || 'error') : e.type === 'TERMINAL' ? e.terminal : '';
+        var r = tr([[e.seq, 'num'], [e.type], [step], [e.attempt, 'num'], [detail], [fmtTime(e.atMs)], [e.writerEpoch]]);
+        r.setAttribute('data-seq', e.seq);
+        return r;
+      }))]));
+  }
+
+  // Writers and shards (dgcl stats).
+  var st = data.stats;
+  var sShards = section('Writers and shards', 'shards');
+  sShards.appendChild(el('p', null, ['Base: version ' + st.base.version + ', ' + fmtNum(st.base.rows) + ' rows, ' + st.base.fragments + ' fragments, indexes: ' + (st.base.indexes.join(', ') || 'none') + '. ',
+    (st.shards.filter(function (s) { return !s.retired; }).length) + ' unmerged shard generations.']));
+  if (st.shards.length) sShards.appendChild(table('shards-table', [['generation'], ['slot', 'num'], ['epoch', 'num'], ['gen', 'num'], ['version', 'num'], ['rows', 'num'], ['state']],
+    st.shards.map(function (s) { return tr([[s.name], [s.slot, 'num'], [s.epoch, 'num'], [s.generation, 'num'], [s.version, 'num'], [fmtNum(s.rows), 'num'], [s.retired ? 'retired' : s.sealedAtVersion != null ? 'sealed at v' + s.sealedAtVersion : 'live']]); })));
+  main.appendChild(sShards);
+
+  window.dgclReport = { charts: charts, data: data };
+})();

@@ -1,0 +1,101 @@
+/**
+ * The data a report page shows: plain JSON (the page embeds it as is). Built by
+ * lib/report/aggregate.ts and lib/report/trajectories.ts; rendered by lib/report/render.ts and
+ * the page's own script (lib/report/assets/page.js).
+ */
+import type { LogStats } from '../api.ts';
+import type { ItemStatus } from '../types.ts';
+
+export interface StatusCounts {
+  in_progress: number;
+  failed: number;
+  completed: number;
+  filtered: number;
+}
+
+/** Cumulative counts at each time point (ms since the Unix epoch). */
+export interface ProgressSeries {
+  t: number[];
+  created: number[];
+  completed: number[];
+  filtered: number[];
+  failed: number[];
+}
+
+export interface StepStats {
+  name: string;
+  /** The smallest step_index seen with this name (null when never numbered): the page's order. */
+  index: number | null;
+  /** Distinct items with a STEP_COMPLETED of this step. */
+  itemsPassed: number;
+  completions: number;
+  /** FAILED events at this step: each one is a retry or a final failure. */
+  failures: number;
+  /** Completions with attempt > 1 (a retry that went through). */
+  retriedCompletions: number;
+  firstMs: number | null;
+  lastMs: number | null;
+  /** Completions per minute between the step's first and last completion (null below 2). */
+  perMinute: number | null;
+  /** Time from the item's previous step event (or its creation) to this step's completion. */
+  durationMs: { count: number; mean: number | null; p50: number | null; p95: number | null; max: number | null };
+}
+
+export interface FailureGroup {
+  errorType: string;
+  /** FAILED events of this type. */
+  events: number;
+  /** Distinct items that failed with it at least once. */
+  items: number;
+  /** Items whose status is `failed` with this as their last error. */
+  failedNow: number;
+  steps: string[];
+  latest: { itemId: string; stepName: string | null; attempt: number; atMs: number; traceback: string | null };
+}
+
+export interface ItemRow {
+  id: string;
+  status: ItemStatus;
+  /** `index:name#iteration (attempt n)` of the last STEP_COMPLETED, or null. */
+  cursor: string | null;
+  attempts: number;
+  events: number;
+  lastMs: number;
+  /** Where the item resumes, in words. */
+  resume: string;
+  lastError: string | null;
+}
+
+/** One trajectory event, light columns only: blob fields show their size, never bytes. */
+export interface TrajectoryRow {
+  seq: number;
+  type: string;
+  step: string | null;
+  stepIndex: number | null;
+  iteration: number | null;
+  attempt: number;
+  field: string | null;
+  valueKind: string | null;
+  size: number | null;
+  terminal: string | null;
+  errorType: string | null;
+  atMs: number;
+  writerEpoch: string;
+}
+
+export interface ReportData {
+  title: string;
+  uri: string;
+  generatedAtMs: number;
+  events: number;
+  itemCount: number;
+  status: StatusCounts;
+  progress: ProgressSeries;
+  steps: StepStats[];
+  failures: FailureGroup[];
+  /** At most `maxItems` rows (failed and in-progress items first when there are more). */
+  items: ItemRow[];
+  itemsOmitted: number;
+  trajectories: Record<string, TrajectoryRow[]>;
+  stats: LogStats;
+}

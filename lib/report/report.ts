@@ -1,0 +1,76 @@
+/**
+ * `report(log)`: one self-contained HTML page about an experiment, from the log alone. Two kinds
+ * of read, both streaming over light columns (no value or blob column): one pass over every
+ * event for the figures and the item records (lib/report/aggregate.ts), then the listed items'
+ * trajectories by item id (lib/report/trajectories.ts); plus `stats()` for the shard picture.
+ */
+import { writeFile } from 'node:fs/promises';
+import { systemClock, type Clock } from '../clock.ts';
+import { InvalidInputError } from '../errors.ts';
+import type { LanceCheckpointLog } from '../log/log.ts';
+import type { Env } from '../storage/location.ts';
+import { formatTarget, parseTarget, writeTarget } from '../export/output.ts';
+import { REPORT_COLUMNS, ReportVisitor } from './aggregate.ts';
+import type { ReportData } from './model.ts';
+import { renderHtml } from './render.ts';
+import { lightTrajectories } from './trajectories.ts';
+
+export interface ReportOptions {
+  /** Write the page here: a local path or `s3://bucket/key`. Without it only the result holds it. */
+  out?: string;
+  /** Items listed (with trajectories) at most; failed and in-progress first when there are more. Default 5,000. */
+  maxItems?: number;
+  /** The page's title (default `<pipeline> / <experiment>` from the log's URI). */
+  title?: string;
+  clock?: Clock;
+  env?: Env;
+}
+
+export interface ReportResult {
+  html: string;
+  data: ReportData;
+  /** Where it was written, when `out` was given. */
+  out?: string;
+}
+
+export const DEFAULT_REPORT_ITEMS = 5000;
+
+export async function report(log: LanceCheckpointLog, o: ReportOptions = {}): Promise<ReportResult> {
+  const maxItems = o.maxItems ?? DEFAULT_REPORT_ITEMS;
+  if (!Number.isSafeInteger(maxItems) || maxItems < 0) {
+    throw new InvalidInputError(`maxItems must be a non-negative integer, got ${JSON.stringify(o.maxItems)}`, { field: 'maxItems' });
+  }
+  // Checked before any read, so bad input fails at once and writes nothing.
+  const target = o.out !== undefined ? parseTarget(o.out, 'out') : null;
+  const clock = o.clock ?? systemClock;
+  const scan = log.scanEvents.bind(log);
+  const agg = await scan({ columns: REPORT_COLUMNS }, () => new ReportVisitor(maxItems));
+  const trajectories = await lightTrajectories(scan, agg.items.map((i) => i.id));
+  const stats = await log.stats();
+  const data: ReportData = {
+    title: o.title ?? titleOf(log.uri),
+    uri: log.uri,
+    generatedAtMs: clock.nowMs(),
+    events: agg.events,
+    itemCount: agg.itemCount,
+    status: agg.status,
+    progress: agg.progress,
+    steps: agg.steps,
+    failures: agg.failures,
+    items: agg.items,
+    itemsOmitted: agg.itemsOmitted,
+    trajectories,
+    stats,
+  };
+  const html = renderHtml(data);
+  if (!target) return { html, data };
+  await writeTarget(target, o.env ?? process.env, (p) => writeFile(p, html));
+  return { html, data, out: formatTarget(target) };
+}
+
+/** `<pipeline> / <experiment>` from `.../datagen_checkpoints/<pipeline>/<experiment>/log.lance`. */
+function titleOf(uri: string): string {
+  const parts = uri.split('/');
+  const n = parts.length;
+  return n >= 3 ? `dgcl report: ${parts[n - 3]} / ${parts[n - 2]}` : `dgcl report: ${uri}`;
+}

@@ -1,0 +1,129 @@
+/**
+ * The demo's report page in a real browser: Debian's headless Chromium (/usr/bin/chromium;
+ * scripts/test.sh installs it) driven by playwright-core. No console errors, every chart has data
+ * marks, the search and the status filter narrow the items table, a drill-down shows the item's
+ * real trajectory and where it resumes. The test writes docs/report-demo.png.
+ */
+import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openLog } from '../lib/index.ts';
+import type { ReportData } from '../lib/report/model.ts';
+import type { ItemState, TrajectoryEvent } from '../lib/types.ts';
+import { dgcl } from './support/proc.ts';
+
+const CHROMIUM = process.env.DGCL_CHROMIUM ?? '/usr/bin/chromium';
+const SCREENSHOT = path.resolve(import.meta.dirname, '..', 'docs', 'report-demo.png');
+
+let browser: Browser;
+let page: Page;
+const errors: string[] = [];
+let states: ItemState[];
+const trajectories = new Map<string, TrajectoryEvent[]>();
+let data: ReportData;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: scripts/test.sh installs Debian's chromium (apt-get install chromium)`);
+  const root = mkdtempSync(path.join(tmpdir(), 'dgcl-report-demo-'));
+  const r = await dgcl(['demo', '--root', root, '--json']);
+  expect(r.code, r.stderr).toBe(0);
+  const summary = JSON.parse(r.stdout.split('\n').at(-1)!) as { report: string; experiment: string };
+  expect(summary.report).toBe(path.join(root, `${summary.experiment}-report.html`));
+  const log = await openLog({ root, pipeline: 'demo', experiment: summary.experiment });
+  states = await log.allStates();
+  for (const id of ['doc-000', 'doc-001']) trajectories.set(id, await log.trajectory(id));
+  await log.close();
+
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    // The machine has no network but the package registries: no background connections.
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  page = await browser.newPage({ viewport: { width: 1300, height: 900 } });
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(m.text());
+  });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  // Any request at all would be a page that is not self-contained.
+  page.on('request', (req) => {
+    if (!req.url().startsWith('file:')) errors.push(`request to ${req.url()}`);
+  });
+  await page.goto(pathToFileURL(summary.report).href);
+  await page.waitForFunction(() => (window as unknown as { dgclReport?: unknown }).dgclReport !== undefined);
+  data = (await page.evaluate(() => (window as unknown as { dgclReport: { data: unknown } }).dgclReport.data)) as ReportData;
+}, 240_000);
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+const visibleRows = () => page.locator('#items-table tbody tr:visible');
+
+describe('the demo report in Chromium', () => {
+  it('loads without console errors or network requests', () => {
+    expect(errors).toEqual([]);
+    expect(data.itemCount).toBe(states.length);
+  });
+
+  it('every chart has data marks', async () => {
+    const charts = await page.evaluate(() => {
+      const Chart = (window as unknown as { Chart: { getChart(c: HTMLCanvasElement): { data: { datasets: { data: unknown[] }[] }; getDatasetMeta(i: number): { data: { x: number; y: number }[]; hidden: boolean | null } } } }).Chart;
+      return [...document.querySelectorAll<HTMLCanvasElement>('canvas[data-chart]')].map((c) => {
+        const ch = Chart.getChart(c)!;
+        const marks = ch.data.datasets.map((d, i) => ({
+          points: d.data.length,
+          drawn: ch.getDatasetMeta(i).data.filter((el) => Number.isFinite(el.x) && Number.isFinite(el.y)).length,
+          nonZero: d.data.filter((v) => (typeof v === 'number' ? v : (v as { y: number }).y) > 0).length,
+        }));
+        return { id: c.id, width: c.width, marks };
+      });
+    });
+    expect(charts.map((c) => c.id)).toEqual(['chart-progress', 'chart-status', 'chart-steps', 'chart-durations', 'chart-failures']);
+    for (const c of charts) {
+      expect(c.width, c.id).toBeGreaterThan(100);
+      // Every data point has a drawn element, and the chart shows some non-zero value.
+      for (const m of c.marks) expect(m.drawn, c.id).toBe(m.points);
+      expect(c.marks.reduce((a, m) => a + m.nonZero, 0), c.id).toBeGreaterThan(0);
+      expect(c.marks[0]!.points, c.id).toBeGreaterThan(0);
+    }
+  });
+
+  it('the search and the status filter narrow the table', async () => {
+    expect(await visibleRows().count()).toBe(states.length);
+    await page.fill('#item-search', 'doc-001');
+    const want = states.filter((s) => s.itemId.includes('doc-001')).map((s) => s.itemId);
+    expect(want.length).toBe(3); // doc-001 and its two children
+    expect(await visibleRows().evaluateAll((rs) => rs.map((r) => r.getAttribute('data-item')))).toEqual(want);
+    await page.fill('#item-search', '');
+    await page.selectOption('#status-filter', 'filtered');
+    const filtered = states.filter((s) => s.status === 'filtered').map((s) => s.itemId);
+    expect(filtered.length).toBeGreaterThan(0);
+    expect(await visibleRows().evaluateAll((rs) => rs.map((r) => r.getAttribute('data-item')))).toEqual(filtered);
+    await page.selectOption('#status-filter', '');
+    expect(await visibleRows().count()).toBe(states.length);
+  });
+
+  it("a drill-down shows the item's trajectory and where it resumes", async () => {
+    for (const id of ['doc-001', 'doc-000']) {
+      await page.click(`#items-table tbody tr[data-item="${id}"]`);
+      const shown = await page.locator('#trajectory-table tbody tr').evaluateAll((rs) => rs.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent)));
+      const want = trajectories.get(id)!;
+      expect(shown.map((cells) => [Number(cells[0]), cells[1]])).toEqual(want.map((e) => [e.itemSeq, e.eventType]));
+      const blobRow = shown.find((cells) => cells[4]?.startsWith('image'));
+      const blobEvent = want.find((e) => e.fieldName === 'image')!;
+      expect(blobRow?.[4]).toBe(`image (blob, ${(blobEvent.value as { $blobRef: { size: number } }).$blobRef.size.toLocaleString('en-US')} bytes)`);
+      const status = states.find((s) => s.itemId === id)!.status;
+      expect(await page.textContent('#drill-resume')).toContain(`not resumed (${status})`);
+    }
+  });
+
+  it('writes the screenshot', async () => {
+    mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
+    await page.setViewportSize({ width: 1300, height: 900 });
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    expect(existsSync(SCREENSHOT)).toBe(true);
+  });
+});
