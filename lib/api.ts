@@ -1,5 +1,5 @@
 import type { DurableItem, ItemOptions } from './steps.ts';
-import type { Ack, CheckpointBatchInput, Cursor, Failure, FieldsQuery, ItemFields, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from './types.ts';
+import type { Ack, CheckpointBatchInput, Cursor, Failure, FieldsQuery, ItemFields, ItemQuery, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from './types.ts';
 
 /** One line of `dgcl items` / a page entry of the `fold` handler's item listing. */
 export interface ItemSummary {
@@ -86,7 +86,8 @@ export interface CheckpointLog {
   fold(itemId: string): Promise<ItemState>;
   /** Open an item for durable steps (lib/steps.ts): `await (await log.item(id, { runId })).step(...)`. */
   item(itemId: string, options: ItemOptions): Promise<DurableItem>;
-  items(query?: { status?: ItemStatus; limit?: number; after?: string }): Promise<ItemPage>;
+  /** Items in id order (UTF-8 bytes), filtered by status, lineage and query tags, paged. */
+  items(query?: ItemQuery): Promise<ItemPage>;
   trajectory(itemId: string): Promise<TrajectoryEvent[]>;
   /** Selected fields (by name or prefix) without folding the whole item; small blobs inline on request. */
   fields(itemId: string, query?: FieldsQuery): Promise<ItemFields>;

@@ -263,3 +263,16 @@ export interface LatestEventsQuery {
 
 /** A trajectory event whose blob value may be inline. */
 export type ReadEvent = Omit<TrajectoryEvent, 'value'> & { value?: ReadValue };
+
+/** An item listing's filters and page (docs/api.md, "Listing items"). */
+export interface ItemQuery {
+  status?: ItemStatus;
+  /** Items per page; `next` of a page is the `after` of the next one. */
+  limit?: number;
+  /** Only items whose id sorts after this (UTF-8 byte order). */
+  after?: string;
+  rootItemId?: string;
+  parentItemId?: string;
+  /** Only items whose query tags (every batch's `queryTags`, later ones replacing earlier) have these values. */
+  tags?: Record<string, JsonValue>;
+}

@@ -48,14 +48,15 @@ describe('maintenance sweeps what zombies leave', () => {
     expect(first.failures).toEqual([]);
     // Every step is reported once, in order; the total grows by the one merge once it is listed.
     expect(progress).toEqual([
-      ['orphans', 1, 7],
-      ['retirements', 2, 7],
-      ['merge', 3, 8],
-      ['zombies', 4, 8],
-      ['compaction', 5, 8],
-      ['indexes', 6, 8],
-      ['claims', 7, 8],
-      ['meta', 8, 8],
+      ['orphans', 1, 8],
+      ['retirements', 2, 8],
+      ['merge', 3, 9],
+      ['zombies', 4, 9],
+      ['deletions', 5, 9],
+      ['compaction', 6, 9],
+      ['indexes', 7, 9],
+      ['claims', 8, 9],
+      ['meta', 9, 9],
     ]);
     expect(first.mergedShards).toContain(gen);
     expect(existsSync(dir), 'merged and deleted').toBe(false);

@@ -2,7 +2,7 @@
  * `CheckpointLog` over the Lance log store: the union reader, the process's shard writer
  * (created on the first append), blob loading, listings and maintenance.
  */
-import type { CheckpointLog, DeleteResult, FailureSummary, ItemPage, ItemSummary, LogStats, MaintenanceReport } from '../api.ts';
+import type { CheckpointLog, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { verifyBlob } from '../codec.ts';
 import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
@@ -11,14 +11,14 @@ import type { LeaseStore } from '../lease/types.ts';
 import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { item, type DurableItem, type ItemOptions } from '../steps.ts';
-import type { Ack, BlobRef, EventRow, FieldsQuery, ItemFields, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
-import { ITEM_STATUSES } from '../types.ts';
+import type { Ack, BlobRef, EventRow, FieldsQuery, ItemFields, ItemQuery, ItemState, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
 import { deletedThrough } from './deleted.ts';
+import { listItems } from './listing.ts';
 import { readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
 import { LogReader, type ShardListing } from './reader.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
-import { compareUtf8, failureOf, SUMMARY_SCAN_COLUMNS, summaryOf, SummaryVisitor, type ItemAggregate } from './summary.ts';
+import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
 import { LanceTables, sqlString, type SyncWrapper, type Table, type TableWrapper } from './tables.ts';
 import { ShardWriter, type WriterOptions } from './writer.ts';
 
@@ -130,22 +130,9 @@ export class LanceCheckpointLog implements CheckpointLog {
     return [...byItem.keys()].sort().map((id) => foldItem(id, byItem.get(id)!, { fields: withFields }));
   }
 
-  async items(q: { status?: ItemStatus; limit?: number; after?: string } = {}): Promise<ItemPage> {
-    if (q.status !== undefined && !ITEM_STATUSES.includes(q.status)) {
-      throw new InvalidInputError(`status must be one of ${ITEM_STATUSES.join(', ')}, got ${JSON.stringify(q.status)}`, { field: 'status' });
-    }
-    if (q.limit !== undefined && (!Number.isSafeInteger(q.limit) || q.limit < 1)) {
-      throw new InvalidInputError(`limit must be a positive integer, got ${JSON.stringify(q.limit)}`, { field: 'limit' });
-    }
-    // Items after the page cursor only: the scan skips the others (item_id is indexed).
-    let list: ItemSummary[] = (await this.aggregates(q.after !== undefined ? `item_id > ${sqlString(q.after)}` : null)).map(summaryOf);
-    if (q.status) list = list.filter((s) => s.status === q.status);
-    if (q.after !== undefined) list = list.filter((s) => compareUtf8(s.itemId, q.after!) > 0);
-    if (q.limit !== undefined && list.length > q.limit) {
-      const page = list.slice(0, q.limit);
-      return { items: page, next: page.at(-1)!.itemId };
-    }
-    return { items: list };
+  /** Items filtered by status, lineage and query tags, paged (lib/log/listing.ts, docs/api.md). */
+  async items(q: ItemQuery = {}): Promise<ItemPage> {
+    return listItems(this, q);
   }
 
   async failures(): Promise<FailureSummary[]> {

@@ -126,6 +126,10 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
 
     // Deleted items: after the merges above, so that sealed generations no longer hold their rows.
     await step('deletions', async () => {
+      // No tombstone in the pass's listing: nothing to purge, and no request (one made after it
+      // is purged by the next pass).
+      const seen: ShardListing | null = listing;
+      if (seen !== null && seen.tombstones.size === 0) return;
       const r = await purgeDeleted(ctx, { clock: o.clock, deletionRetentionMs: o.deletionRetentionMs });
       report.purgedItems = r.purgedItems;
       report.pendingDeletions = r.pendingDeletions;

@@ -5,8 +5,10 @@
  * rewrite the base fragments holding them without them, in ONE Lance commit, delete the
  * item's claims, and drop the tombstone once the base holds none of them any more. The rows'
  * bytes leave the disk when the compaction step's cleanup prunes the versions before the purge
- * (after `versionRetentionMs`).
+ * (after `versionRetentionMs`). The `item_id` index is rebuilt after a purge that removed rows,
+ * since its files hold the ids of the rows it indexed.
  */
+import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../clock.ts';
 import { CorruptError } from '../errors.ts';
 import type { ObjectStore } from '../storage/objects.ts';
@@ -27,6 +29,7 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
   if (meta.tombNames.length === 0) return out;
   const listing = await ctx.reader.listingOf(meta);
   const base = await ctx.tables.base(listing.baseExists);
+  let purgedRows = false;
   for (const name of meta.tombNames) {
     const key = `${META_DIR}/${name}`;
     const body = await ctx.objects.get(key);
@@ -50,6 +53,9 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
     }
     if (base) {
       const checkpoints = await purgeBase(base, doomed);
+      purgedRows ||= checkpoints.length > 0;
+      // The purge commit must outlive a power loss before the tombstone goes (local roots).
+      if (checkpoints.length > 0) await ctx.tables.sync('base');
       for (const cp of checkpoints) await ctx.objects.delete(claimKey(cp));
       if ((await base.countRows(doomed)) > 0) {
         out.pendingDeletions++;
@@ -58,6 +64,11 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
     }
     await ctx.objects.delete(key);
     out.purgedItems++;
+  }
+  // The item_id index keeps the ids of rows it indexed: rebuild it without them (its old files
+  // go with the old versions, like the purged fragments).
+  if (base && purgedRows && (await base.listIndices()).some((i) => i.columns.includes('item_id'))) {
+    await base.createIndex('item_id', { config: Index.btree(), replace: true });
   }
   return out;
 }

@@ -14,6 +14,7 @@ import type * as arrow from 'apache-arrow';
 import type { LogReader } from './reader.ts';
 import { sqlIn, type LanceTables, type Table } from './tables.ts';
 import { Utf8Column, Int64Column } from './columns.ts';
+import { deletedThrough } from './deleted.ts';
 
 export interface EventVisitor<T> {
   /** Rows for which `keep(row)` is false are duplicate copies of events met elsewhere: skip them. */
@@ -36,9 +37,12 @@ const LOOKUP_CHUNK = 1000;
  * consistent read (LogReader.read): when the read starts over, `make()` is called again.
  */
 export function scanEvents<T>(reader: LogReader, tables: LanceTables, o: ScanOptions, make: () => EventVisitor<T>): Promise<T> {
-  const columns = [...new Set([...o.columns, 'event_id', 'item_seq'])];
   const filter = o.filter ?? null;
   return reader.read(async (listing) => {
+    const tombs = listing.tombstones;
+    // Deleted items' rows are dropped by the keep functions (docs/design/deletion.md).
+    const columns = [...new Set([...o.columns, 'event_id', 'item_seq', ...(tombs.size > 0 ? ['item_id'] : [])])];
+    const alive = (b: arrow.RecordBatch): ((row: number) => boolean) | null => (tombs.size === 0 ? null : aliveRows(b, tombs));
     const visitor = make();
     const base = await tables.base(listing.baseExists);
 
@@ -83,13 +87,29 @@ export function scanEvents<T>(reader: LogReader, tables: LanceTables, o: ScanOpt
     if (base) {
       const exclude = baseLoses.length > 0 ? `NOT (${sqlIn('event_id', baseLoses)})` : null;
       const where = filter && exclude ? `(${filter}) AND ${exclude}` : (filter ?? exclude);
-      for await (const b of stream(base, where, columns)) visitor.batch(b, ALL);
+      for await (const b of stream(base, where, columns)) visitor.batch(b, alive(b) ?? ALL);
     }
     const keep = new Set<string>();
     for (const [bi, r] of chosen.values()) keep.add(`${bi}:${r}`);
-    shardBatches.forEach((b, bi) => visitor.batch(b, (r) => keep.has(`${bi}:${r}`)));
+    shardBatches.forEach((b, bi) => {
+      const live = alive(b);
+      visitor.batch(b, live ? (r) => keep.has(`${bi}:${r}`) && live(r) : (r) => keep.has(`${bi}:${r}`));
+    });
     return visitor.done();
   });
+}
+
+/** Which rows of `b` no tombstone hides; item ids are decoded once per run of equal ids. */
+function aliveRows(b: arrow.RecordBatch, tombs: ReadonlyMap<string, number>): (row: number) => boolean {
+  const ids = new Utf8Column(b, 'item_id');
+  const seqs = new Int64Column(b, 'item_seq');
+  const alive = new Uint8Array(b.numRows);
+  let through = 0;
+  for (let r = 0; r < b.numRows; r++) {
+    if (r === 0 || !ids.same(r, r - 1)) through = deletedThrough(tombs, ids.get(r) ?? '');
+    alive[r] = seqs.get(r)! > through ? 1 : 0;
+  }
+  return (r) => alive[r] === 1;
 }
 
 function query(t: Table, filter: string | null, columns: readonly string[]) {

@@ -11,7 +11,7 @@ import path from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import { openLog, type OpenLogOptions } from '../../lib/index.ts';
 import { lanceStorageOptions, logUri, parseRoot } from '../../lib/storage/location.ts';
-import type { LanceCheckpointLog } from '../../lib/log/log.ts';
+import { LanceCheckpointLog } from '../../lib/log/log.ts';
 import { LogReader } from '../../lib/log/reader.ts';
 import { createBatch, stepBatch } from '../support/batches.ts';
 import type { LogTarget } from './log.ts';
@@ -260,6 +260,104 @@ export function itemApiConformance(name: string, target: LogTarget): void {
       const [s2] = await other.append([stepBatch('gone', 2)]);
       expect(s2!.firstSeq).toBe(kept.lastSeq + 1);
       expect((await r.fold('gone')).violations).toEqual([]);
+    });
+
+    it('lists items filtered by root, parent and query tags, paged, aggregating only the page', async () => {
+      rootInfo = await target.newRoot();
+      const log = await newLog({ mergeEveryCommits: 1000 });
+      const child = (id: string, root: string, parent: string, tags?: Record<string, unknown>) => ({
+        itemId: id,
+        runId: 'r',
+        create: { rootItemId: root, parentItemId: parent },
+        step: { name: 'load', index: 0 },
+        ...(tags ? { queryTags: tags } : {}),
+      });
+      await log.append([
+        createBatch('root-a', { queryTags: { model: 'm1', lang: 'en' } }),
+        createBatch('root-b', { queryTags: { model: 'm2' } }),
+        child('a-1', 'root-a', 'root-a', { model: 'm1' }),
+        child('a-2', 'root-a', 'root-a', { model: 'm2', lang: 'en' }),
+        child('a-1-x', 'root-a', 'a-1', { model: 'm1', nested: { model: 'm1' } }),
+        child('b-1', 'root-b', 'root-b'),
+      ]);
+      await log.mergeOwnShard(); // some rows in the base, some in a shard
+      // a later batch's tags replace earlier values: a-2 moves to m1, a-1 to m3
+      await log.append([stepBatch('a-2', 1, { queryTags: { model: 'm1' } }), stepBatch('a-1', 1, { queryTags: { model: 'm3' } })]);
+      await log.append([stepBatch('a-1-x', 1, { failed: { errorType: 'E' } })]);
+      const ids = async (q: Parameters<LanceCheckpointLog['items']>[0]) => (await log.items(q)).items.map((i) => i.itemId);
+
+      expect(await ids({ rootItemId: 'root-a' })).toEqual(['a-1', 'a-1-x', 'a-2', 'root-a']);
+      expect(await ids({ parentItemId: 'root-a' })).toEqual(['a-1', 'a-2']);
+      expect(await ids({ parentItemId: 'a-1' })).toEqual(['a-1-x']);
+      expect(await ids({ tags: { model: 'm1' } })).toEqual(['a-1-x', 'a-2', 'root-a']);
+      expect(await ids({ tags: { model: 'm1', lang: 'en' } })).toEqual(['a-2', 'root-a']);
+      expect(await ids({ tags: { nested: { model: 'm1' } } })).toEqual(['a-1-x']);
+      expect(await ids({ tags: { model: 'm3' }, rootItemId: 'root-a' })).toEqual(['a-1']);
+      expect(await ids({ tags: { model: 'nope' } })).toEqual([]);
+      expect(await ids({ rootItemId: 'root-a', status: 'failed' })).toEqual(['a-1-x']);
+      expect(await ids({ rootItemId: 'root-a', tags: { model: 'm1' }, status: 'in_progress' })).toEqual(['a-2', 'root-a']);
+
+      // pages: the same items as one listing, in order, `next` only while more follow
+      const all = (await log.items()).items;
+      for (const q of [{}, { rootItemId: 'root-a' }, { tags: { model: 'm1' } }, { status: 'in_progress' as const }]) {
+        const expected = (await log.items(q)).items;
+        const got = [];
+        let after: string | undefined;
+        for (let n = 0; n < 10; n++) {
+          const page = await log.items({ ...q, limit: 2, ...(after !== undefined ? { after } : {}) });
+          expect(page.items.length).toBeLessThanOrEqual(2);
+          got.push(...page.items);
+          if (!page.next) break;
+          after = page.next;
+        }
+        expect(got, JSON.stringify(q)).toEqual(expected);
+      }
+      expect(all.map((i) => i.itemId)).toEqual(['a-1', 'a-1-x', 'a-2', 'b-1', 'root-a', 'root-b']);
+      // a page without a status filter aggregates only its own items
+      const spy = vi.spyOn(LanceCheckpointLog.prototype, 'aggregates');
+      try {
+        const page = await log.items({ limit: 2, after: 'a-1' });
+        expect(page).toEqual({ items: all.slice(1, 3), next: 'a-2' });
+        expect(spy.mock.calls.map((c) => c[0])).toEqual([`item_id > 'a-1' AND item_id IN ('a-1-x', 'a-2')`]);
+      } finally {
+        spy.mockRestore();
+      }
+      // a deleted item is not listed under any filter
+      await log.deleteItem('a-2');
+      expect(await ids({ tags: { model: 'm1' } })).toEqual(['a-1-x', 'root-a']);
+      expect(await ids({ parentItemId: 'root-a', limit: 5 })).toEqual(['a-1']);
+      for (const [q, field] of [
+        [{ rootItemId: '' }, 'rootItemId'],
+        [{ tags: {} }, 'tags'],
+        [{ tags: { k: Number.NaN } }, 'tags.k'],
+        [{ limit: 0 }, 'limit'],
+      ] as const) {
+        await expect(log.items(q as never), field).rejects.toMatchObject({ code: 'INVALID_INPUT', field });
+      }
+    });
+
+    it('after the purge no file of the log holds a deleted item id that was indexed (the item_id index is rebuilt)', async () => {
+      rootInfo = await target.newRoot();
+      const experiment = `e-idx-${randomUUID().slice(0, 6)}`;
+      const doomedId = `person-${randomUUID()}`;
+      const opts = { experiment, deletionRetentionMs: 0, versionRetentionMs: 0 };
+      const w = await newLog({ ...opts, owner: 'w' });
+      for (let i = 0; i < 4; i++) await w.append([createBatch(`k${i}`)]);
+      await w.append([createBatch(doomedId)]);
+      await w.close();
+      const m = await newLog({ ...opts, owner: 'm' });
+      expect((await m.maintain()).indexes).toContain('item_id_idx');
+      if (parseRoot(rootInfo.root).kind === 'file') expect(filesContaining(experiment, doomedId).length).toBeGreaterThan(1);
+      const d = await newLog({ ...opts, owner: 'd' });
+      expect((await d.deleteItem(doomedId)).deleted).toBe(true);
+      await d.close();
+      const report = await m.maintain();
+      expect([report.purgedItems, report.failures]).toEqual([1, []]);
+      expect(filesContaining(experiment, doomedId)).toEqual([]);
+      expect(Object.values(await rawRows(experiment, `item_id = ${JSON.stringify(doomedId).replace(/"/g, "'")}`)).reduce((a, b) => a + b, 0)).toBe(0);
+      expect((await m.items()).items.map((i) => i.itemId)).toEqual(['k0', 'k1', 'k2', 'k3']);
+      expect((await m.fold('k2')).fields.prompt).toBe('about k2');
+      expect((await m.stats()).base.indexes).toContain('item_id_idx');
     });
   });
 }

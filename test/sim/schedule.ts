@@ -13,6 +13,10 @@
  *    or its writer crashed); a failed current batch is retried (same batch, any writer) or
  *    abandoned for a different one (next attempt), unless a delivery of it timed out (it may
  *    still land): then it is only retried.
+ *  - deletions (in a share of the seeds, from a stream of their own so that other seeds run
+ *    exactly as before): an item is deleted only when none of its deliveries is in flight or in
+ *    doubt; a failed delete blocks the item until a retry returns (done unscheduled at the end if
+ *    needed); then the item starts over (created again, its old batches never redelivered).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -20,6 +24,7 @@ import path from 'node:path';
 import { existsSync } from 'node:fs';
 import { parseBatch } from '../../lib/batch.ts';
 import { NotFoundError } from '../../lib/errors.ts';
+import { incarnate } from '../../lib/log/sequence.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
 import { LocalObjectStore } from '../../lib/storage/local.ts';
 import { lanceStorageOptions, logLocation, logUri, parseRoot } from '../../lib/storage/location.ts';
@@ -29,6 +34,7 @@ import { installLancePatches, installRandomPatch, simTableWrapper } from './lanc
 import { MemLeaseStore, SimLeaseStore } from './leases.ts';
 import { SimObjectStore } from './objects.ts';
 import { Rng } from './prng.ts';
+import { REGRESSION_SEEDS } from './regressions.ts';
 import { Scheduler } from './scheduler.ts';
 
 export interface SimConfig {
@@ -44,6 +50,9 @@ export interface SimConfig {
   deliveries: number;
   reads: number;
   items: number;
+  /** Set in seeds with deletions (drawn apart from the rest, see runSchedule). */
+  deletions?: number;
+  deletionRetentionMs?: number;
 }
 
 export interface ScheduleResult {
@@ -92,6 +101,10 @@ interface ItemModel {
   step: number;
   attempt: number;
   terminal: boolean;
+  /** The seq the current incarnation's creation follows (0 until the item is deleted). */
+  base: number;
+  /** History id of a delete that has not returned yet: no delivery until it does. */
+  deleting: number | null;
 }
 
 interface Delivery {
@@ -127,6 +140,12 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   const cfg = pickConfig(rng);
   const sched = new Scheduler(rng.fork(), { faultRate: cfg.faultRate, priorityBias: cfg.priorityBias });
   const wl = rng.fork(); // workload choices, apart from the scheduler's
+  // Deletions draw from their own stream, and only some seeds (never a regression seed) get
+  // them, so every other seed runs exactly the schedule it ran before deletions existed.
+  const dl = rng.fork();
+  const deletions = !REGRESSION_SEEDS.some((r) => r.seed === seed) && dl.chance(0.4) ? dl.between(1, 3) : 0;
+  // Retention 0: maintenance purges while writers, readers and faults run.
+  const deletionRetentionMs = deletions > 0 ? dl.pick([0, 3_600_000]) : 3_600_000;
   const clock = new SimClock();
   clock.sched = sched;
   const root = await mkdtemp(path.join(tmpBase(), 'dgcl-sim-'));
@@ -155,7 +174,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
       cachedItems: cfg.cachedItems,
       versionRetentionMs: 3_600_000,
       claimRetentionMs: cfg.claimRetentionMs,
-      deletionRetentionMs: 3_600_000,
+      deletionRetentionMs,
       wrapTable: simTableWrapper(sched),
       // An fsync is a scheduling point that can fail (before or after it ran).
       wrapSync: (name, run) => sched.op({ kind: 'fs.sync', target: name, mutating: false, faultable: true, run, error: (m) => new Error(m) }),
@@ -206,6 +225,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
 
   /** The batch to deliver for `it` now, or null if none may be sent. */
   const nextFor = (it: ItemModel): { batch: Record<string, unknown>; fresh: boolean } | null => {
+    if (it.deleting !== null) return null;
     if (it.inflight > 0) return it.cur >= 0 ? { batch: it.chain[it.cur]!, fresh: false } : null;
     if (it.cur >= 0 && !it.curAcked && (it.curInDoubt || wl.chance(0.6))) return { batch: it.chain[it.cur]!, fresh: false }; // retry
     if (it.terminal) return null;
@@ -222,7 +242,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     it.cur = it.chain.length - 1;
     it.curAcked = false;
     it.curInDoubt = false;
-    const prepared = parseBatch(b);
+    const prepared = incarnate(parseBatch(b), it.base);
     for (const e of prepared.events) if (e.value?.kind === 'blob') blobEvents.push(e.eventId);
     return { batch: b, fresh: true };
   };
@@ -259,6 +279,37 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
 
   const liveWriters = () => writers.filter((w) => !sched.crashed.has(w.actor));
 
+  /**
+   * One attempt of the item's delete through writer `w`; the item starts over once one returns.
+   * An attempt counts as in flight like a delivery (nothing else of the item meanwhile; a crash
+   * of its writer settles it).
+   */
+  const deleteVia = (w: WriterActor, it: ItemModel) => {
+    it.deleting ??= history.beginDelete(it.id);
+    const rec = it.deleting;
+    const d: Delivery = { item: it, actor: w.actor, settled: false };
+    deliveries.push(d);
+    it.inflight++;
+    const log = w.log;
+    const p = sched.run(w.actor, () => log.deleteItem(it.id));
+    track(`delete ${it.id}`, w.actor, p);
+    return p
+      .then(
+        (r) => {
+          if (it.deleting !== rec) return;
+          history.endDelete(rec, r.throughSeq);
+          Object.assign(it, { chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], step: 0, attempt: 1, terminal: false, base: r.throughSeq, deleting: null });
+        },
+        () => undefined, // still `deleting`: a later attempt retries
+      )
+      .finally(() => {
+        if (!d.settled) {
+          d.settled = true;
+          it.inflight--;
+        }
+      });
+  };
+
   const actions: Record<string, { budget: number; run: () => boolean }> = {
     deliver: {
       budget: cfg.deliveries,
@@ -266,9 +317,10 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         const w = wl.pick(liveWriters());
         let it: ItemModel;
         if (items.length < cfg.items && (items.length === 0 || wl.chance(0.3))) {
-          it = { id: `x${items.length}`, chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], inflight: 0, step: 0, attempt: 1, terminal: false };
+          it = { id: `x${items.length}`, chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], inflight: 0, step: 0, attempt: 1, terminal: false, base: 0, deleting: null };
           items.push(it);
         } else it = wl.pick(items);
+        if (it.deleting !== null) return false;
         if (it.acked.length > 0 && wl.chance(0.15)) {
           deliver(w, it, it.chain[wl.pick(it.acked)]!, 'redeliver-old');
           return true;
@@ -276,6 +328,17 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         const next = nextFor(it);
         if (!next) return false;
         deliver(w, it, next.batch, next.fresh ? 'append' : it.inflight > 0 ? 'duplicate' : 'retry');
+        return true;
+      },
+    },
+    delete: {
+      budget: deletions,
+      run: () => {
+        // Only items with nothing in flight or in doubt (a timed-out delivery may land later).
+        const ready = items.filter((x) => x.inflight === 0 && !x.curInDoubt && (x.acked.length > 0 || x.deleting !== null));
+        if (ready.length === 0 || liveWriters().length === 0) return false;
+        const blocked = ready.filter((x) => x.deleting !== null);
+        deleteVia(dl.pick(liveWriters()), dl.pick(blocked.length > 0 ? blocked : ready));
         return true;
       },
     },
@@ -428,6 +491,16 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     }
   };
   await runDry('quiescing');
+  // Deletes whose every attempt failed: retry until one returns (faults are off now).
+  for (const it of items) {
+    for (let n = 0; it.deleting !== null && n < 5; n++) {
+      const w = liveWriters().find((x) => !x.closing);
+      if (!w) break;
+      void deleteVia(w, it);
+      await runDry('deleting');
+    }
+    if (it.deleting !== null) violations.push(`LIVENESS: the delete of ${it.id} never returned`);
+  }
   for (const w of liveWriters()) {
     if (!w.closing && wl.chance(0.5)) {
       w.closing = true;
@@ -480,7 +553,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   for (const v of history.check()) violations.push(v.message);
   const result: ScheduleResult = {
     seed,
-    config: cfg,
+    config: deletions > 0 ? { ...cfg, deletions, deletionRetentionMs } : cfg,
     violations,
     trace: sched.trace,
     counts: { ...history.counts(), steps: sched.step },

@@ -17,11 +17,19 @@
  *  I4 at most one ack per checkpoint says duplicate:false; a duplicate:true ack is held to I1;
  *  I5 no seq_conflict (the caller never had two writers write different batches of one item
  *     at the same time).
+ *
+ * Deletions (docs/design/deletion.md): a recorded delete of item X through seq T ends I1/I3 for
+ * X's events at or below T for every read that did not end before the delete began (such a read
+ * may or may not see them), and adds
+ *  D1 no read that started after the delete returned shows any of them (events, a fold ending
+ *     at or below T, their blobs).
+ * Batches of a re-created item are recognised under their incarnation's ids.
  */
 import { parseBatch } from '../../lib/batch.ts';
+import { incarnate } from '../../lib/log/sequence.ts';
 import type { Ack, ItemState, PreparedBatch, TrajectoryEvent } from '../../lib/types.ts';
 
-export type Invariant = 'I1' | 'I2' | 'I3' | 'I4' | 'I5';
+export type Invariant = 'I1' | 'I2' | 'I3' | 'I4' | 'I5' | 'D1';
 
 /** One event as a read returned it. */
 export interface SeenEvent {
@@ -65,6 +73,14 @@ interface AppendRecord {
   endMs: number | null;
   acks: Ack[] | null;
   error: string | null;
+}
+
+interface DeleteRecord {
+  itemId: string;
+  start: number;
+  /** null while no attempt returned (it may still have deleted). */
+  end: number | null;
+  throughSeq: number | null;
 }
 
 interface ReadRecord {
@@ -116,6 +132,28 @@ export class History {
   private readonly checkpoints = new Map<string, PreparedBatch>();
   /** eventId -> [checkpointId, index in batch] */
   private readonly eventIndex = new Map<string, [string, number]>();
+  private readonly deletes: DeleteRecord[] = [];
+  /** checkpoint id as sent -> the batch under the ids of every incarnation known when sent. */
+  private readonly variants = new Map<string, PreparedBatch[]>();
+
+  /** A delete of `itemId` starts (its retries are part of it). Returns its id for `endDelete`. */
+  beginDelete(itemId: string): number {
+    this.deletes.push({ itemId, start: ++this.t, end: null, throughSeq: null });
+    return this.deletes.length - 1;
+  }
+
+  /** A delete returned `throughSeq` (deleted now, or by an earlier attempt). */
+  endDelete(id: number, throughSeq: number): void {
+    const d = this.deletes[id]!;
+    d.end = ++this.t;
+    d.throughSeq = throughSeq;
+  }
+
+  private register(p: PreparedBatch): void {
+    if (this.checkpoints.has(p.checkpointId)) return;
+    this.checkpoints.set(p.checkpointId, p);
+    p.events.forEach((e, i) => this.eventIndex.set(e.eventId, [p.checkpointId, i]));
+  }
 
   /** The current logical time (the tick of the last begin/end). */
   now(): number {
@@ -133,10 +171,10 @@ export class History {
         continue; // the append will reject it; nothing of it can be acked
       }
       batches.push(p);
-      if (!this.checkpoints.has(p.checkpointId)) {
-        this.checkpoints.set(p.checkpointId, p);
-        p.events.forEach((e, i) => this.eventIndex.set(e.eventId, [p.checkpointId, i]));
-      }
+      const all = [p];
+      for (const d of this.deletes) if (d.itemId === p.itemId && d.throughSeq !== null && d.throughSeq > 0) all.push(incarnate(p, d.throughSeq));
+      for (const v of all) this.register(v);
+      this.variants.set(p.checkpointId, [...new Map([...(this.variants.get(p.checkpointId) ?? []), ...all].map((v) => [v.checkpointId, v])).values()]);
     }
     const id = this.appends.length;
     this.appends.push({ id, writer, batches, start: ++this.t, end: null, startMs: this.options.nowMs?.() ?? null, endMs: null, acks: null, error: null });
@@ -195,9 +233,19 @@ export class History {
     return checkHistory(this, options);
   }
 
+  /** The batch sent as `checkpointId`, under each incarnation's ids. */
+  variantsOf(checkpointId: string): readonly PreparedBatch[] {
+    return this.variants.get(checkpointId) ?? [];
+  }
+
   /** @internal for checkHistory */
-  data(): { appends: readonly AppendRecord[]; reads: readonly ReadRecord[]; eventIndex: ReadonlyMap<string, [string, number]> } {
-    return { appends: this.appends, reads: this.reads, eventIndex: this.eventIndex };
+  data(): {
+    appends: readonly AppendRecord[];
+    reads: readonly ReadRecord[];
+    deletes: readonly DeleteRecord[];
+    eventIndex: ReadonlyMap<string, [string, number]>;
+  } {
+    return { appends: this.appends, reads: this.reads, deletes: this.deletes, eventIndex: this.eventIndex };
   }
 }
 
@@ -226,7 +274,13 @@ function short(id: string): string {
 
 export function checkHistory(h: History, options: CheckOptions = {}): InvariantViolation[] {
   const max = options.maxPerInvariant ?? 50;
-  const { appends, reads, eventIndex } = h.data();
+  const { appends, reads, deletes, eventIndex } = h.data();
+  /** Whether a delete of the item through `seq` or above began before read `r` ended (r may not show it). */
+  const mayBeDeleted = (itemId: string, seq: number, r: ReadRecord) =>
+    deletes.some((d) => d.itemId === itemId && d.start < r.end! && (d.throughSeq === null || d.throughSeq >= seq));
+  /** Whether a delete of the item overlapped the time from r1's start to r2's end. */
+  const deletedBetween = (itemId: string, r1: ReadRecord, r2: ReadRecord) =>
+    deletes.some((d) => d.itemId === itemId && d.start < r2.end! && (d.end === null || d.end > r1.start));
   const out: InvariantViolation[] = [];
   const perInv = new Map<Invariant, number>();
   const seen = new Set<string>();
@@ -246,7 +300,7 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
     if (!a.acks) continue;
     a.acks.forEach((ack, i) => {
       acks.push({ ack, a });
-      const b = a.batches[i];
+      const b = h.variantsOf(a.batches[i]?.checkpointId ?? '').find((v) => v.checkpointId === ack.checkpointId) ?? a.batches[i];
       const expected = b?.events.map((e) => e.eventId) ?? [];
       if (!b || b.checkpointId !== ack.checkpointId || expected.join() !== ack.eventIds.join() || ack.lastSeq - ack.firstSeq + 1 !== ack.eventIds.length) {
         report('I1', `I1 append #${a.id} (${a.writer}): ack ${i} ${JSON.stringify(ack)} does not match the batch sent (checkpoint ${b?.checkpointId ?? '?'}, ${expected.length} events)`);
@@ -279,6 +333,7 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
     const what = `${ack.duplicate ? 'duplicate ' : ''}ack of checkpoint ${short(ack.checkpointId)} (item ${JSON.stringify(ack.itemId)}, seqs ${ack.firstSeq}-${ack.lastSeq}, append #${a.id} by ${a.writer}, returned t=${a.end})`;
     for (const r of done) {
       if (r.start <= a.end!) continue;
+      if (mayBeDeleted(ack.itemId, ack.lastSeq, r)) continue;
       const o = observed(r, ack.itemId);
       if (!o) continue;
       if (o.absent) {
@@ -323,13 +378,15 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
         if (r2.start <= r1.end!) continue;
         const o2 = observed(r2, o1.itemId);
         if (!o2) continue;
-        if (o2.absent) {
+        const gone = deletedBetween(o1.itemId, r1, r2);
+        if (o2.absent && !gone) {
           report('I3', `I3 item ${JSON.stringify(o1.itemId)}: ${describeRead(r1)} returned it, later ${describeRead(r2)} says it does not exist`);
           continue;
         }
         if (o1.events && o2.events) {
           const at = new Map(o2.events.map((e) => [e.eventId, e.seq]));
           for (const e of o1.events) {
+            if (mayBeDeleted(o1.itemId, e.seq, r2)) continue;
             const seq = at.get(e.eventId);
             if (seq === undefined) report('I3', `I3 item ${JSON.stringify(o1.itemId)} event ${short(e.eventId)} (seq ${e.seq}, checkpoint ${short(e.checkpointId)}): returned by ${describeRead(r1)}, missing from later ${describeRead(r2)}`);
             else if (seq !== e.seq) report('I3', `I3 item ${JSON.stringify(o1.itemId)} event ${short(e.eventId)}: seq ${e.seq} in ${describeRead(r1)}, seq ${seq} in later ${describeRead(r2)}`);
@@ -337,7 +394,7 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
         }
         const last1 = o1.state?.lastSeq ?? (o1.events ? Math.max(0, ...o1.events.map((e) => e.seq)) : 0);
         const last2 = o2.state?.lastSeq ?? (o2.events ? Math.max(0, ...o2.events.map((e) => e.seq)) : Infinity);
-        if (last2 < last1) report('I3', `I3 item ${JSON.stringify(o1.itemId)}: lastSeq ${last1} in ${describeRead(r1)}, ${last2} in later ${describeRead(r2)}`);
+        if (last2 < last1 && !gone) report('I3', `I3 item ${JSON.stringify(o1.itemId)}: lastSeq ${last1} in ${describeRead(r1)}, ${last2} in later ${describeRead(r2)}`);
       }
     }
   }
@@ -360,16 +417,44 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
 
   // Blob loads: an acked blob event loads, with its bytes (I1).
   const ackedEvents = new Map<string, number>();
-  for (const { ack, a } of acks) for (const id of ack.eventIds) ackedEvents.set(id, Math.min(ackedEvents.get(id) ?? Infinity, a.end!));
+  const ackSeqOf = new Map<string, number>();
+  for (const { ack, a } of acks) {
+    ack.eventIds.forEach((id, i) => ackSeqOf.set(id, ack.firstSeq + i));
+    for (const id of ack.eventIds) ackedEvents.set(id, Math.min(ackedEvents.get(id) ?? Infinity, a.end!));
+  }
   for (const r of done) {
     for (const b of r.result!.blobs ?? []) {
       const loc = eventIndex.get(b.eventId);
       const ev = loc ? h.batch(loc[0])!.events[loc[1]]! : undefined;
       const ackedAt = ackedEvents.get(b.eventId);
+      const item = loc ? h.batch(loc[0])!.itemId : undefined;
+      const seq = ackSeqOf.get(b.eventId);
       if (b.bytes === null) {
+        if (item !== undefined && seq !== undefined && mayBeDeleted(item, seq, r)) continue;
         if (ackedAt !== undefined && ackedAt < r.start) report('I1', `I1 blob event ${short(b.eventId)} (acked t=${ackedAt}): ${describeRead(r)} answers NotFound`);
       } else if (ev?.value?.kind === 'blob' && !sameBytes(ev.value.bytes, b.bytes)) {
         report('I1', `I1 blob event ${short(b.eventId)}: ${describeRead(r)} returns ${b.bytes.byteLength} bytes that differ from the ${ev.value.size} sent`);
+      }
+    }
+  }
+
+  // D1: nothing a delete covers shows in a read that started after it returned.
+  for (const d of deletes) {
+    if (d.end === null || d.throughSeq === null) continue;
+    const what = `delete of item ${JSON.stringify(d.itemId)} through seq ${d.throughSeq} (t=${d.start}..${d.end})`;
+    for (const r of done) {
+      if (r.start <= d.end) continue;
+      const o = observed(r, d.itemId);
+      for (const e of o?.events ?? []) {
+        if (e.seq <= d.throughSeq) report('D1', `D1 ${what}: ${describeRead(r)} shows event ${short(e.eventId)} at seq ${e.seq}`);
+      }
+      if (o?.state && o.state.lastSeq <= d.throughSeq) report('D1', `D1 ${what}: ${describeRead(r)} folds the item to lastSeq ${o.state.lastSeq}`);
+      for (const b of r.result!.blobs ?? []) {
+        const seq = ackSeqOf.get(b.eventId);
+        const loc = eventIndex.get(b.eventId);
+        if (b.bytes !== null && seq !== undefined && seq <= d.throughSeq && loc && h.batch(loc[0])!.itemId === d.itemId) {
+          report('D1', `D1 ${what}: ${describeRead(r)} loads the blob of event ${short(b.eventId)}`);
+        }
       }
     }
   }

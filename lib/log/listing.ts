@@ -1,0 +1,153 @@
+/**
+ * Item listings filtered by lineage and query tags, paged (docs/api.md, "Listing items"). Built
+ * on the streaming summary (lib/log/summary.ts): filters on `root_item_id`, `parent_item_id`
+ * and the page cursor go down to Lance; tags are matched from the rows that carry tags only;
+ * without a status filter the page's item ids are chosen first from the `item_id` column alone,
+ * and only those items are aggregated.
+ */
+import type * as arrow from 'apache-arrow';
+import type { ItemPage } from '../api.ts';
+import { canonicalJson, isPlainObject } from '../codec.ts';
+import { CorruptError, InvalidInputError } from '../errors.ts';
+import type { ItemQuery, JsonValue } from '../types.ts';
+import { ITEM_STATUSES } from '../types.ts';
+import { Int64Column, Utf8Column } from './columns.ts';
+import type { EventVisitor, ScanOptions } from './stream.ts';
+import { compareUtf8, summaryOf, type ItemAggregate } from './summary.ts';
+import { sqlIn, sqlString } from './tables.ts';
+
+export interface ListingSource {
+  aggregates(filter: string | null): Promise<ItemAggregate[]>;
+  scanEvents<T>(o: ScanOptions, make: () => EventVisitor<T>): Promise<T>;
+}
+
+/** Most ids put in one `IN (...)` filter; beyond it the ids are matched in JavaScript. */
+const MAX_IN = 1000;
+
+function checkQuery(q: ItemQuery): Map<string, string> {
+  if (q.status !== undefined && !ITEM_STATUSES.includes(q.status)) {
+    throw new InvalidInputError(`status must be one of ${ITEM_STATUSES.join(', ')}, got ${JSON.stringify(q.status)}`, { field: 'status' });
+  }
+  if (q.limit !== undefined && (!Number.isSafeInteger(q.limit) || q.limit < 1)) {
+    throw new InvalidInputError(`limit must be a positive integer, got ${JSON.stringify(q.limit)}`, { field: 'limit' });
+  }
+  for (const k of ['after', 'rootItemId', 'parentItemId'] as const) {
+    const v = q[k];
+    if (v !== undefined && (typeof v !== 'string' || v === '')) throw new InvalidInputError(`${k} must be a non-empty string`, { field: k });
+  }
+  const tags = new Map<string, string>();
+  if (q.tags !== undefined) {
+    if (!isPlainObject(q.tags) || Object.keys(q.tags).length === 0) {
+      throw new InvalidInputError('tags must be a non-empty object of tag name -> JSON value', { field: 'tags' });
+    }
+    for (const [k, v] of Object.entries(q.tags)) tags.set(k, canonicalJson(v, `tags.${k}`));
+  }
+  return tags;
+}
+
+/** `s` as a LIKE pattern matching itself (escape character `\`). */
+function likeLiteral(s: string): string {
+  return s.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<ItemPage> {
+  const tags = checkQuery(q);
+  const parts: string[] = [];
+  if (q.after !== undefined) parts.push(`item_id > ${sqlString(q.after)}`);
+  if (q.rootItemId !== undefined) parts.push(`root_item_id = ${sqlString(q.rootItemId)}`);
+  if (q.parentItemId !== undefined) parts.push(`parent_item_id = ${sqlString(q.parentItemId)}`);
+  const where = parts.length > 0 ? parts.join(' AND ') : null;
+
+  // Candidate ids, sorted like Lance compares them (UTF-8 bytes): null = every item matching `where`.
+  let candidates: string[] | null = null;
+  if (tags.size > 0) candidates = await taggedItems(src, where, tags);
+  else if (q.status === undefined && q.limit !== undefined) candidates = await src.scanEvents({ columns: ['item_id'], filter: where }, () => new IdVisitor());
+  if (candidates !== null && q.after !== undefined) candidates = candidates.filter((id) => compareUtf8(id, q.after!) > 0);
+
+  // Without a status filter the page is known from the ids: aggregate only its items.
+  let more = false;
+  if (candidates !== null && q.status === undefined && q.limit !== undefined && candidates.length > q.limit) {
+    candidates = candidates.slice(0, q.limit);
+    more = true;
+  }
+  if (candidates !== null && candidates.length === 0) return { items: [] };
+  const inFilter = candidates !== null && candidates.length <= MAX_IN ? sqlIn('item_id', candidates) : null;
+  const filter = [where, inFilter].filter((x): x is string => x !== null).join(' AND ') || null;
+  let aggs = await src.aggregates(filter);
+  if (candidates !== null && inFilter === null) {
+    const wanted = new Set(candidates);
+    aggs = aggs.filter((a) => wanted.has(a.itemId));
+  }
+  let list = aggs.map(summaryOf);
+  if (q.after !== undefined) list = list.filter((s) => compareUtf8(s.itemId, q.after!) > 0);
+  if (q.status !== undefined) list = list.filter((s) => s.status === q.status);
+  if (q.limit !== undefined && list.length > q.limit) {
+    list = list.slice(0, q.limit);
+    more = true;
+  }
+  return more && list.length > 0 ? { items: list, next: list.at(-1)!.itemId } : { items: list };
+}
+
+/**
+ * Items whose query tags match: an item's tags are every batch's `queryTags` merged in seq order
+ * (a later batch's value of a key replaces an earlier one). Reads only rows whose tags mention
+ * one of the keys (a LIKE on the canonical JSON), and only the tag column of those.
+ */
+async function taggedItems(src: ListingSource, where: string | null, tags: Map<string, string>): Promise<string[]> {
+  const mention = [...tags.keys()].map((k) => `query_tags_json LIKE ${sqlString(`%${likeLiteral(JSON.stringify(k))}:%`)} ESCAPE '\\'`);
+  const filter = [where, 'query_tags_json IS NOT NULL', `(${mention.join(' OR ')})`].filter((x): x is string => x !== null).join(' AND ');
+  const latest = await src.scanEvents({ columns: ['item_id', 'item_seq', 'query_tags_json'], filter }, () => new TagVisitor(tags));
+  const out: string[] = [];
+  for (const [itemId, byKey] of latest) if ([...tags].every(([k, v]) => byKey.get(k)?.value === v)) out.push(itemId);
+  return out.sort(compareUtf8);
+}
+
+/** Distinct item ids, sorted in UTF-8 byte order. */
+class IdVisitor implements EventVisitor<string[]> {
+  private readonly ids = new Set<string>();
+  batch(b: arrow.RecordBatch, keep: (row: number) => boolean): void {
+    const col = new Utf8Column(b, 'item_id');
+    let added = -1; // rows of one item come in runs: decode an id once per run
+    for (let r = 0; r < b.numRows; r++) {
+      if (!keep(r) || (added >= 0 && col.same(r, added))) continue;
+      added = r;
+      const id = col.get(r);
+      if (id !== null) this.ids.add(id);
+    }
+  }
+  done(): string[] {
+    return [...this.ids].sort(compareUtf8);
+  }
+}
+
+/** Per item and tag key: the canonical value of the key in the tags of the latest event mentioning it. */
+class TagVisitor implements EventVisitor<Map<string, Map<string, { seq: number; value: string }>>> {
+  private readonly items = new Map<string, Map<string, { seq: number; value: string }>>();
+  constructor(private readonly keys: Map<string, string>) {}
+  batch(b: arrow.RecordBatch, keep: (row: number) => boolean): void {
+    const ids = new Utf8Column(b, 'item_id');
+    const seqs = new Int64Column(b, 'item_seq');
+    const json = new Utf8Column(b, 'query_tags_json');
+    for (let r = 0; r < b.numRows; r++) {
+      if (!keep(r)) continue;
+      const itemId = ids.get(r)!;
+      const seq = seqs.get(r)!;
+      let parsed: Record<string, JsonValue>;
+      try {
+        parsed = JSON.parse(json.get(r)!) as Record<string, JsonValue>;
+      } catch (e) {
+        throw new CorruptError(`query_tags_json of item ${JSON.stringify(itemId)} at seq ${seq} is not valid JSON`, { cause: e });
+      }
+      let byKey = this.items.get(itemId);
+      if (!byKey) this.items.set(itemId, (byKey = new Map()));
+      for (const k of this.keys.keys()) {
+        if (!Object.hasOwn(parsed, k)) continue;
+        const cur = byKey.get(k);
+        if (!cur || seq > cur.seq) byKey.set(k, { seq, value: canonicalJson(parsed[k], 'queryTags') });
+      }
+    }
+  }
+  done(): Map<string, Map<string, { seq: number; value: string }>> {
+    return this.items;
+  }
+}
