@@ -64,9 +64,12 @@ export function formatTable(rows: readonly BenchRow[], meta: BenchMeta): string 
     `${meta.date}, node ${meta.node}, sizes ${meta.sizes.map(sizeText).join(', ')} events.`,
     `Machine load at the start: \`${meta.load.trim()}\`. All baselines ran in the same run; compare ratios, not times.`,
     '',
-    '| figure | ours | baseline | ratio |',
-    '|---|---|---|---|',
   ];
+  return [...head, formatRows(rows)].join('\n');
+}
+
+/** The table alone (header line, separator, one line per row), ending in a newline. */
+export function formatRows(rows: readonly BenchRow[]): string {
   const body = rows.map((r) => `| ${cell(r.figure)} | ${cell(r.ours)} | ${cell(r.baseline)} | ${cell(r.ratio)} |`);
-  return [...head, ...body, ''].join('\n');
+  return ['| figure | ours | baseline | ratio |', '|---|---|---|---|', ...body, ''].join('\n');
 }

@@ -6,8 +6,9 @@ import type { EventRow } from '../../lib/types.ts';
 export class RawLance {
   private constructor(private readonly table: lancedb.Table) {}
 
-  static async open(dir: string, name = 'events'): Promise<RawLance> {
-    const db = await lancedb.connect(dir);
+  /** `dir`: a folder or an s3:// URI (then with `storageOptions`, as the log passes them). */
+  static async open(dir: string, name = 'events', storageOptions?: Record<string, string>): Promise<RawLance> {
+    const db = await lancedb.connect(dir, storageOptions ? { storageOptions } : {});
     return new RawLance(await db.createEmptyTable(name, EVENT_SCHEMA));
   }
 

@@ -1,7 +1,7 @@
 /**
  * A small HTTP proxy in front of the local S3 server (loopback only) that counts requests and
  * can inject faults: 503 SlowDown answers and delayed answers, decided per request by a seeded
- * generator. Used by the fault tests and the S3 bench (requests per batch).
+ * generator. Used by the fault tests and the S3 bench (requests per batch, by `s3Op` billing class).
  *
  * An optional `script` decides per request what the proxy does instead: answer it itself (an S3
  * error such as 409 ConditionalRequestConflict or 501 NotImplemented, or any status and body),
@@ -53,6 +53,26 @@ export function s3Kind(method: string, path: string, query: URLSearchParams, hea
   if (path.endsWith('/_dgcl/meta/base')) return 'base-marker';
   if (path.includes('/_versions/') && (headers['if-none-match'] || headers['if-match'])) return 'lance-commit';
   return 'lance-data';
+}
+
+/**
+ * The S3 API operation class of a request, as S3 bills it (the bench's requests by kind):
+ * `PUT-if` is a conditional PUT (If-None-Match / If-Match: Lance's commits, the log's claims),
+ * `COPY` a PUT with x-amz-copy-source, `POST` a multipart create / complete, `LIST` a bucket
+ * listing, `DELETE` a DeleteObject or a DeleteObjects POST.
+ */
+export type S3Op = 'GET' | 'HEAD' | 'LIST' | 'PUT' | 'PUT-if' | 'COPY' | 'POST' | 'DELETE' | 'other';
+
+export function s3Op(method: string, path: string, query: URLSearchParams, headers: http.IncomingHttpHeaders): S3Op {
+  if (method === 'DELETE' || (method === 'POST' && query.has('delete'))) return 'DELETE';
+  // path-style: `/bucket` or `/bucket/` alone is a request on the bucket, i.e. a listing
+  if (method === 'GET' && (query.get('list-type') === '2' || /^\/[^/]+\/?$/.test(path))) return 'LIST';
+  if (method === 'GET') return 'GET';
+  if (method === 'HEAD') return 'HEAD';
+  if (method === 'POST') return 'POST';
+  if (method !== 'PUT') return 'other';
+  if (headers['x-amz-copy-source']) return 'COPY';
+  return headers['if-none-match'] || headers['if-match'] ? 'PUT-if' : 'PUT';
 }
 
 export const classifyS3 = (r: FaultRequest): S3Kind => s3Kind(r.method, r.path, r.query, r.headers);
@@ -109,6 +129,8 @@ export interface ProxyCounts {
   /** Requests by `s3Kind`. */
   byKind: Partial<Record<S3Kind, number>>;
   byMethod: Record<string, number>;
+  /** Requests by `s3Op` (the billing class). */
+  byOp: Partial<Record<S3Op, number>>;
   /** 503s from failRate. */
   failed: number;
   delayed: number;
@@ -150,6 +172,7 @@ export async function startS3Proxy(o: ProxyOptions): Promise<S3Proxy> {
     total: 0,
     byKind: {},
     byMethod: {},
+    byOp: {},
     failed: 0,
     delayed: 0,
     conditionalPuts: 0,
@@ -234,6 +257,8 @@ export async function startS3Proxy(o: ProxyOptions): Promise<S3Proxy> {
     const u = new URL(req.url ?? '/', 'http://proxy');
     const kind = s3Kind(req.method ?? '?', decodeURIComponent(u.pathname), u.searchParams, req.headers);
     counts.byKind[kind] = (counts.byKind[kind] ?? 0) + 1;
+    const op = s3Op(req.method ?? '?', decodeURIComponent(u.pathname), u.searchParams, req.headers);
+    counts.byOp[op] = (counts.byOp[op] ?? 0) + 1;
     if (req.method === 'PUT' && (req.headers['if-none-match'] || req.headers['if-match'])) counts.conditionalPuts++;
     const s = script;
     if (!s) {
@@ -256,6 +281,7 @@ export async function startS3Proxy(o: ProxyOptions): Promise<S3Proxy> {
       counts.total = 0;
       counts.byKind = {};
       counts.byMethod = {};
+      counts.byOp = {};
       counts.failed = 0;
       counts.delayed = 0;
       counts.conditionalPuts = 0;

@@ -1,0 +1,106 @@
+/**
+ * Request accounting for the S3 bench: S3 requests by billing class (counted by the proxy in
+ * test/support/s3-proxy.ts), DynamoDB requests by command (counted by a middleware on the lease
+ * store's client, see `countDynamo`), and their cost at list prices. Pure except `countDynamo`,
+ * which only installs the middleware.
+ */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { S3Op } from '../test/support/s3-proxy.ts';
+
+/** Requests seen in a window: S3 by operation class, DynamoDB by command name. */
+export interface Requests {
+  s3: Partial<Record<S3Op, number>>;
+  ddb: Record<string, number>;
+}
+
+/** S3 Standard us-east-1 and DynamoDB on-demand list prices, in dollars (stated in the output). */
+export const PRICES = {
+  /** PUT, COPY, POST, LIST: per request ($0.005 per 1,000). */
+  s3ClassA: 0.005 / 1000,
+  /** GET, HEAD and every other non-free request ($0.0004 per 1,000). */
+  s3ClassB: 0.0004 / 1000,
+  /** Per read request unit ($0.125 per million). */
+  ddbRead: 0.125 / 1e6,
+  /** Per write request unit ($0.625 per million). */
+  ddbWrite: 0.625 / 1e6,
+} as const;
+
+export const PRICES_TEXT =
+  'S3 Standard us-east-1: PUT/COPY/POST/LIST $0.005 per 1,000, GET/HEAD/other $0.0004 per 1,000, DELETE free; ' +
+  'DynamoDB on-demand: $0.125 per 10^6 read units, $0.625 per 10^6 write units (one unit per request: lease items are < 1 KB, reads strongly consistent)';
+
+const CLASS_A: readonly S3Op[] = ['PUT', 'PUT-if', 'COPY', 'POST', 'LIST'];
+/** Print order of the S3 classes. */
+const OPS: readonly S3Op[] = ['GET', 'HEAD', 'LIST', 'PUT', 'PUT-if', 'COPY', 'POST', 'DELETE', 'other'];
+const DDB_READS = new Set(['GetItem', 'BatchGetItem', 'Query', 'Scan']);
+const DDB_WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem']);
+
+export function s3Total(r: Requests): number {
+  return Object.values(r.s3).reduce((a, b) => a + (b ?? 0), 0);
+}
+
+export function ddbReads(r: Requests): number {
+  return Object.entries(r.ddb).reduce((a, [k, v]) => a + (DDB_READS.has(k) ? v : 0), 0);
+}
+
+export function ddbWrites(r: Requests): number {
+  return Object.entries(r.ddb).reduce((a, [k, v]) => a + (DDB_WRITES.has(k) ? v : 0), 0);
+}
+
+/** `later - earlier`, key by key (counters only grow). */
+export function diff(later: Requests, earlier: Requests): Requests {
+  const sub = <K extends string>(a: Partial<Record<K, number>>, b: Partial<Record<K, number>>) => {
+    const out: Partial<Record<K, number>> = {};
+    for (const k of Object.keys(a) as K[]) {
+      const d = (a[k] ?? 0) - (b[k] ?? 0);
+      if (d !== 0) out[k] = d;
+    }
+    return out;
+  };
+  return { s3: sub(later.s3, earlier.s3), ddb: sub(later.ddb, earlier.ddb) as Record<string, number> };
+}
+
+/** Dollars for the requests of `r` (table and control-plane calls such as DescribeTable are free). */
+export function dollars(r: Requests): number {
+  let s = 0;
+  for (const [op, n] of Object.entries(r.s3) as [S3Op, number][]) {
+    if (op === 'DELETE') continue;
+    s += n * (CLASS_A.includes(op) ? PRICES.s3ClassA : PRICES.s3ClassB);
+  }
+  return s + ddbReads(r) * PRICES.ddbRead + ddbWrites(r) * PRICES.ddbWrite;
+}
+
+const num = (x: number): string => (Number.isInteger(x) ? String(x) : x < 0.1 ? x.toFixed(3) : x.toFixed(2));
+
+/** "7.00 S3 (GET 1.00, PUT 2.00, PUT-if 4.00) + 1.00 DynamoDB (GetItem 1.00)", each divided by `per`. */
+export function perText(r: Requests, per = 1): string {
+  const s3 = OPS.filter((op) => r.s3[op]).map((op) => `${op} ${num(r.s3[op]! / per)}`);
+  const ddbTotal = Object.values(r.ddb).reduce((a, b) => a + b, 0);
+  const ddb = Object.keys(r.ddb)
+    .sort()
+    .map((k) => `${k} ${num(r.ddb[k]! / per)}`);
+  return `${num(s3Total(r) / per)} S3${s3.length ? ` (${s3.join(', ')})` : ''}${ddbTotal ? ` + ${num(ddbTotal / per)} DynamoDB (${ddb.join(', ')})` : ''}`;
+}
+
+/** JSON form of `r / per` for results/s3-latest.json. */
+export function perJson(r: Requests, per = 1): { s3: Record<string, number>; s3Total: number; ddb: Record<string, number> } {
+  const div = (o: Partial<Record<string, number>>) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, (v ?? 0) / per]));
+  return { s3: div(r.s3), s3Total: s3Total(r) / per, ddb: div(r.ddb) };
+}
+
+/**
+ * Counts every DynamoDB HTTP request `client` sends, by command name, into `into`. The
+ * middleware sits in the finalizeRequest step at low priority, i.e. inside the SDK's retry
+ * middleware (high priority in the same step): a retried request counts once per attempt,
+ * as DynamoDB bills it.
+ */
+export function countDynamo(client: DynamoDBClient, into: Record<string, number>): void {
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const name = (context.commandName ?? 'unknown').replace(/Command$/, '');
+      into[name] = (into[name] ?? 0) + 1;
+      return next(args);
+    },
+    { step: 'finalizeRequest', priority: 'low', name: 'dgclBenchCountRequests' },
+  );
+}

@@ -1,0 +1,43 @@
+// The S3 bench's request accounting (bench/s3-cost.ts) and the proxy's operation classes
+// (test/support/s3-proxy.ts, s3Op): pure, no servers.
+import { describe, expect, it } from 'vitest';
+import { diff, dollars, perJson, perText, s3Total, type Requests } from '../../bench/s3-cost.ts';
+import { s3Op } from '../support/s3-proxy.ts';
+
+const q = (s = '') => new URLSearchParams(s);
+
+describe('s3Op', () => {
+  it('classes requests as S3 bills them', () => {
+    expect(s3Op('GET', '/b/k', q(), {})).toBe('GET');
+    expect(s3Op('GET', '/b', q('list-type=2&prefix=x/'), {})).toBe('LIST');
+    expect(s3Op('GET', '/b/', q('prefix=x/'), {})).toBe('LIST'); // ListObjects v1
+    expect(s3Op('HEAD', '/b/k', q(), {})).toBe('HEAD');
+    expect(s3Op('PUT', '/b/k', q(), {})).toBe('PUT');
+    expect(s3Op('PUT', '/b/k', q(), { 'if-none-match': '*' })).toBe('PUT-if');
+    expect(s3Op('PUT', '/b/k', q(), { 'if-match': '"e"' })).toBe('PUT-if');
+    expect(s3Op('PUT', '/b/k', q(), { 'x-amz-copy-source': '/b/j' })).toBe('COPY');
+    expect(s3Op('POST', '/b/k', q('uploads'), {})).toBe('POST');
+    expect(s3Op('POST', '/b', q('delete'), {})).toBe('DELETE');
+    expect(s3Op('DELETE', '/b/k', q(), {})).toBe('DELETE');
+  });
+});
+
+describe('request accounting', () => {
+  const r: Requests = { s3: { GET: 1000, 'PUT-if': 2000, PUT: 1000, LIST: 1000, DELETE: 5000 }, ddb: { GetItem: 1000, UpdateItem: 1000, DescribeTable: 3 } };
+
+  it('prices class A, class B, free deletes and DynamoDB units at the stated list prices', () => {
+    // 4,000 class A x $0.005/1000 = $0.02; 1,000 GETs x $0.0004/1000 = $0.0004; deletes free;
+    // 1,000 reads x $0.125/1e6 = $0.000125; 1,000 writes x $0.625/1e6 = $0.000625; DescribeTable free
+    expect(dollars(r)).toBeCloseTo(0.02 + 0.0004 + 0.000125 + 0.000625, 12);
+  });
+
+  it('subtracts windows and divides per unit', () => {
+    const later: Requests = { s3: { GET: 5, PUT: 3 }, ddb: { GetItem: 2 } };
+    const earlier: Requests = { s3: { GET: 1, PUT: 3 }, ddb: {} };
+    expect(diff(later, earlier)).toEqual({ s3: { GET: 4 }, ddb: { GetItem: 2 } });
+    expect(s3Total(r)).toBe(10_000);
+    expect(perText({ s3: { GET: 2, 'PUT-if': 4, PUT: 6 }, ddb: { GetItem: 2 } }, 2)).toBe('6 S3 (GET 1, PUT 3, PUT-if 2) + 1 DynamoDB (GetItem 1)');
+    expect(perText({ s3: { GET: 1 }, ddb: {} }, 4)).toBe('0.25 S3 (GET 0.25)');
+    expect(perJson({ s3: { GET: 3 }, ddb: { GetItem: 1 } }, 2)).toEqual({ s3: { GET: 1.5 }, s3Total: 1.5, ddb: { GetItem: 0.5 } });
+  });
+});
