@@ -99,7 +99,15 @@ export const DEFAULTS = {
  * outcome unknown, which the log handles like any lost answer). The log's own S3 objects are
  * small; lease requests are single-item.
  */
-const S3_REQUESTS = { connectionTimeout: 5_000, requestTimeout: 30_000, throwOnRequestTimeout: true } as const;
+const S3_REQUESTS = {
+  connectionTimeout: 5_000,
+  requestTimeout: 30_000,
+  throwOnRequestTimeout: true,
+  // A group commit sends one claim PUT and one marker GET per batch at once: the SDK's default of
+  // 50 sockets queued them in waves.
+  httpAgent: { keepAlive: true, maxSockets: 256 },
+  httpsAgent: { keepAlive: true, maxSockets: 256 },
+} as const;
 const DYNAMODB_REQUESTS = { connectionTimeout: 3_000, requestTimeout: 10_000, throwOnRequestTimeout: true } as const;
 
 /** Open one experiment's log (nothing is created until the first append). */
