@@ -5,11 +5,13 @@
  * on a local root with real Lance, and asserts what a user sees. Each one FAILS on main; the
  * failure is the finding (see the review report).
  */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ManualClock } from '../lib/clock.ts';
 import { DEFAULTS } from '../lib/index.ts';
 import type { LeaseStore } from '../lib/lease/types.ts';
-import { LanceCheckpointLog } from '../lib/log/log.ts';
+import { LanceCheckpointLog, type LanceLogOptions } from '../lib/log/log.ts';
 import type { Table, TableWrapper } from '../lib/log/tables.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { logUri, parseRoot } from '../lib/storage/location.ts';
@@ -48,6 +50,11 @@ function readerWithBaseTap(root: string, leases: LeaseStore, clock: ManualClock,
             };
           },
         });
+  return rawLog(root, leases, clock, { owner: 'review2-reader', wrapTable: wrap });
+}
+
+/** A log built as openLog builds it, with options testLog does not pass through (wrappers). */
+function rawLog(root: string, leases: LeaseStore, clock: ManualClock, extra: Partial<LanceLogOptions>): LanceCheckpointLog {
   const uri = logUri(parseRoot(root), PIPELINE, EXPERIMENT);
   const log = new LanceCheckpointLog({
     ...DEFAULTS,
@@ -57,10 +64,10 @@ function readerWithBaseTap(root: string, leases: LeaseStore, clock: ManualClock,
     objects: new LocalObjectStore(uri),
     storageOptions: undefined,
     leases,
-    owner: 'review2-reader',
+    owner: 'review2',
     clock,
     slots: 2,
-    wrapTable: wrap,
+    ...extra,
   });
   keep.log({ log, objects: null as never, leases: null as never });
   return log;
@@ -209,5 +216,55 @@ describe('review2 F3: items()/failures() on main do not hide deleted items', () 
     expect((await W.log.deleteItem('gone')).deleted).toBe(true);
     expect((await W.log.items()).items.map((i) => i.itemId)).toEqual(['kept']);
     expect((await W.log.failures()).map((f) => f.itemId)).toEqual([]);
+  });
+});
+
+/** Files (relative paths) of the base dataset's data folder. */
+async function baseDataFiles(root: string): Promise<Set<string>> {
+  const dir = path.join(logUri(parseRoot(root), PIPELINE, EXPERIMENT), 'data');
+  return new Set(await fs.readdir(dir));
+}
+
+describe('review2 F4: compaction prunes the fsynced files before the compacted ones are fsynced', () => {
+  // maintain()'s compaction step is ONE call, base.optimize({cleanupOlderThan}), which compacts
+  // (new fragment files, written without fsync by Lance) AND removes versions older than the
+  // retention together with the files only they reference: the merged fragments, fsynced when
+  // their merges were acknowledged. The fsync of the new files (tables.sync('base')) comes after.
+  // A power cut in between leaves the unlinks (journaled metadata) without the new files' data:
+  // acked, merged rows gone from a local root (invariants.md "Power loss on a local root").
+  it('at the moment the base is fsynced after compaction, no fsynced data file has been deleted yet', async () => {
+    const { root, clock, leases, open } = setup();
+    const W = open({ slot: 0, slots: 2 });
+    const acks: Ack[] = [];
+    for (let i = 0; i < 4; i++) {
+      acks.push(...(await W.log.append([createBatch(`m${i}`)])));
+      await W.log.mergeOwnShard(); // one base fragment each, fsynced by the merge
+    }
+    await W.log.close();
+    const durable = await baseDataFiles(root); // every one fsynced (merge: sync before retire)
+    expect(durable.size, 'one fragment file per merge').toBe(4);
+    // The merges' versions are older than the version retention from here on.
+    clock.advance(DEFAULTS.versionRetentionMs + 60_000);
+    let atSync: { gone: string[]; fresh: string[] } | null = null;
+    const M = rawLog(root, leases, clock, {
+      owner: 'review2-maintainer',
+      wrapSync: async (name, run) => {
+        if (name === 'base' && atSync === null) {
+          const now = await baseDataFiles(root);
+          atSync = { gone: [...durable].filter((f) => !now.has(f)), fresh: [...now].filter((f) => !durable.has(f)) };
+        }
+        return run();
+      },
+    });
+    const report = await M.maintain();
+    expect(report.compacted?.fragmentsRemoved, 'the compaction rewrote the merged fragments').toBe(4);
+    expect(atSync, 'the base was fsynced after the compaction').not.toBeNull();
+    const seen = atSync as unknown as { gone: string[]; fresh: string[] };
+    expect(seen.fresh.length, 'compacted file(s) not fsynced yet').toBeGreaterThanOrEqual(1);
+    // While the only copy of the rows is in files not yet fsynced, the fsynced copy must still exist.
+    expect(seen.gone, 'fsynced data files deleted before the compacted file was fsynced').toEqual([]);
+    await withFreshReader(root, leases, clock, async (r) => {
+      for (const a of acks) expect((await eventsOf(r, a.itemId)).size).toBe(a.eventIds.length);
+    });
   });
 });
