@@ -3,7 +3,9 @@
  * promise of docs/design/invariants.md (or deletion.md) on main at 267a6c1. Each test forces one
  * schedule with promises (tapped stores, writer/merge hooks, a Lance query wrapper; no sleeps)
  * on a local root with real Lance, and asserts what a user sees. Each one FAILS on main; the
- * failure is the finding (see the review report).
+ * failure is the finding (see the review report). F1 and F2 fail on h-libapi (f736d40) too; F3
+ * is fixed there (4819e41, not on main). The fix proposed for each was checked against its
+ * test in a scratch copy of the tree (not committed: this branch changes no lib/ code).
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
