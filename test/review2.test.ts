@@ -19,7 +19,7 @@ import { LocalObjectStore } from '../lib/storage/local.ts';
 import { logUri, parseRoot } from '../lib/storage/location.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
-import { eventsOf, EXPERIMENT, Pause, PIPELINE, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
+import { eventsOf, EXPERIMENT, Pause, PIPELINE, raceFixture, settle, TapObjectStore, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 /** Long enough that no lease lapses when the clock jumps past the deletion retention. */
@@ -268,5 +268,69 @@ describe('review2 F4: compaction prunes the fsynced files before the compacted o
     await withFreshReader(root, leases, clock, async (r) => {
       for (const a of acks) expect((await eventsOf(r, a.itemId)).size).toBe(a.eventIds.length);
     });
+  });
+});
+
+describe('review2 F5: a seal can name a shard version that was never fsynced', () => {
+  // The writer fsyncs after table.add() and before its epoch check. A writer that dies in
+  // between (process crash: its commit is in the page cache only) is sealed by the next owner of
+  // the slot at the LATEST version, which includes that commit, and the seal itself is fsynced.
+  // Until maintenance merges the generation (the merge fsyncs the base), a power cut can lose
+  // that version's manifest/data while the durable seal still names it: readers then check out a
+  // version that does not exist (every read of the log fails, the merge too), so the acked
+  // commits below it are unreachable. writeSeal() should fsync each generation it seals before
+  // the seal PUT (a no-op on object stores).
+  it('the takeover fsyncs the generation it seals before writing the seal', async () => {
+    const { root, clock, leases } = setup();
+    const crash = new Pause();
+    const hold = { on: false };
+    const W = rawLog(root, leases, clock, {
+      owner: 'review2-W',
+      slot: 0,
+      leaseTtlMs: TTL,
+      wrapSync: async (name, run) => {
+        if (hold.on && name !== 'base') {
+          await crash.hit(); // the process dies here: its commit landed, nothing fsynced it
+          throw new Error('W died before the fsync');
+        }
+        return run();
+      },
+    });
+    const acked = await W.append([createBatch('a')]);
+    hold.on = true;
+    const dying = settle(W.append([createBatch('b')]));
+    await crash.reached.promise;
+
+    // W's lease lapses; W2 takes the slot and seals W's epoch.
+    clock.advance(TTL + 1);
+    const synced: string[] = [];
+    let syncedAtSeal: string[] | null = null;
+    const objects = new TapObjectStore(new LocalObjectStore(logUri(parseRoot(root), PIPELINE, EXPERIMENT)));
+    objects.tap.before = (op, key) => {
+      if (op === 'putIfAbsent' && /\/seal\.s00-e0+1\.json$/.test(key)) syncedAtSeal = [...synced];
+    };
+    const W2 = rawLog(root, leases, clock, {
+      owner: 'review2-W2',
+      slot: 0,
+      leaseTtlMs: TTL,
+      objects,
+      wrapSync: async (name, run) => {
+        synced.push(name);
+        return run();
+      },
+    });
+    await W2.append([createBatch('c')]);
+    crash.release();
+    expect((await dying).ok, 'W never acknowledged b').toBe(false);
+
+    const gen = 's00-e000001-g000001';
+    const seal = JSON.parse((await objects.get(`_dgcl/meta/seal.s00-e000001.json`))!) as { gens: Record<string, number> };
+    // The seal includes the commit nobody fsynced (a reader sees b), so...
+    const seen = await withFreshReader(root, leases, clock, (r) => eventsOf(r, 'b'));
+    expect(seen.size, 'b (never fsynced) is visible through the seal').toBeGreaterThan(0);
+    expect(seal.gens['1'], 'sealed at the version with b').toBeGreaterThanOrEqual(2);
+    // ...the sealer must have made that version durable before the seal named it.
+    expect(syncedAtSeal, 'fsyncs done before the seal PUT').toContain(gen);
+    await withFreshReader(root, leases, clock, async (r) => expect((await eventsOf(r, 'a')).size).toBe(acked[0]!.eventIds.length));
   });
 });
