@@ -95,7 +95,7 @@ describe('review2 F1: scanEvents queries the base twice, at two different versio
   // merge whose base commit lands between the two puts the tail's events into the stream while
   // their shard copies are still "chosen". The re-listing only catches the merge once its
   // retired marker exists, which comes after the base commit.
-  it('an event is delivered twice when a merge commits to the base between the lookup and the stream', async () => {
+  it('each event is delivered once, also when a merge commits to the base between the lookup and the stream', async () => {
     const { root, clock, leases, open } = setup();
     const hooks: { beforeMergeStep?: (s: string) => Promise<void> } = {};
     const W = open({ slot: 0, slots: 2, mergeEveryCommits: 1000, hooks });
@@ -177,7 +177,7 @@ describe('review2 F2: a writer\'s in-memory rows of a generation being retired o
     return { root, clock, leases, W, mergePause, created };
   }
 
-  it('creating the deleted, purged item again is answered duplicate: true with events no reader sees (I4)', async () => {
+  it('creating the deleted, purged item again creates it (not a duplicate naming events no reader sees, I4)', async () => {
     const { root, clock, leases, W, mergePause, created } = await purgedWhileRetiring();
     // The pipeline creates x again (the same first batch): x does not exist any more.
     const again = await W.log.append([createBatch('x')]);
@@ -193,7 +193,7 @@ describe('review2 F2: a writer\'s in-memory rows of a generation being retired o
     ).toEqual(again[0]!.eventIds.map((id, i) => [id, again[0]!.firstSeq + i, again[0]!.firstSeq + i]));
   });
 
-  it('a step for the deleted, purged item is acknowledged (should be ItemNotFoundError) and reads as a headless item', async () => {
+  it('a step for the deleted, purged item fails with ItemNotFoundError (not acknowledged as a headless item)', async () => {
     const { root, clock, leases, W, mergePause } = await purgedWhileRetiring();
     const step = await settle(W.log.append([stepBatch('x', 1)]));
     mergePause.release();

@@ -139,9 +139,13 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
     await step('compaction', async () => {
       const base = await ctx.tables.base((await ctx.reader.listShards()).baseExists);
       if (!base) return;
-      const stats = await base.optimize({ cleanupOlderThan: new Date(o.clock.nowMs() - o.versionRetentionMs) });
+      // Compact, make the compacted files durable, and only then prune the old versions (and
+      // with them the files the merges fsynced): in one call Lance prunes before we can fsync.
+      const stats = await base.optimize({ cleanupOlderThan: new Date(0) });
       report.compacted = { fragmentsRemoved: stats.compaction.fragmentsRemoved, fragmentsAdded: stats.compaction.fragmentsAdded };
-      report.prunedVersions = stats.prune.oldVersionsRemoved;
+      await ctx.tables.sync('base');
+      const pruned = await base.optimize({ cleanupOlderThan: new Date(o.clock.nowMs() - o.versionRetentionMs) });
+      report.prunedVersions = pruned.prune.oldVersionsRemoved;
       await ctx.tables.sync('base');
     });
     await step('indexes', async () => {

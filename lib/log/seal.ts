@@ -78,6 +78,9 @@ export async function writeSeal(
       const t = await ctx.tables.shard(name);
       await t.checkoutLatest();
       versions[String(parseShardName(name)!.generation)] = await t.version();
+      // The seal names this version for good: it must survive power loss (the writer may have
+      // died between its commit and its fsync). A no-op on object stores.
+      await ctx.tables.sync(name);
     } catch (e) {
       // Merged and retired meanwhile: its rows are in the base, readers skip it either way.
       const now = parseMetaNames(await ctx.objects.list(META_DIR).catch(() => { throw e; }));

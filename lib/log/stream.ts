@@ -44,7 +44,10 @@ export function scanEvents<T>(reader: LogReader, tables: LanceTables, o: ScanOpt
     const columns = [...new Set([...o.columns, 'event_id', 'item_seq', ...(tombs.size > 0 ? ['item_id'] : [])])];
     const alive = (b: arrow.RecordBatch): ((row: number) => boolean) | null => (tombs.size === 0 ? null : aliveRows(b, tombs));
     const visitor = make();
-    const base = await tables.base(listing.baseExists);
+    // One base version for the lookup and the stream: a merge committing between them would
+    // put into the stream copies the lookup did not see (events delivered twice).
+    const latest = await tables.base(listing.baseExists);
+    const base = latest ? await tables.baseAt(await latest.version()) : null;
 
     // 1. The unmerged tail, whole, with the copy of each event it should contribute.
     const shardBatches: arrow.RecordBatch[] = [];

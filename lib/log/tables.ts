@@ -30,6 +30,7 @@ export class LanceTables {
   private readonly latest = new Map<string, Promise<Table>>();
   private readonly pinned = new Map<string, Promise<Table>>();
   private readonly syncs = new Map<string, DatasetSync>();
+  private pinnedBase: { version: number; table: Promise<Table> } | null = null;
 
   /** `logUri` is the experiment's `.../log.lance`. */
   constructor(
@@ -82,6 +83,24 @@ export class LanceTables {
       this.baseTable.catch(() => (this.baseTable = null));
     }
     return this.baseTable;
+  }
+
+  /**
+   * The base pinned at `version` (a read that queries it more than once sees one state). The
+   * last one is kept: consecutive reads usually ask for the same version.
+   */
+  async baseAt(version: number): Promise<Table> {
+    if (this.pinnedBase?.version !== version) {
+      const t = this.baseConnection().then(async (c) => {
+        const table = this.wrap(await c.openTable(this.parentUri().name), 'base');
+        await table.checkout(version);
+        return table;
+      });
+      const entry = { version, table: t };
+      t.catch(() => this.pinnedBase === entry && (this.pinnedBase = null));
+      this.pinnedBase = entry;
+    }
+    return this.pinnedBase.table;
   }
 
   /** Open or create the base table (race-safe: existOk), then mark that it exists. */
@@ -166,6 +185,7 @@ export class LanceTables {
     this.latest.clear();
     this.pinned.clear();
     this.baseTable = null;
+    this.pinnedBase = null;
     this.baseConn = null;
     this.shardConn = null;
     this.ownShardConn = null;

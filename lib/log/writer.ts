@@ -334,11 +334,15 @@ export class ShardWriter {
       // the read moves them into the base (maybe after we read it) and drops them from memory.
       const own = [...this.ownRows.entries()];
       const skip = new Set(own.map(([name]) => name));
-      const { existing, tombstones } = await this.ctx.reader.read(
-        async (listing) => ({ existing: await this.ctx.reader.scanListing(listing, sqlIn('item_id', toRead), TRACK_COLUMNS, skip), tombstones: listing.tombstones }),
+      const { existing, tombstones, visible } = await this.ctx.reader.read(
+        async (listing) => ({
+          existing: await this.ctx.reader.scanListing(listing, sqlIn('item_id', toRead), TRACK_COLUMNS, skip),
+          tombstones: listing.tombstones,
+          visible: new Set(listing.visible.map((v) => v.name)),
+        }),
         skip,
       );
-      for (const [, rows] of own) for (const r of rows) if (wanted.has(r.item_id) && r.item_seq > deletedThrough(tombstones, r.item_id)) existing.push(r);
+      for (const [, rows] of ownVisible(own, visible)) for (const r of rows) if (wanted.has(r.item_id) && r.item_seq > deletedThrough(tombstones, r.item_id)) existing.push(r);
       const read = buildTracks(existing, (id) => deletedThrough(tombstones, id), toRead);
       for (const id of toRead) tracks.set(id, read.get(id) ?? cloneTrack(undefined));
     }
@@ -425,12 +429,16 @@ export class ShardWriter {
       await this.ctx.objects.put(itemKey(itemId), `deleted ${this.claimNonce} ${++this.markerSeq}`);
       const own = [...this.ownRows.entries()];
       const skip = new Set(own.map(([name]) => name));
-      const { rows, tombstones } = await this.ctx.reader.read(
-        async (listing) => ({ rows: await this.ctx.reader.scanListing(listing, sqlIn('item_id', [itemId]), TRACK_COLUMNS, skip), tombstones: listing.tombstones }),
+      const { rows, tombstones, visible } = await this.ctx.reader.read(
+        async (listing) => ({
+          rows: await this.ctx.reader.scanListing(listing, sqlIn('item_id', [itemId]), TRACK_COLUMNS, skip),
+          tombstones: listing.tombstones,
+          visible: new Set(listing.visible.map((v) => v.name)),
+        }),
         skip,
       );
       const gone = deletedThrough(tombstones, itemId);
-      for (const [, mine] of own) for (const r of mine) if (r.item_id === itemId && r.item_seq > gone) rows.push(r);
+      for (const [, mine] of ownVisible(own, visible)) for (const r of mine) if (r.item_id === itemId && r.item_seq > gone) rows.push(r);
       if (rows.length === 0) return { itemId, deleted: false, throughSeq: gone };
       const throughSeq = rows.reduce((m, r) => Math.max(m, r.item_seq), 0);
       const tomb: Tombstone = { itemId, throughSeq, deletedAtMs: this.opts.clock.nowMs() };
@@ -521,6 +529,16 @@ export class ShardWriter {
     });
     this.closed = true;
   }
+}
+
+/**
+ * The own rows of generations the read's listing still shows. A generation missing from it is
+ * retired (its merge finished before the listing): its rows are in the base, read after the
+ * listing, under the same listing's tombstones; the in-memory copy (dropped only when the merge
+ * call returns) could outlive a purge of what it holds.
+ */
+function ownVisible(own: ReadonlyArray<[string, EventRow[]]>, visible: ReadonlySet<string>): Array<[string, EventRow[]]> {
+  return own.filter(([name]) => visible.has(name));
 }
 
 function errMsg(e: unknown): string {
