@@ -24,6 +24,12 @@ export const SHARDS_DIR = '_dgcl/shards';
 export const META_DIR = '_dgcl/meta';
 export const CLAIMS_DIR = '_dgcl/claims';
 export const ITEMS_DIR = '_dgcl/items';
+/**
+ * Per deleted item, one empty object per delete named by the seq it deleted through (kept after
+ * the purge; only sequencing lists it, for items without visible rows). Immutable names: a PUT
+ * that lands late can only add a lower seq, never lower the highest.
+ */
+export const DELETED_DIR = '_dgcl/deleted';
 
 export interface ShardName {
   name: string;
@@ -62,6 +68,8 @@ export const claimKey = (checkpointId: string) => `${CLAIMS_DIR}/${checkpointId}
 export const itemHash = (itemId: string) => createHash('sha256').update(itemId).digest('hex').slice(0, 40);
 export const itemKey = (itemId: string) => `${ITEMS_DIR}/${itemHash(itemId)}`;
 /** Seqs in tombstone names are zero-padded so names sort by seq. */
+export const floorDir = (itemId: string) => `${DELETED_DIR}/${itemHash(itemId)}`;
+export const floorKey = (itemId: string, throughSeq: number) => `${floorDir(itemId)}/${String(throughSeq).padStart(12, '0')}`;
 export const tombKey = (itemId: string, throughSeq: number) => `${META_DIR}/tomb.${itemHash(itemId)}.${String(throughSeq).padStart(12, '0')}`;
 
 /** A tombstone's body: which item, through which seq, when (the deleter's clock). */

@@ -14,7 +14,7 @@
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
 import type { Clock } from '../clock.ts';
-import { DgclError, FencedError, InternalError, UnavailableError } from '../errors.ts';
+import { CorruptError, DgclError, FencedError, InternalError, UnavailableError } from '../errors.ts';
 import { acquireWriterSlot, LeaseKeeper } from '../lease/slots.ts';
 import { randomUUID } from 'node:crypto';
 import type { Lease, LeaseStore } from '../lease/types.ts';
@@ -22,7 +22,7 @@ import { rowsToArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
 import { deletedThrough } from './deleted.ts';
-import { claimKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
+import { claimKey, floorDir, floorKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
 import { mergeGeneration, type MergeHooks } from './merge.ts';
@@ -66,6 +66,9 @@ interface Request {
   resolve(acks: Ack[]): void;
   reject(e: unknown): void;
 }
+
+/** Item markers put by deleteItem start with this. */
+const DELETED_MARKER = 'deleted ';
 
 /** Placeholder epoch for a validation pass before the slot is taken; never written. */
 const PENDING_EPOCH = 'pending';
@@ -261,6 +264,21 @@ export class ShardWriter {
     }
   }
 
+  /** The highest seq each item was ever deleted through (lib/log/layout.ts floorDir); absent: never. */
+  private async floorsOf(itemIds: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    await Promise.all(
+      itemIds.map(async (id) => {
+        for (const name of await this.ctx.objects.list(floorDir(id))) {
+          const n = Number(name);
+          if (!/^\d{12}$/.test(name) || !Number.isSafeInteger(n)) throw new CorruptError(`deleted-seq record ${floorDir(id)}/${name} of item ${JSON.stringify(id)} is not a seq`);
+          out.set(id, Math.max(out.get(id) ?? 0, n));
+        }
+      }),
+    );
+    return out;
+  }
+
   /** Claim a checkpoint's first ack; turns `ack` into the winner's duplicate if another writer won. */
   private async claim(ack: Ack, writerEpoch: string): Promise<void> {
     const by = `${writerEpoch}/${this.claimNonce}`;
@@ -343,7 +361,13 @@ export class ShardWriter {
         skip,
       );
       for (const [, rows] of ownVisible(own, visible)) for (const r of rows) if (wanted.has(r.item_id) && r.item_seq > deletedThrough(tombstones, r.item_id)) existing.push(r);
-      const read = buildTracks(existing, (id) => deletedThrough(tombstones, id), toRead);
+      // A deleted item keeps its deleted seqs after the purge dropped its tombstone: a new
+      // incarnation continues after them (its ids never repeat a deleted incarnation's).
+      // Read for items with a marker (someone began writing them) but no visible row: deleted,
+      // or a creation that never committed.
+      const withRows = new Set(existing.map((r) => r.item_id));
+      const floors = await this.floorsOf(toRead.filter((id) => !withRows.has(id)));
+      const read = buildTracks(existing, (id) => Math.max(deletedThrough(tombstones, id), floors.get(id) ?? 0), toRead);
       for (const id of toRead) tracks.set(id, read.get(id) ?? cloneTrack(undefined));
     }
     const eventTsUs = this.opts.clock.nowMs() * 1000;
@@ -426,7 +450,7 @@ export class ShardWriter {
     if (this.closing) return Promise.reject(new InternalError('the log is closed (or closing): open it again to delete'));
     return this.exclusive(async () => {
       this.tracks.delete(itemId);
-      await this.ctx.objects.put(itemKey(itemId), `deleted ${this.claimNonce} ${++this.markerSeq}`);
+      await this.ctx.objects.put(itemKey(itemId), `${DELETED_MARKER}${this.claimNonce} ${++this.markerSeq}`);
       const own = [...this.ownRows.entries()];
       const skip = new Set(own.map(([name]) => name));
       const { rows, tombstones, visible } = await this.ctx.reader.read(
@@ -439,9 +463,11 @@ export class ShardWriter {
       );
       const gone = deletedThrough(tombstones, itemId);
       for (const [, mine] of ownVisible(own, visible)) for (const r of mine) if (r.item_id === itemId && r.item_seq > gone) rows.push(r);
-      if (rows.length === 0) return { itemId, deleted: false, throughSeq: gone };
+      if (rows.length === 0) return { itemId, deleted: false, throughSeq: Math.max(gone, (await this.floorsOf([itemId])).get(itemId) ?? 0) };
       const throughSeq = rows.reduce((m, r) => Math.max(m, r.item_seq), 0);
       const tomb: Tombstone = { itemId, throughSeq, deletedAtMs: this.opts.clock.nowMs() };
+      // The floor first: once the tombstone exists the item may be purged at any time.
+      await this.ctx.objects.putIfAbsent(floorKey(itemId, throughSeq), '');
       await this.ctx.objects.putIfAbsent(tombKey(itemId, throughSeq), JSON.stringify(tomb));
       return { itemId, deleted: true, throughSeq };
     });

@@ -262,6 +262,36 @@ export function itemApiConformance(name: string, target: LogTarget): void {
       expect((await r.fold('gone')).violations).toEqual([]);
     });
 
+    it('a purged item keeps its deleted seqs: a retried delete answers them, a re-creation continues after them with new ids', async () => {
+      rootInfo = await target.newRoot();
+      const experiment = `e-floor-${randomUUID().slice(0, 6)}`;
+      const opts = { experiment, deletionRetentionMs: 0, versionRetentionMs: 0 };
+      const w = await newLog({ ...opts, owner: 'writer' });
+      const [first] = await w.append([createBatch('p', { set: { v: 1 } })]);
+      await w.append([stepBatch('p', 1)]);
+      await w.mergeOwnShard();
+      const del = await w.deleteItem('p');
+      expect(del.deleted).toBe(true);
+      const m = await newLog({ ...opts, owner: 'maintainer' });
+      expect((await m.maintain()).purgedItems).toBe(1);
+      expect((await m.maintain()).pendingDeletions, 'the tombstone is dropped after the purge').toBe(0);
+      // The delete's answer was lost and it is retried after the purge: it still names what it deleted.
+      expect(await w.deleteItem('p')).toEqual({ itemId: 'p', deleted: false, throughSeq: del.throughSeq });
+      // The same first batch again: a new incarnation after the deleted seqs, with ids of its own.
+      const other = await newLog({ ...opts, owner: 'other' });
+      const [again] = await other.append([createBatch('p', { set: { v: 1 } })]);
+      expect(again).toMatchObject({ firstSeq: del.throughSeq + 1, duplicate: false });
+      expect(again!.eventIds.filter((id) => first!.eventIds.includes(id))).toEqual([]);
+      // Deleted and purged once more: the next incarnation continues after the second one.
+      await other.mergeOwnShard();
+      const del2 = await other.deleteItem('p');
+      expect(del2).toEqual({ itemId: 'p', deleted: true, throughSeq: again!.lastSeq });
+      expect((await m.maintain()).purgedItems).toBe(1);
+      const [third] = await w.append([createBatch('p', { set: { v: 1 } })]);
+      expect(third).toMatchObject({ firstSeq: del2.throughSeq + 1, duplicate: false });
+      expect((await m.fold('p')).violations).toEqual([]);
+    });
+
     it('lists items filtered by root, parent and query tags, paged, aggregating only the page', async () => {
       rootInfo = await target.newRoot();
       const log = await newLog({ mergeEveryCommits: 1000 });

@@ -297,15 +297,6 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
       .then(
         (r) => {
           if (it.deleting !== rec) return;
-          if (!r.deleted && r.throughSeq === 0 && it.acked.length > 0) {
-            // Acked events, yet nothing visible and no tombstone: an earlier attempt whose answer
-            // was lost deleted the item, and maintenance purged it since (the id is forgotten; a
-            // re-creation would start at seq 1 with the old ids). Everything is deleted; the
-            // item is retired from the workload so seqs stay unambiguous for the checker.
-            history.endDelete(rec, Number.MAX_SAFE_INTEGER);
-            Object.assign(it, { chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], terminal: true, deleting: null });
-            return;
-          }
           history.endDelete(rec, r.throughSeq);
           Object.assign(it, { chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], step: 0, attempt: 1, terminal: false, base: r.throughSeq, deleting: null });
         },
