@@ -141,10 +141,14 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
       if (!base) return;
       // Compact, make the compacted files durable, and only then prune the old versions (and
       // with them the files the merges fsynced): in one call Lance prunes before we can fsync.
+      // The prune may only reach versions older than this pass: the second call compacts again
+      // (a merge may have landed meanwhile) and would otherwise delete files whose rows are only
+      // in its own, not yet fsynced, output.
+      const passStartMs = o.clock.nowMs();
       const stats = await base.optimize({ cleanupOlderThan: new Date(0) });
       report.compacted = { fragmentsRemoved: stats.compaction.fragmentsRemoved, fragmentsAdded: stats.compaction.fragmentsAdded };
       await ctx.tables.sync('base');
-      const pruned = await base.optimize({ cleanupOlderThan: new Date(o.clock.nowMs() - o.versionRetentionMs) });
+      const pruned = await base.optimize({ cleanupOlderThan: new Date(passStartMs - o.versionRetentionMs) });
       report.prunedVersions = pruned.prune.oldVersionsRemoved;
       await ctx.tables.sync('base');
     });
