@@ -82,12 +82,26 @@ describe('the demo report in Chromium', () => {
       });
     });
     expect(charts.map((c) => c.id)).toEqual(['chart-progress', 'chart-status', 'chart-steps', 'chart-durations', 'chart-failures']);
+    // The data behind the charts is the log's: status counts equal the folded states'.
+    const folded = { completed: 0, filtered: 0, failed: 0, in_progress: 0 };
+    for (const s of states) folded[s.status]++;
+    expect(data.status).toEqual(folded);
+    // Each chart's datasets: as many points as the report data has, and exactly its non-zero ones.
+    const marksOf = (...series: number[][]) => series.map((v) => ({ points: v.length, nonZero: v.filter((x) => x > 0).length }));
+    const p = data.progress;
+    const st = data.steps;
+    const expected: Record<string, Array<{ points: number; nonZero: number }>> = {
+      'chart-progress': marksOf(p.created, p.completed, p.filtered, p.failed),
+      'chart-status': marksOf((['completed', 'filtered', 'failed', 'in_progress'] as const).map((k) => data.status[k])),
+      'chart-steps': marksOf(st.map((s) => s.itemsPassed), st.map((s) => s.failures), st.map((s) => s.retriedCompletions)),
+      'chart-durations': marksOf(st.map((s) => s.durationMs.p50 ?? 0), st.map((s) => s.durationMs.p95 ?? 0)),
+      'chart-failures': marksOf(data.failures.map((f) => f.events), data.failures.map((f) => f.failedNow)),
+    };
     for (const c of charts) {
       expect(c.width, c.id).toBeGreaterThan(100);
-      // Every data point has a drawn element, and the chart shows some non-zero value.
+      // Every data point has a drawn element.
       for (const m of c.marks) expect(m.drawn, c.id).toBe(m.points);
-      expect(c.marks.reduce((a, m) => a + m.nonZero, 0), c.id).toBeGreaterThan(0);
-      expect(c.marks[0]!.points, c.id).toBeGreaterThan(0);
+      expect(c.marks.map((m) => ({ points: m.points, nonZero: m.nonZero })), c.id).toEqual(expected[c.id]);
     }
   });
 
