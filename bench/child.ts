@@ -10,7 +10,7 @@
  */
 import { createInterface } from 'node:readline';
 import type { EventRow } from '../lib/types.ts';
-import { newItemBatch, pool, rowsOf } from './common.ts';
+import { newItemBatch, peakRssBytes, pool, rowsOf } from './common.ts';
 
 // Each mode loads only what it uses: a SQLite worker must not pay LanceDB's start-up.
 const openLog = async (...a: Parameters<typeof import('../lib/index.ts').openLog>) => (await import('../lib/index.ts')).openLog(...a);
@@ -36,7 +36,7 @@ async function barrier(): Promise<void> {
 }
 
 function done(r: Omit<ChildResult, 'maxRssBytes'>): void {
-  const out: ChildResult = { ...r, maxRssBytes: process.resourceUsage().maxRSS * 1024 };
+  const out: ChildResult = { ...r, maxRssBytes: peakRssBytes() };
   process.stdout.write(`result ${JSON.stringify(out)}\n`);
 }
 

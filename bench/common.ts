@@ -1,5 +1,5 @@
 /** Helpers shared by the bench sections: batches, rows, percentiles, allocated disk size. */
-import { readdirSync, lstatSync } from 'node:fs';
+import { readdirSync, readFileSync, lstatSync } from 'node:fs';
 import path from 'node:path';
 import { parseBatch, toRows } from '../lib/batch.ts';
 import type { EventRow } from '../lib/types.ts';
@@ -86,4 +86,14 @@ export async function pool(count: number, inFlight: number, work: (i: number) =>
       while (next < count) await work(next++);
     }),
   );
+}
+
+/**
+ * Peak resident set of this process, bytes (VmHWM). Not `process.resourceUsage().maxRSS`: Linux
+ * keeps that across exec, so a child reports its parent's peak if that was higher at fork.
+ */
+export function peakRssBytes(): number {
+  const m = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+  if (!m) throw new Error('bench: no VmHWM in /proc/self/status');
+  return Number(m[1]) * 1024;
 }

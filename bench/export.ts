@@ -18,6 +18,7 @@ import { report } from '../lib/report/report.ts';
 import { rowsToArrow } from '../lib/schema.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import type { EventRow } from '../lib/types.ts';
+import { peakRssBytes } from './common.ts';
 
 const PER_ITEM = 10;
 const args = process.argv.slice(2);
@@ -65,7 +66,7 @@ async function child(mode: string, root: string, out: string): Promise<void> {
   }
   const seconds = (performance.now() - t) / 1000;
   await lg.close();
-  process.stdout.write(`${JSON.stringify({ mode, seconds, maxRssBytes: process.resourceUsage().maxRSS * 1024, ...detail })}\n`);
+  process.stdout.write(`${JSON.stringify({ mode, seconds, maxRssBytes: peakRssBytes(), ...detail })}\n`);
 }
 
 if (args[0] === 'child') {

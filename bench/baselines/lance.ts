@@ -1,5 +1,6 @@
 /** Baseline: a bare LanceDB table in the project's schema, rows added with `add()`. */
 import * as lancedb from '@lancedb/lancedb';
+import { DATA_STORAGE_VERSION } from '../../lib/log/tables.ts';
 import { EVENT_SCHEMA, rowsFromArrow, rowsToArrow } from '../../lib/schema.ts';
 import type { EventRow } from '../../lib/types.ts';
 
@@ -9,7 +10,8 @@ export class RawLance {
   /** `dir`: a folder or an s3:// URI (then with `storageOptions`, as the log passes them). */
   static async open(dir: string, name = 'events', storageOptions?: Record<string, string>): Promise<RawLance> {
     const db = await lancedb.connect(dir, storageOptions ? { storageOptions } : {});
-    return new RawLance(await db.createEmptyTable(name, EVENT_SCHEMA));
+    // The same file format as the log's tables: the comparison is of the protocol, not the format.
+    return new RawLance(await db.createEmptyTable(name, EVENT_SCHEMA, { storageOptions: { new_table_data_storage_version: DATA_STORAGE_VERSION } }));
   }
 
   async add(rows: readonly EventRow[]): Promise<void> {
