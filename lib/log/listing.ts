@@ -61,7 +61,11 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
   // Candidate ids, sorted like Lance compares them (UTF-8 bytes): null = every item matching `where`.
   let candidates: string[] | null = null;
   if (tags.size > 0) candidates = await taggedItems(src, where, tags);
-  else if (q.status === undefined && q.limit !== undefined) candidates = await src.scanEvents({ columns: ['item_id'], filter: where }, () => new IdVisitor());
+  // A page small enough for an `IN` filter: find its ids from the item_id column first, then
+  // aggregate only those items. A larger page would aggregate every item anyway: one pass.
+  else if (q.status === undefined && q.limit !== undefined && q.limit <= MAX_IN) {
+    candidates = await src.scanEvents({ columns: ['item_id'], filter: where }, () => new IdVisitor());
+  }
   if (candidates !== null && q.after !== undefined) candidates = candidates.filter((id) => compareUtf8(id, q.after!) > 0);
 
   // Without a status filter the page is known from the ids: aggregate only its items.

@@ -350,6 +350,16 @@ export function itemApiConformance(name: string, target: LogTarget): void {
         const page = await log.items({ limit: 2, after: 'a-1' });
         expect(page).toEqual({ items: all.slice(1, 3), next: 'a-2' });
         expect(spy.mock.calls.map((c) => c[0])).toEqual([`item_id > 'a-1' AND item_id IN ('a-1-x', 'a-2')`]);
+        // a page too large for an IN filter is one aggregate pass over the range, nothing else
+        spy.mockClear();
+        const scans = vi.spyOn(LanceCheckpointLog.prototype, 'scanEvents');
+        try {
+          expect(await log.items({ limit: 1001, after: 'a-1' })).toEqual({ items: all.slice(1) });
+          expect(spy.mock.calls.map((c) => c[0])).toEqual([`item_id > 'a-1'`]);
+          expect(scans).toHaveBeenCalledTimes(1);
+        } finally {
+          scans.mockRestore();
+        }
       } finally {
         spy.mockRestore();
       }
