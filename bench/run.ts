@@ -2,11 +2,12 @@
  * Benchmark of the embedded default (local folder) against baselines measured in the same run:
  * a bare LanceDB `add()` of the same rows (same schema), SQLite (`node:sqlite`, WAL +
  * synchronous=FULL, one transaction per batch) and JSON lines with an fsync per batch. Prints ONE
- * table and writes it to bench/results/latest.{md,json}. Asserts nothing.
+ * table and writes it to bench/results/latest.{md,json} (the long run: long.{md,json}). Asserts
+ * nothing.
  *
- *   npm run bench               # sizes 10^4..10^6 (minutes to tens of minutes)
+ *   npm run bench               # sizes 10^4..10^6 (about 3 minutes here)
  *   npm run bench -- --quick    # sizes 10^4, 10^5, small counts (~40 s of CPU; indicative)
- *   npm run bench -- --long     # sizes 10^4..10^7 (hours)
+ *   npm run bench -- --long     # sizes 10^4..10^7 (tens of minutes)
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -383,6 +384,8 @@ const md = formatTable(table, meta);
 process.stdout.write(md);
 const out = fileURLToPath(new URL('./results/', import.meta.url));
 mkdirSync(out, { recursive: true });
-writeFileSync(path.join(out, 'latest.md'), md);
-writeFileSync(path.join(out, 'latest.json'), JSON.stringify({ meta, rows: table, raw }, null, 2) + '\n');
-log(`wrote ${path.join(out, 'latest.md')} and latest.json`);
+// The long run keeps its own file: it is run rarely, and the latest normal run stays beside it.
+const stem = mode === 'long' ? 'long' : 'latest';
+writeFileSync(path.join(out, `${stem}.md`), md);
+writeFileSync(path.join(out, `${stem}.json`), JSON.stringify({ meta, rows: table, raw }, null, 2) + '\n');
+log(`wrote ${path.join(out, `${stem}.md`)} and ${stem}.json`);

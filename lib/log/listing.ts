@@ -3,7 +3,7 @@
  * on the streaming summary (lib/log/summary.ts): filters on `root_item_id`, `parent_item_id`
  * and the page cursor go down to Lance; tags are matched from the rows that carry tags only;
  * without a status filter the page's item ids are chosen first from the `item_id` column alone,
- * and only those items are aggregated.
+ * and only those items are aggregated (the range up to the page's last id goes down to Lance).
  */
 import type * as arrow from 'apache-arrow';
 import type { ItemPage } from '../api.ts';
@@ -60,23 +60,32 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
 
   // Candidate ids, sorted like Lance compares them (UTF-8 bytes): null = every item matching `where`.
   let candidates: string[] | null = null;
-  if (tags.size > 0) candidates = await taggedItems(src, where, tags);
-  // A page small enough for an `IN` filter: find its ids from the item_id column first, then
-  // aggregate only those items. A larger page would aggregate every item anyway: one pass.
-  else if (q.status === undefined && q.limit !== undefined && q.limit <= MAX_IN) {
-    candidates = await src.scanEvents({ columns: ['item_id'], filter: where }, () => new IdVisitor());
-  }
-  if (candidates !== null && q.after !== undefined) candidates = candidates.filter((id) => compareUtf8(id, q.after!) > 0);
-
-  // Without a status filter the page is known from the ids: aggregate only its items.
+  /** The page's last item id: the aggregate pass reads only up to it (`item_id <= upTo`). */
+  let upTo: string | null = null;
   let more = false;
-  if (candidates !== null && q.status === undefined && q.limit !== undefined && candidates.length > q.limit) {
-    candidates = candidates.slice(0, q.limit);
-    more = true;
+  if (tags.size > 0) {
+    candidates = await taggedItems(src, where, tags);
+    if (q.after !== undefined) candidates = candidates.filter((id) => compareUtf8(id, q.after!) > 0);
+    // Without a status filter the page is known from the ids.
+    if (q.status === undefined && q.limit !== undefined && candidates.length > q.limit) {
+      candidates = candidates.slice(0, q.limit);
+      more = true;
+    }
+    if (candidates.length === 0) return { items: [] };
+    upTo = candidates.at(-1)!;
+  } else if (q.status === undefined && q.limit !== undefined) {
+    // A page without a status filter: its items are the first `limit` ids after the cursor,
+    // found from the item_id column alone (holding at most twice a page of ids); then only
+    // they are aggregated. So a page costs memory for one page, not for the rest of the log.
+    const first = await src.scanEvents({ columns: ['item_id'], filter: where }, () => new FirstIdsVisitor(q.limit! + 1));
+    if (first.length === 0) return { items: [] };
+    if (first.length > q.limit) {
+      more = true;
+      upTo = first[q.limit - 1]!;
+    }
   }
-  if (candidates !== null && candidates.length === 0) return { items: [] };
   const inFilter = candidates !== null && candidates.length <= MAX_IN ? sqlIn('item_id', candidates) : null;
-  const filter = [where, inFilter].filter((x): x is string => x !== null).join(' AND ') || null;
+  const filter = [where, upTo !== null ? `item_id <= ${sqlString(upTo)}` : null, inFilter].filter((x): x is string => x !== null).join(' AND ') || null;
   let aggs = await src.aggregates(filter);
   if (candidates !== null && inFilter === null) {
     const wanted = new Set(candidates);
@@ -84,6 +93,7 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
   }
   let list = aggs.map(summaryOf);
   if (q.after !== undefined) list = list.filter((s) => compareUtf8(s.itemId, q.after!) > 0);
+  if (upTo !== null) list = list.filter((s) => compareUtf8(s.itemId, upTo) <= 0);
   if (q.status !== undefined) list = list.filter((s) => s.status === q.status);
   if (q.limit !== undefined && list.length > q.limit) {
     list = list.slice(0, q.limit);
@@ -106,21 +116,34 @@ async function taggedItems(src: ListingSource, where: string | null, tags: Map<s
   return out.sort(compareUtf8);
 }
 
-/** Distinct item ids, sorted in UTF-8 byte order. */
-class IdVisitor implements EventVisitor<string[]> {
-  private readonly ids = new Set<string>();
+/**
+ * The first `n` distinct item ids in UTF-8 byte order. Holds at most 2n ids: when full it keeps
+ * the n smallest and from then on skips every id above the largest of them.
+ */
+class FirstIdsVisitor implements EventVisitor<string[]> {
+  private ids = new Set<string>();
+  /** Ids above it cannot be among the first n (null until the first prune). */
+  private bound: string | null = null;
+  constructor(private readonly n: number) {}
   batch(b: arrow.RecordBatch, keep: (row: number) => boolean): void {
     const col = new Utf8Column(b, 'item_id');
-    let added = -1; // rows of one item come in runs: decode an id once per run
+    let seen = -1; // rows of one item come in runs: look at an id once per run
     for (let r = 0; r < b.numRows; r++) {
-      if (!keep(r) || (added >= 0 && col.same(r, added))) continue;
-      added = r;
+      if (!keep(r) || (seen >= 0 && col.same(r, seen))) continue;
+      seen = r;
       const id = col.get(r);
-      if (id !== null) this.ids.add(id);
+      if (id === null || (this.bound !== null && compareUtf8(id, this.bound) > 0)) continue;
+      this.ids.add(id);
+      if (this.ids.size >= 2 * this.n) this.prune();
     }
   }
+  private prune(): void {
+    const first = [...this.ids].sort(compareUtf8).slice(0, this.n);
+    this.ids = new Set(first);
+    this.bound = first.at(-1) ?? null;
+  }
   done(): string[] {
-    return [...this.ids].sort(compareUtf8);
+    return [...this.ids].sort(compareUtf8).slice(0, this.n);
   }
 }
 

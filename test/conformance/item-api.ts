@@ -330,18 +330,21 @@ export function itemApiConformance(name: string, target: LogTarget): void {
 
       // pages: the same items as one listing, in order, `next` only while more follow
       const all = (await log.items()).items;
+      // (page sizes 1 and 2 also make the first-ids pass drop ids above its bound: it holds 2n)
       for (const q of [{}, { rootItemId: 'root-a' }, { tags: { model: 'm1' } }, { status: 'in_progress' as const }]) {
         const expected = (await log.items(q)).items;
-        const got = [];
-        let after: string | undefined;
-        for (let n = 0; n < 10; n++) {
-          const page = await log.items({ ...q, limit: 2, ...(after !== undefined ? { after } : {}) });
-          expect(page.items.length).toBeLessThanOrEqual(2);
-          got.push(...page.items);
-          if (!page.next) break;
-          after = page.next;
+        for (const limit of [1, 2, 4]) {
+          const got = [];
+          let after: string | undefined;
+          for (let n = 0; n < 10; n++) {
+            const page = await log.items({ ...q, limit, ...(after !== undefined ? { after } : {}) });
+            expect(page.items.length).toBeLessThanOrEqual(limit);
+            got.push(...page.items);
+            if (!page.next) break;
+            after = page.next;
+          }
+          expect(got, `${JSON.stringify(q)} limit ${limit}`).toEqual(expected);
         }
-        expect(got, JSON.stringify(q)).toEqual(expected);
       }
       expect(all.map((i) => i.itemId)).toEqual(['a-1', 'a-1-x', 'a-2', 'b-1', 'root-a', 'root-b']);
       // a page without a status filter aggregates only its own items
@@ -349,17 +352,11 @@ export function itemApiConformance(name: string, target: LogTarget): void {
       try {
         const page = await log.items({ limit: 2, after: 'a-1' });
         expect(page).toEqual({ items: all.slice(1, 3), next: 'a-2' });
-        expect(spy.mock.calls.map((c) => c[0])).toEqual([`item_id > 'a-1' AND item_id IN ('a-1-x', 'a-2')`]);
-        // a page too large for an IN filter is one aggregate pass over the range, nothing else
+        expect(spy.mock.calls.map((c) => c[0])).toEqual([`item_id > 'a-1' AND item_id <= 'a-2'`]);
+        // the last page has no upper bound
         spy.mockClear();
-        const scans = vi.spyOn(LanceCheckpointLog.prototype, 'scanEvents');
-        try {
-          expect(await log.items({ limit: 1001, after: 'a-1' })).toEqual({ items: all.slice(1) });
-          expect(spy.mock.calls.map((c) => c[0])).toEqual([`item_id > 'a-1'`]);
-          expect(scans).toHaveBeenCalledTimes(1);
-        } finally {
-          scans.mockRestore();
-        }
+        expect(await log.items({ limit: 1001, after: 'a-1' })).toEqual({ items: all.slice(1) });
+        expect(spy.mock.calls.map((c) => c[0])).toEqual([`item_id > 'a-1'`]);
       } finally {
         spy.mockRestore();
       }
