@@ -5,7 +5,7 @@
  *
  *   child.ts writer <root> <slot> <batches> <inFlight>
  *   child.ts sqlite-writer <file> <batches> <tag>
- *   child.ts items <root>
+ *   child.ts items|items-pages <root> <events>
  *   child.ts sqlite-items <file>
  */
 import { createInterface } from 'node:readline';
@@ -63,14 +63,16 @@ if (mode === 'writer') {
   const endMs = Date.now();
   db.close();
   done({ startMs, endMs, events: batches * 10 });
-} else if (mode === 'items') {
+} else if (mode === 'items' || mode === 'items-pages') {
+  // items: one call (one pass); items-pages: pages of 10,000 (one pass over the item_id column
+  // after the cursor, then the page's items, per page).
   const log = await openLog({ root: a!, pipeline: 'b', experiment: 'size' });
   await barrier();
   const startMs = Date.now();
   let items = 0;
   let after: string | undefined;
   do {
-    const page = await log.items({ limit: 10_000, ...(after ? { after } : {}) });
+    const page = await log.items(mode === 'items' ? {} : { limit: 10_000, ...(after ? { after } : {}) });
     items += page.items.length;
     after = page.next;
   } while (after);

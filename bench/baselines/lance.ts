@@ -1,6 +1,6 @@
 /** Baseline: a bare LanceDB table in the project's schema, rows added with `add()`. */
 import * as lancedb from '@lancedb/lancedb';
-import { DATA_STORAGE_VERSION } from '../../lib/log/tables.ts';
+import { dataStorageVersion } from '../../lib/log/tables.ts';
 import { EVENT_SCHEMA, rowsFromArrow, rowsToArrow } from '../../lib/schema.ts';
 import type { EventRow } from '../../lib/types.ts';
 
@@ -11,7 +11,7 @@ export class RawLance {
   static async open(dir: string, name = 'events', storageOptions?: Record<string, string>): Promise<RawLance> {
     const db = await lancedb.connect(dir, storageOptions ? { storageOptions } : {});
     // The same file format as the log's tables: the comparison is of the protocol, not the format.
-    return new RawLance(await db.createEmptyTable(name, EVENT_SCHEMA, { storageOptions: { new_table_data_storage_version: DATA_STORAGE_VERSION } }));
+    return new RawLance(await db.createEmptyTable(name, EVENT_SCHEMA, { storageOptions: { new_table_data_storage_version: dataStorageVersion(dir) } }));
   }
 
   async add(rows: readonly EventRow[]): Promise<void> {

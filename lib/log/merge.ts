@@ -8,7 +8,6 @@
  * generations skipped, half-deleted generations behind a marker) and a rerun finishes the work.
  */
 import { DgclError, UnavailableError } from '../errors.ts';
-import { rowsFromArrow, rowsToArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { genKey, retiredKey, shardPrefix } from './layout.ts';
 import type { LanceTables } from './tables.ts';
@@ -29,16 +28,18 @@ export async function mergeGeneration(
   try {
     await hooks?.beforeMergeStep?.('read', shard);
     const table = version === null ? await tables.shard(shard) : await tables.shardAt(shard, version);
-    const rows = rowsFromArrow(await table.query().toArrow());
+    // Arrow in, Arrow out: turning the rows into JavaScript objects and back cost more than the
+    // whole Lance merge (2.4 s of a 7 s one-writer bench run).
+    const data = await table.query().toArrow();
     await hooks?.beforeMergeStep?.('base-commit', shard);
-    if (rows.length > 0) {
+    if (data.numRows > 0) {
       const base = await tables.ensureBase();
-      await base.mergeInsert('event_id').whenNotMatchedInsertAll().execute(rowsToArrow(rows) as never);
+      await base.mergeInsert('event_id').whenNotMatchedInsertAll().execute(data);
       // The base copy must survive power loss before the shard copy is deleted.
       await tables.sync('base');
     }
-    await retireGeneration(ctx, shard, { version, rows: rows.length });
-    return rows.length;
+    await retireGeneration(ctx, shard, { version, rows: data.numRows });
+    return data.numRows;
   } catch (e) {
     // Lance reports storage trouble as plain errors; every step is idempotent, so: retry later.
     if (e instanceof DgclError) throw e;

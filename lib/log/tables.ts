@@ -13,13 +13,15 @@ import { BASE_KEY, genKey, SHARDS_DIR } from './layout.ts';
 export type Table = lancedb.Table;
 
 /**
- * Lance file format of the tables this project creates (existing datasets keep theirs). LanceDB
- * 0.39's default (2.2) compresses better but makes point reads slow: an indexed query of one
- * item's 50 rows, 32 columns, over 10^6 events took 27.5 ms on 2.2 and 7.0 ms on 2.1, whole
- * scans and appends within noise, 63 vs 66 bytes per event (docs/design/performance.md).
+ * Lance file format of the tables this project creates, by kind of root (a dataset keeps the
+ * format it was created with). Measured (docs/design/performance.md): on a local disk LanceDB
+ * 0.39's default, 2.2, makes point reads slow (one item's 50 rows, 32 columns, of 10^6 events:
+ * 27.5 ms on 2.2, 7.0 ms on 2.1); on S3, 2.1 needs more requests for the same read (a warm fold
+ * of 10^5 events: 20.8 GETs against 10.8 on 2.2; a cold one 44 against 33) and is slower there.
  */
-export const DATA_STORAGE_VERSION = '2.1';
-const CREATE = { mode: 'create', existOk: true, storageOptions: { new_table_data_storage_version: DATA_STORAGE_VERSION } } as const;
+export function dataStorageVersion(uri: string): '2.1' | '2.2' {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(uri) && !uri.startsWith('file://') ? '2.2' : '2.1';
+}
 
 /**
  * Wraps every table handle this process opens (the simulation harness gates and faults Lance
@@ -49,6 +51,10 @@ export class LanceTables {
     private readonly wrap: TableWrapper = (t) => t,
     private readonly wrapSync: SyncWrapper = (_name, run) => run(),
   ) {}
+
+  private createOptions() {
+    return { mode: 'create', existOk: true, storageOptions: { new_table_data_storage_version: dataStorageVersion(this.logUri) } } as const;
+  }
 
   private parentUri(): { dir: string; name: string } {
     const i = this.logUri.lastIndexOf('/');
@@ -119,7 +125,7 @@ export class LanceTables {
       if (t) return t;
     }
     const conn = await this.baseConnection();
-    const t = this.wrap(await conn.createEmptyTable(this.parentUri().name, EVENT_SCHEMA, CREATE), 'base');
+    const t = this.wrap(await conn.createEmptyTable(this.parentUri().name, EVENT_SCHEMA, this.createOptions()), 'base');
     await this.objects.putIfAbsent(BASE_KEY, '');
     this.baseTable = Promise.resolve(t);
     return t;
@@ -132,7 +138,7 @@ export class LanceTables {
       c.catch(() => this.ownShardConn === c && (this.ownShardConn = null));
     }
     const conn = await this.ownShardConn;
-    const t = this.wrap(await conn.createEmptyTable(name, EVENT_SCHEMA, CREATE), name);
+    const t = this.wrap(await conn.createEmptyTable(name, EVENT_SCHEMA, this.createOptions()), name);
     // The marker makes the generation visible to readers; nothing is committed to it before.
     await this.objects.putIfAbsent(genKey(name), '');
     this.latest.set(name, Promise.resolve(t));

@@ -47,8 +47,7 @@ export class LocalObjectStore implements ObjectStore {
     const folder = path.dirname(final);
     const tmp = path.join(folder, `${TMP_MARK}${process.pid}-${randomBytes(6).toString('hex')}`);
     try {
-      await fs.mkdir(folder, { recursive: true });
-      await fs.writeFile(tmp, body, { flag: 'wx' });
+      await writeCreatingFolder(folder, () => fs.writeFile(tmp, body, { flag: 'wx' }));
       await fs.rename(tmp, final);
     } catch (e) {
       await unlinkQuiet(tmp);
@@ -62,24 +61,14 @@ export class LocalObjectStore implements ObjectStore {
     const final = this.path(k);
     const folder = path.dirname(final);
     const tmp = path.join(folder, `${TMP_MARK}${process.pid}-${randomBytes(6).toString('hex')}`);
-    // A concurrent delete may prune the folder between mkdir and the write: retry.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await fs.mkdir(folder, { recursive: true });
-        if (durable) await writeDurably(tmp, body);
-        else await fs.writeFile(tmp, body, { flag: 'wx' });
-        break;
-      } catch (e) {
-        if (errCode(e) === 'ENOENT' && attempt < 5) continue;
-        if (errCode(e) === 'EEXIST' || errCode(e) === 'ENOTDIR') {
-          // a local folder cannot also be a file (an object store could hold both)
-          throw new InvalidInputError(
-            `cannot create ${JSON.stringify(k)} in ${this.dir}: a parent of it is an object`,
-            { field: 'key', cause: e },
-          );
-        }
-        throw this.fail('put', k, e);
+    try {
+      await writeCreatingFolder(folder, () => (durable ? writeDurably(tmp, body) : fs.writeFile(tmp, body, { flag: 'wx' })));
+    } catch (e) {
+      if (errCode(e) === 'EEXIST' || errCode(e) === 'ENOTDIR') {
+        // a local folder cannot also be a file (an object store could hold both)
+        throw new InvalidInputError(`cannot create ${JSON.stringify(k)} in ${this.dir}: a parent of it is an object`, { field: 'key', cause: e });
       }
+      throw this.fail('put', k, e);
     }
     try {
       await fs.link(tmp, final);
@@ -226,4 +215,21 @@ async function isDir(p: string): Promise<boolean> {
 
 function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * Run a write of a new file in `folder`, creating the folder only when the write finds it
+ * missing (a mkdir per write cost more than the write). A concurrent delete may prune an
+ * emptied folder between the mkdir and the write: a few attempts.
+ */
+async function writeCreatingFolder(folder: string, write: () => Promise<unknown>): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await write();
+      return;
+    } catch (e) {
+      if (errCode(e) !== 'ENOENT' || attempt >= 5) throw e;
+      await fs.mkdir(folder, { recursive: true });
+    }
+  }
 }
