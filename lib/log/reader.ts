@@ -33,7 +33,7 @@ import {
 } from './layout.ts';
 import { withoutDeleted } from './deleted.ts';
 import { writeSeal } from './seal.ts';
-import type { LanceTables, Table } from './tables.ts';
+import { projection, type LanceTables, type Table } from './tables.ts';
 
 export interface ShardView extends ShardName {
   /** Version readers see; null = latest. */
@@ -252,7 +252,7 @@ function maxEpochPerSlot(writerEpochs: readonly string[]): Map<number, number> {
 }
 
 async function query(t: Table, filter: string | null, columns: readonly string[]): Promise<EventRow[]> {
-  let q = t.query().select([...columns]);
+  let q = t.query().select(projection(columns));
   if (filter) q = q.where(filter);
   return rowsFromArrow(await q.toArrow());
 }

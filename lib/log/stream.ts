@@ -12,7 +12,7 @@
  */
 import type * as arrow from 'apache-arrow';
 import type { LogReader } from './reader.ts';
-import { sqlIn, type LanceTables, type Table } from './tables.ts';
+import { projection, sqlIn, type LanceTables, type Table } from './tables.ts';
 import { Utf8Column, Int64Column } from './columns.ts';
 import { deletedThrough } from './deleted.ts';
 
@@ -116,7 +116,7 @@ function aliveRows(b: arrow.RecordBatch, tombs: ReadonlyMap<string, number>): (r
 }
 
 function query(t: Table, filter: string | null, columns: readonly string[]) {
-  let q = t.query().select([...columns]);
+  let q = t.query().select(projection(columns));
   if (filter) q = q.where(filter);
   return q;
 }
