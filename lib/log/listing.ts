@@ -95,11 +95,14 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
   if (q.after !== undefined) list = list.filter((s) => compareUtf8(s.itemId, q.after!) > 0);
   if (upTo !== null) list = list.filter((s) => compareUtf8(s.itemId, upTo) <= 0);
   if (q.status !== undefined) list = list.filter((s) => s.status === q.status);
+  // A page cut from the ids covered every id up to `upTo`, even when items of it were deleted
+  // after the ids were chosen (an emptied page still says where to go on, or paging would stop).
+  let next = more && upTo !== null ? upTo : undefined;
   if (q.limit !== undefined && list.length > q.limit) {
     list = list.slice(0, q.limit);
-    more = true;
+    next = list.at(-1)!.itemId;
   }
-  return more && list.length > 0 ? { items: list, next: list.at(-1)!.itemId } : { items: list };
+  return next !== undefined ? { items: list, next } : { items: list };
 }
 
 /**
