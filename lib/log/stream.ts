@@ -15,9 +15,14 @@ import type { LogReader } from './reader.ts';
 import { sqlIn, type LanceTables, type Table } from './tables.ts';
 import { Utf8Column, Int64Column } from './columns.ts';
 import { deletedThrough } from './deleted.ts';
+import { releaseBatch } from './release.ts';
 
 export interface EventVisitor<T> {
-  /** Rows for which `keep(row)` is false are duplicate copies of events met elsewhere: skip them. */
+  /**
+   * Rows for which `keep(row)` is false are duplicate copies of events met elsewhere: skip them.
+   * `b`'s memory is released when this returns (lib/log/release.ts): copy out what you keep
+   * (strings, numbers, copied bytes), never `b`, its columns or views of its buffers.
+   */
   batch(b: arrow.RecordBatch, keep: (row: number) => boolean): void;
   done(): T;
 }
@@ -82,6 +87,7 @@ export function scanEvents<T>(reader: LogReader, tables: LanceTables, o: ScanOpt
             if (bseq.get(r)! <= c[2]) chosen.delete(id);
             else baseLoses.push(id);
           }
+          releaseBatch(b);
         }
       }
     }
@@ -90,13 +96,17 @@ export function scanEvents<T>(reader: LogReader, tables: LanceTables, o: ScanOpt
     if (base) {
       const exclude = baseLoses.length > 0 ? `NOT (${sqlIn('event_id', baseLoses)})` : null;
       const where = filter && exclude ? `(${filter}) AND ${exclude}` : (filter ?? exclude);
-      for await (const b of stream(base, where, columns)) visitor.batch(b, alive(b) ?? ALL);
+      for await (const b of stream(base, where, columns)) {
+        visitor.batch(b, alive(b) ?? ALL);
+        releaseBatch(b);
+      }
     }
     const keep = new Set<string>();
     for (const [bi, r] of chosen.values()) keep.add(`${bi}:${r}`);
     shardBatches.forEach((b, bi) => {
       const live = alive(b);
       visitor.batch(b, live ? (r) => keep.has(`${bi}:${r}`) && live(r) : (r) => keep.has(`${bi}:${r}`));
+      releaseBatch(b);
     });
     return visitor.done();
   });
