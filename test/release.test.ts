@@ -40,6 +40,10 @@ it('a scan detaches every batch it handed to the visitor, base and shard; what t
   // One batch from the shard (the unmerged item's events), one from the base (the rest).
   const tail = (await log.trajectory('unmerged')).length;
   expect(held.map((b) => b.numRows).sort((a, b) => a - b)).toEqual([tail, want.length - tail].sort((a, b) => a - b));
+  // The base's batches hold only the asked-for columns; the tail's also what picks one copy.
+  const columnsOf = (rows: number) => held.find((b) => b.numRows === rows)!.schema.fields.map((f) => f.name).sort();
+  expect(columnsOf(want.length - tail), 'base batch columns').toEqual(['event_id']);
+  expect(columnsOf(tail), 'shard batch columns').toEqual(['event_id', 'item_seq']);
   for (const b of held) {
     const d = b.getChild('event_id')!.data[0]!;
     expect([d.values.byteLength, d.valueOffsets.byteLength], 'released: its buffer is detached').toEqual([0, 0]);
