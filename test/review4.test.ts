@@ -22,6 +22,27 @@ const LONG_TTL = 10 * 3_600_000;
 const { setup } = raceFixture(LONG_TTL);
 
 /** Pages through `items({limit})` until a page has no `next`; the ids seen, in order. */
+/**
+ * Make `log.aggregates` (a page's second pass) delete `ids` first, once, when its filter reaches
+ * `bound`: the deletes land between the page's id pass and its aggregate pass.
+ */
+function deleteBeforeAggregating(
+  log: { aggregates(filter?: string | null): Promise<unknown>; deleteItem(id: string): Promise<unknown> },
+  bound: string,
+  ids: string[],
+): { ran: boolean } {
+  const state = { ran: false };
+  const aggregates = log.aggregates.bind(log);
+  log.aggregates = async (filter) => {
+    if (!state.ran && filter?.includes(`item_id <= '${bound}'`)) {
+      state.ran = true;
+      for (const id of ids) await log.deleteItem(id);
+    }
+    return aggregates(filter);
+  };
+  return state;
+}
+
 async function pageAll(log: { items(q: { limit: number; after?: string }): Promise<{ items: { itemId: string }[]; next?: string }> }, limit: number): Promise<string[]> {
   const seen: string[] = [];
   let after: string | undefined;
@@ -44,18 +65,10 @@ describe('review4 F1: a page whose items are all deleted between its two passes 
     const W = open({ slot: 0, slots: 1 });
     await W.log.append([createBatch('a'), createBatch('b'), createBatch('c')]);
     const log = W.log;
-    const aggregates = log.aggregates.bind(log);
-    let deleted = false;
-    log.aggregates = async (filter) => {
-      // Between the page's id pass and its aggregate pass: another client deletes item `a`.
-      if (!deleted && filter?.includes("item_id <= 'a'")) {
-        deleted = true;
-        await log.deleteItem('a');
-      }
-      return aggregates(filter);
-    };
+    // Between the page's id pass and its aggregate pass: another client deletes item `a`.
+    const deletes = deleteBeforeAggregating(log, 'a', ['a']);
     const seen = await pageAll(log, 1);
-    expect(deleted, 'the delete ran between the two passes of the first page').toBe(true);
+    expect(deletes.ran, 'the delete ran between the two passes of the first page').toBe(true);
     expect(seen).toEqual(['b', 'c']);
   });
 
@@ -64,16 +77,7 @@ describe('review4 F1: a page whose items are all deleted between its two passes 
     const W = open({ slot: 0, slots: 1 });
     await W.log.append(['a', 'b', 'c', 'd'].map((id) => createBatch(id, { queryTags: { k: id === 'c' ? 2 : 1 } })));
     const log = W.log;
-    const aggregates = log.aggregates.bind(log);
-    let deleted = false;
-    log.aggregates = async (filter) => {
-      if (!deleted && filter?.includes("item_id <= 'b'")) {
-        deleted = true;
-        await log.deleteItem('a');
-        await log.deleteItem('b');
-      }
-      return aggregates(filter);
-    };
+    const deletes = deleteBeforeAggregating(log, 'b', ['a', 'b']);
     const seen: string[] = [];
     let after: string | undefined;
     for (let pages = 0; pages < 10; pages++) {
@@ -82,7 +86,7 @@ describe('review4 F1: a page whose items are all deleted between its two passes 
       if (page.next === undefined) break;
       after = page.next;
     }
-    expect(deleted, 'the deletes ran between the two passes of the first page').toBe(true);
+    expect(deletes.ran, 'the deletes ran between the two passes of the first page').toBe(true);
     expect(seen).toEqual(['d']);
   });
 });
