@@ -7,24 +7,23 @@
  * is fixed there (4819e41, not on main). The fix proposed for each was checked against its
  * test in a scratch copy of the tree (not committed: this branch changes no lib/ code).
  */
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ManualClock } from '../lib/clock.ts';
 import { DEFAULTS } from '../lib/index.ts';
 import type { LeaseStore } from '../lib/lease/types.ts';
-import { LanceCheckpointLog, type LanceLogOptions } from '../lib/log/log.ts';
+import type { LanceCheckpointLog, LanceLogOptions } from '../lib/log/log.ts';
 import type { Table, TableWrapper } from '../lib/log/tables.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { logUri, parseRoot } from '../lib/storage/location.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
-import { eventsOf, EXPERIMENT, Pause, PIPELINE, raceFixture, settle, TapObjectStore, withFreshReader } from './support/race-kit.ts';
+import { baseDataFiles, eventsOf, EXPERIMENT, Pause, PIPELINE, raceFixture, settle, TapObjectStore, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 /** Long enough that no lease lapses when the clock jumps past the deletion retention. */
 const LONG_TTL = 10 * 3_600_000;
-const { setup, keep } = raceFixture(TTL);
+const { setup, rawLog: fixtureLog } = raceFixture(TTL);
+const rawLog = (root: string, leases: LeaseStore, clock: ManualClock, extra: Partial<LanceLogOptions>) => fixtureLog(root, leases, clock, { owner: 'review2', ...extra });
 
 /**
  * A reader process whose base-table queries (Lance `execute`, what scanEvents streams with) call
@@ -55,25 +54,6 @@ function readerWithBaseTap(root: string, leases: LeaseStore, clock: ManualClock,
   return rawLog(root, leases, clock, { owner: 'review2-reader', wrapTable: wrap });
 }
 
-/** A log built as openLog builds it, with options testLog does not pass through (wrappers). */
-function rawLog(root: string, leases: LeaseStore, clock: ManualClock, extra: Partial<LanceLogOptions>): LanceCheckpointLog {
-  const uri = logUri(parseRoot(root), PIPELINE, EXPERIMENT);
-  const log = new LanceCheckpointLog({
-    ...DEFAULTS,
-    pipeline: PIPELINE,
-    experiment: EXPERIMENT,
-    uri,
-    objects: new LocalObjectStore(uri),
-    storageOptions: undefined,
-    leases,
-    owner: 'review2',
-    clock,
-    slots: 2,
-    ...extra,
-  });
-  keep.log({ log, objects: null as never, leases: null as never });
-  return log;
-}
 
 /** event_id -> how many times scanEvents handed it to the visitor as a kept row. */
 async function keptCounts(log: LanceCheckpointLog): Promise<Map<string, number>> {
@@ -223,11 +203,6 @@ describe('review2 F3: items()/failures() on main do not hide deleted items', () 
   });
 });
 
-/** Files (relative paths) of the base dataset's data folder. */
-async function baseDataFiles(root: string): Promise<Set<string>> {
-  const dir = path.join(logUri(parseRoot(root), PIPELINE, EXPERIMENT), 'data');
-  return new Set(await fs.readdir(dir));
-}
 
 describe('review2 F4: compaction prunes the fsynced files before the compacted ones are fsynced', () => {
   // maintain()'s compaction step is ONE call, base.optimize({cleanupOlderThan}), which compacts

@@ -5,49 +5,21 @@
  * real Lance, and asserts what a user sees. Each one FAILS on main; the failure is the finding
  * (see the review report). This branch changes no lib/ code.
  */
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ManualClock } from '../lib/clock.ts';
-import { DEFAULTS } from '../lib/index.ts';
 import type { LeaseStore } from '../lib/lease/types.ts';
-import { LanceCheckpointLog, type LanceLogOptions } from '../lib/log/log.ts';
-import { LocalObjectStore } from '../lib/storage/local.ts';
-import { logUri, parseRoot } from '../lib/storage/location.ts';
+import type { LanceLogOptions } from '../lib/log/log.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch } from './support/batches.ts';
-import { eventsOf, EXPERIMENT, Pause, PIPELINE, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
+import { baseDataFiles, eventsOf, EXPERIMENT, Pause, PIPELINE, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
 
 /** Long enough that no lease lapses when a test moves the clock. */
 const LONG_TTL = 10 * 3_600_000;
-const { setup, keep } = raceFixture(LONG_TTL);
+const { setup, rawLog: fixtureLog } = raceFixture(LONG_TTL);
+const rawLog = (root: string, leases: LeaseStore, clock: ManualClock, extra: Partial<LanceLogOptions>) =>
+  fixtureLog(root, leases, clock, { owner: 'review3', leaseTtlMs: LONG_TTL, ...extra });
 
-/** A log built as openLog builds it, with options testLog does not pass through (wrappers). */
-function rawLog(root: string, leases: LeaseStore, clock: ManualClock, extra: Partial<LanceLogOptions>): LanceCheckpointLog {
-  const uri = logUri(parseRoot(root), PIPELINE, EXPERIMENT);
-  const log = new LanceCheckpointLog({
-    ...DEFAULTS,
-    pipeline: PIPELINE,
-    experiment: EXPERIMENT,
-    uri,
-    objects: new LocalObjectStore(uri),
-    storageOptions: undefined,
-    leases,
-    owner: 'review3',
-    clock,
-    slots: 2,
-    leaseTtlMs: LONG_TTL,
-    ...extra,
-  });
-  keep.log({ log, objects: null as never, leases: null as never });
-  return log;
-}
 
-/** Files of the base dataset's data folder. */
-async function baseDataFiles(root: string): Promise<Set<string>> {
-  const dir = path.join(logUri(parseRoot(root), PIPELINE, EXPERIMENT), 'data');
-  return new Set(await fs.readdir(dir));
-}
 
 describe('review3 F1: the compaction step\'s second optimize compacts too, and prunes before its fsync', () => {
   // maintain.ts runs optimize(no cleanup) -> sync -> optimize(cleanup) -> sync. But the second

@@ -62,14 +62,19 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
   let candidates: string[] | null = null;
   /** The page's last item id: the aggregate pass reads only up to it (`item_id <= upTo`). */
   let upTo: string | null = null;
-  let more = false;
+  /**
+   * Where the next page starts, set when the page was cut from the ids: it covered every id up
+   * to `upTo`, even if items of it were deleted after the ids were chosen (an emptied page
+   * still says where to go on, or paging would stop).
+   */
+  let next: string | undefined;
   if (tags.size > 0) {
     candidates = await taggedItems(src, where, tags);
     if (q.after !== undefined) candidates = candidates.filter((id) => compareUtf8(id, q.after!) > 0);
     // Without a status filter the page is known from the ids.
     if (q.status === undefined && q.limit !== undefined && candidates.length > q.limit) {
       candidates = candidates.slice(0, q.limit);
-      more = true;
+      next = candidates.at(-1);
     }
     if (candidates.length === 0) return { items: [] };
     upTo = candidates.at(-1)!;
@@ -84,10 +89,7 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
     const lineageFilter = lineage.length > 0 ? lineage.join(' AND ') : null;
     const first = await src.scanEvents({ columns: ['item_id'], filter: lineageFilter }, () => new FirstIdsVisitor(q.limit! + 1, q.after ?? null));
     if (first.length === 0) return { items: [] };
-    if (first.length > q.limit) {
-      more = true;
-      upTo = first[q.limit - 1]!;
-    }
+    if (first.length > q.limit) next = upTo = first[q.limit - 1]!;
   }
   const inFilter = candidates !== null && candidates.length <= MAX_IN ? sqlIn('item_id', candidates) : null;
   const filter = [where, upTo !== null ? `item_id <= ${sqlString(upTo)}` : null, inFilter].filter((x): x is string => x !== null).join(' AND ') || null;
@@ -100,9 +102,6 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
   if (q.after !== undefined) list = list.filter((s) => compareUtf8(s.itemId, q.after!) > 0);
   if (upTo !== null) list = list.filter((s) => compareUtf8(s.itemId, upTo) <= 0);
   if (q.status !== undefined) list = list.filter((s) => s.status === q.status);
-  // A page cut from the ids covered every id up to `upTo`, even when items of it were deleted
-  // after the ids were chosen (an emptied page still says where to go on, or paging would stop).
-  let next = more && upTo !== null ? upTo : undefined;
   if (q.limit !== undefined && list.length > q.limit) {
     list = list.slice(0, q.limit);
     next = list.at(-1)!.itemId;

@@ -33,8 +33,8 @@ export function projection(columns: readonly string[]): Map<string, string> {
 }
 
 /** Bounds of one open log's Lance caches (index pages; manifests and file metadata). */
-export const INDEX_CACHE_BYTES = 128 * 2 ** 20;
-export const METADATA_CACHE_BYTES = 64 * 2 ** 20;
+const INDEX_CACHE_BYTES = 128 * 2 ** 20;
+const METADATA_CACHE_BYTES = 64 * 2 ** 20;
 
 /**
  * Wraps every table handle this process opens (the simulation harness gates and faults Lance

@@ -13,7 +13,7 @@ import { ManualClock, type Clock } from '../../lib/clock.ts';
 import { DEFAULTS } from '../../lib/index.ts';
 import { LocalLeaseStore } from '../../lib/lease/local.ts';
 import type { Lease, LeaseStore } from '../../lib/lease/types.ts';
-import { LanceCheckpointLog } from '../../lib/log/log.ts';
+import { LanceCheckpointLog, type LanceLogOptions } from '../../lib/log/log.ts';
 import type { MergeHooks } from '../../lib/log/merge.ts';
 import type { Table, TableWrapper } from '../../lib/log/tables.ts';
 import type { WriterHooks } from '../../lib/log/writer.ts';
@@ -415,5 +415,28 @@ export function raceFixture(ttlMs: number) {
     const open: OpenTestLog = (o) => keep.log(testLog({ root, leases, clock, leaseTtlMs: ttlMs, ...o }));
     return { root, clock, leases, open };
   }
-  return { setup, keep };
+  /** A log built as openLog builds it, with options testLog does not pass through (wrappers). */
+  function rawLog(root: string, leases: LeaseStore, clock: ManualClock, extra: Partial<LanceLogOptions> & { owner: string }): LanceCheckpointLog {
+    const uri = logUri(parseRoot(root), PIPELINE, EXPERIMENT);
+    const log = new LanceCheckpointLog({
+      ...DEFAULTS,
+      pipeline: PIPELINE,
+      experiment: EXPERIMENT,
+      uri,
+      objects: new LocalObjectStore(uri),
+      storageOptions: undefined,
+      leases,
+      clock,
+      slots: 2,
+      ...extra,
+    });
+    keep.log({ log, objects: null as never, leases: null as never });
+    return log;
+  }
+  return { setup, keep, rawLog };
+}
+
+/** Files of the base dataset's data folder. */
+export async function baseDataFiles(root: string): Promise<Set<string>> {
+  return new Set(await fs.readdir(path.join(logUri(parseRoot(root), PIPELINE, EXPERIMENT), 'data')));
 }
