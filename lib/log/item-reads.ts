@@ -64,7 +64,7 @@ export async function readFields(ctx: ItemReadContext, itemId: string, q: Fields
   // The creation comes along so that one read tells a missing item from a missing field.
   const filter = `item_id = ${sqlString(itemId)} AND (event_type = 'ITEM_CREATED' OR (${fieldEvents}))`;
   return ctx.reader.read(async (listing) => {
-    const rows = await ctx.reader.scanListing(listing, filter, LIGHT_COLUMNS);
+    const rows = await ctx.reader.scanListing(listing, filter, LIGHT_COLUMNS, undefined, { scope: { items: [itemId] } });
     if (!rows.some((r) => r.event_type === 'ITEM_CREATED')) throw new NotFoundError(`item ${JSON.stringify(itemId)} not found`);
     const state = foldItem(itemId, rows);
     const fields: Record<string, ReadValue> = state.fields;
@@ -94,15 +94,15 @@ export async function readLatestEvents(ctx: ItemReadContext, itemId: string, q: 
   const item = `item_id = ${sqlString(itemId)}`;
   const narrow = [item, ...(types ? [sqlIn('event_type', types)] : []), ...(q.beforeSeq !== undefined ? [`item_seq < ${q.beforeSeq}`] : [])].join(' AND ');
   return ctx.reader.read(async (listing) => {
-    const seqs = await ctx.reader.scanListing(listing, narrow, ['event_id', 'item_id', 'item_seq']);
+    const seqs = await ctx.reader.scanListing(listing, narrow, ['event_id', 'item_id', 'item_seq'], undefined, { scope: { items: [itemId] } });
     if (seqs.length === 0) {
-      const created = await ctx.reader.scanListing(listing, `${item} AND event_type = 'ITEM_CREATED'`, ['event_id', 'item_id', 'item_seq']);
+      const created = await ctx.reader.scanListing(listing, `${item} AND event_type = 'ITEM_CREATED'`, ['event_id', 'item_id', 'item_seq'], undefined, { scope: { items: [itemId] } });
       if (created.length === 0) throw new NotFoundError(`item ${JSON.stringify(itemId)} not found`);
       return [];
     }
     const kept = dedupe(seqs);
     const from = kept[Math.max(0, kept.length - q.limit)]!.item_seq;
-    const rows = await ctx.reader.scanListing(listing, `${narrow} AND item_seq >= ${from}`, LIGHT_COLUMNS);
+    const rows = await ctx.reader.scanListing(listing, `${narrow} AND item_seq >= ${from}`, LIGHT_COLUMNS, undefined, { scope: { items: [itemId] } });
     const events: ReadEvent[] = trajectory(rows).slice(-q.limit);
     if (inline > 0) {
       const wanted = events.filter((e) => e.valueKind === 'blob' && blobRefOf(e.value)!.size <= inline);
@@ -152,7 +152,7 @@ async function loadInline(ctx: ItemReadContext, listing: ShardListing, itemId: s
     'value_blob',
     'payload_size',
     'payload_checksum',
-  ]);
+  ], undefined, { scope: { items: [itemId] } });
   for (const r of rows) {
     if (out.has(r.event_id) || r.value_blob === null) continue;
     verifyBlob(r.value_blob, r.payload_checksum ?? '', r.payload_size, `blob of event ${r.event_id}`);

@@ -82,7 +82,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   private async itemRows(itemId: string, columns: readonly string[] = LIGHT_COLUMNS): Promise<EventRow[]> {
     if (typeof itemId !== 'string' || itemId === '') throw new InvalidInputError('itemId must be a non-empty string', { field: 'itemId' });
-    return this.reader.scan(`item_id = ${sqlString(itemId)}`, columns);
+    return this.reader.scan(`item_id = ${sqlString(itemId)}`, columns, undefined, { items: [itemId], whole: true });
   }
 
   /** An item driven by durable steps (lib/steps.ts). */

@@ -33,6 +33,7 @@ import {
 } from './layout.ts';
 import { withoutDeleted } from './deleted.ts';
 import { writeSeal } from './seal.ts';
+import { ShardItemIndex } from './shard-index.ts';
 import { projection, type LanceTables, type Table } from './tables.ts';
 
 export interface ShardView extends ShardName {
@@ -65,8 +66,15 @@ const READ_ATTEMPTS = 10;
 /** Attempts that wait for a takeover to write its seal before the reader writes it itself. */
 const SEAL_WAITS = 4;
 
+/** Every row a filter selects belongs to one of `items`; `whole`: the filter is exactly that. */
+export interface ItemScope {
+  items: readonly string[];
+  whole?: boolean;
+}
+
 export class LogReader {
   private readonly sealCache = new Map<string, Seal>();
+  private readonly shardIndex = new ShardItemIndex();
 
   constructor(
     private readonly objects: ObjectStore,
@@ -144,6 +152,12 @@ export class LogReader {
     return listing;
   }
 
+  /** Drop what this process holds of a generation: its handles and its item index. */
+  private forget(name: string): void {
+    this.tables.forget(name);
+    this.shardIndex.forget(name);
+  }
+
   async shardTable(v: ShardView): Promise<Table> {
     return v.version === null ? this.tables.shard(v.name) : this.tables.shardAt(v.name, v.version);
   }
@@ -170,6 +184,7 @@ export class LogReader {
         });
         continue;
       }
+      this.shardIndex.retain(new Set(listing.visible.map((v) => v.name)));
       const read = listing.visible.filter((v) => !skip?.has(v.name));
       let result: T | undefined;
       let failed = false;
@@ -181,13 +196,13 @@ export class LogReader {
         lastError = e;
       }
       if (read.length > 0 && !stable(read, parseMetaNames(await this.objects.list(META_DIR)))) {
-        for (const v of read) this.tables.forget(v.name);
+        for (const v of read) this.forget(v.name);
         lastError ??= new UnavailableError('the log layout changed during the read');
         continue;
       }
       if (!failed) return result as T;
       // The layout held still: an I/O error of storage or Lance; try again on fresh handles.
-      for (const v of read) this.tables.forget(v.name);
+      for (const v of read) this.forget(v.name);
     }
     if (lastError instanceof DgclError) throw lastError;
     throw new UnavailableError(`read of ${this.objects.baseUri} did not settle after ${READ_ATTEMPTS} attempts: ${errMsg(lastError)}`, { cause: lastError });
@@ -197,24 +212,34 @@ export class LogReader {
    * Rows matching `filter` (a Lance SQL predicate, or null for all) from base + visible shards
    * (but those in `skip`, whose rows the caller has in memory), without deleted items' rows.
    */
-  scan(filter: string | null, columns: readonly string[], skip?: ReadonlySet<string>): Promise<EventRow[]> {
-    return this.read((listing) => this.scanListing(listing, filter, columns, skip), skip);
+  scan(filter: string | null, columns: readonly string[], skip?: ReadonlySet<string>, scope?: ItemScope): Promise<EventRow[]> {
+    return this.read((listing) => this.scanListing(listing, filter, columns, skip, scope ? { scope } : {}), skip);
   }
 
   /**
    * Rows matching `filter` from the base and the listing's visible generations (but `skip`): one
-   * query of a consistent read (call it inside `read`, which checks the layout afterwards).
+   * query of a consistent read (call it inside `read`, which checks the layout afterwards). With a
+   * `scope` (the filter selects only rows of these items), a generation is read through its item
+   * index (lib/log/shard-index.ts): skipped when it holds none of the items, its rows taken by
+   * offset when the filter is the items alone, else queried as without a scope.
    */
   async scanListing(
     listing: ShardListing,
     filter: string | null,
     columns: readonly string[],
     skip?: ReadonlySet<string>,
-    options: { includeDeleted?: boolean } = {},
+    options: { includeDeleted?: boolean; scope?: ItemScope } = {},
   ): Promise<EventRow[]> {
+    const scope = options.scope;
+    const shardRows = async (v: ShardView): Promise<EventRow[]> => {
+      const t = await this.shardTable(v);
+      if (!scope) return query(t, filter, columns);
+      if (scope.whole) return this.shardIndex.rowsOf(t, v.name, scope.items, columns);
+      return (await this.shardIndex.holds(t, v.name, scope.items)) ? query(t, filter, columns) : [];
+    };
     const parts = await Promise.all([
       this.tables.base(listing.baseExists).then((t) => (t ? query(t, filter, columns) : [])),
-      ...listing.visible.filter((v) => !skip?.has(v.name)).map(async (v) => query(await this.shardTable(v), filter, columns)),
+      ...listing.visible.filter((v) => !skip?.has(v.name)).map(shardRows),
     ]);
     const rows = parts.flat();
     return options.includeDeleted ? rows : withoutDeleted(listing.tombstones, rows);

@@ -206,7 +206,7 @@ export class TapLeaseStore implements LeaseStore {
 export interface TableTap {
   /** Wraps `table.add` of generation/base `name`: call `run()` to do the real commit. */
   add?(name: string, run: () => Promise<unknown>): Promise<unknown>;
-  /** Before a query's `toArrow` on `name` (reads); throw to fail the read. */
+  /** Before a query's or an offset take's `toArrow` on `name` (reads); throw to fail the read. */
   beforeRead?(name: string): void | Promise<void>;
   /** Before `optimize` / `createIndex` of the base. */
   beforeBaseOp?(op: 'optimize' | 'createIndex'): void | Promise<void>;
@@ -231,9 +231,9 @@ export function tableTapper(tap: TableTap): TableWrapper {
             return (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
           };
         }
-        if (prop === 'query') {
-          return () => {
-            const q = (v as () => { toArrow: (...a: unknown[]) => Promise<unknown> }).apply(target, []);
+        if (prop === 'query' || prop === 'takeOffsets') {
+          return (...args: unknown[]) => {
+            const q = (v as (...a: unknown[]) => { toArrow: (...a: unknown[]) => Promise<unknown> }).apply(target, args);
             const orig = q.toArrow.bind(q);
             q.toArrow = async (...a: unknown[]) => {
               await tap.beforeRead?.(name);
