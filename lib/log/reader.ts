@@ -165,8 +165,9 @@ export class LogReader {
   /**
    * Run `fn` on a listing and check afterwards that nothing it may have read changed; start over
    * (with back-off) otherwise. `fn` reads the base and the listing's visible generations but
-   * those in `skip` (whose rows the caller has in memory). Errors that are not about the layout
-   * (corrupt data, bad input) are thrown at once, never retried.
+   * those in `skip` (whose rows the caller has in memory). Errors that are not about storage
+   * (not found, corrupt data, bad input) are not retried, but thrown only once the layout is
+   * known to have held still (else the attempt starts over).
    */
   async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>): Promise<T> {
     let lastError: unknown;
@@ -188,18 +189,23 @@ export class LogReader {
       const read = listing.visible.filter((v) => !skip?.has(v.name));
       let result: T | undefined;
       let failed = false;
+      let definite: unknown;
       try {
         result = await fn(listing);
       } catch (e) {
-        if (e instanceof DgclError && !(e instanceof UnavailableError)) throw e;
         failed = true;
-        lastError = e;
+        if (e instanceof DgclError && !(e instanceof UnavailableError)) definite = e;
+        else lastError = e;
       }
+      // Also before an error `fn` decided on (NotFound: the item's rows were not there): rows
+      // that moved under the read (a generation retired, deleted newest manifest first, so Lance
+      // showed an older version) make any answer of this attempt wrong, errors included.
       if (read.length > 0 && !stable(read, parseMetaNames(await this.objects.list(META_DIR)))) {
         for (const v of read) this.forget(v.name);
         lastError ??= new UnavailableError('the log layout changed during the read');
         continue;
       }
+      if (definite !== undefined) throw definite;
       if (!failed) return result as T;
       // The layout held still: an I/O error of storage or Lance; try again on fresh handles.
       for (const v of read) this.forget(v.name);
