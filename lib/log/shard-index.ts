@@ -41,7 +41,11 @@ export class ShardItemIndex {
   async rowsOf(table: Table, name: string, items: readonly string[], columns: readonly string[]): Promise<EventRow[]> {
     const offsets = await this.offsetsOf(table, name, items);
     if (offsets.length === 0) return [];
-    return rowsFromArrow(await table.takeOffsets(offsets).select(projection(columns)).toArrow());
+    const taken = await table.takeOffsets(offsets).select(projection(columns)).toArrow();
+    // Lance returns fewer rows, without an error, for offsets past the end: the dataset shrank
+    // under the read (a retired generation deleted newest manifest first): let the read start over.
+    if (taken.numRows !== offsets.length) throw new UnavailableError(`shard generation ${name} returned ${taken.numRows} rows for ${offsets.length} offsets`);
+    return rowsFromArrow(taken);
   }
 
   /** Whether generation `name` (at the version `table` reads) holds any row of `items`. */

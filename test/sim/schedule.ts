@@ -24,6 +24,7 @@ import path from 'node:path';
 import { existsSync } from 'node:fs';
 import { parseBatch } from '../../lib/batch.ts';
 import { NotFoundError } from '../../lib/errors.ts';
+import { MAX_LATEST_EVENTS } from '../../lib/log/item-reads.ts';
 import { incarnate } from '../../lib/log/sequence.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
 import { LocalObjectStore } from '../../lib/storage/local.ts';
@@ -186,6 +187,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   const writers: WriterActor[] = [];
   for (let i = 1; i <= cfg.writers; i++) writers.push({ name: `w${i}`, inc: 1, actor: `w${i}.1`, log: makeLog(`w${i}.1`), closing: false });
   const readers = [1, 2].map((i) => ({ actor: `r${i}`, log: makeLog(`r${i}`), busy: 0 }));
+  let itemReads = 0;
   const maint = { actor: 'm', log: makeLog('m'), busy: false };
   const items: ItemModel[] = [];
   const deliveries: Delivery[] = [];
@@ -349,7 +351,10 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         if (items.length === 0 || r.busy >= 2) return false;
         const kind = wl.pick(['fold', 'fold', 'trajectory', 'trajectory', 'all', 'blob'] as const);
         const x = wl.pick(items).id;
-        const what = kind === 'all' ? 'allStates' : kind === 'blob' ? 'loadBlob' : `${kind} ${x}`;
+        // Item reads through the item API too (fields, latest events: they decide "not found"
+        // inside the read), chosen by the read's number so the schedule's random stream is kept.
+        const variant = kind === 'trajectory' ? (['trajectory', 'latest', 'fields'] as const)[itemReads++ % 3]! : kind;
+        const what = kind === 'all' ? 'allStates' : kind === 'blob' ? 'loadBlob' : `${variant} ${x}`;
         if (kind === 'blob' && blobEvents.length === 0) return false;
         const blobId = kind === 'blob' ? wl.pick(blobEvents) : '';
         const id = history.beginRead(r.actor, kind === 'blob' ? `loadBlob ${blobId.slice(0, 8)}` : what);
@@ -357,7 +362,11 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         const p = sched.run(r.actor, async () => {
           try {
             if (kind === 'fold') return { items: [{ itemId: x, state: await r.log.fold(x) }] };
-            if (kind === 'trajectory') return { items: [trajectoryObservation(x, await r.log.trajectory(x))] };
+            if (variant === 'trajectory') return { items: [trajectoryObservation(x, await r.log.trajectory(x))] };
+            // More than any simulated item holds: the whole trajectory.
+            if (variant === 'latest') return { items: [trajectoryObservation(x, await r.log.latestEvents(x, { limit: MAX_LATEST_EVENTS }))] };
+            // Only its existence is checked (an acked item must not read as missing).
+            if (variant === 'fields') return (await r.log.fields(x, { names: [] })).itemId === x ? { items: [] } : { items: [{ itemId: x, absent: true }] };
             if (kind === 'all') return { items: (await r.log.allStates()).map((s) => ({ itemId: s.itemId, state: s })), allItems: true };
             return { blobs: [{ eventId: blobId, bytes: await r.log.loadBlob(blobId) }] };
           } catch (e) {

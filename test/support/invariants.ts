@@ -104,7 +104,7 @@ export interface InvariantViolation {
 }
 
 /** Observation of a trajectory (the read's events of one item). */
-export function trajectoryObservation(itemId: string, events: readonly TrajectoryEvent[]): ItemObservation {
+export function trajectoryObservation(itemId: string, events: readonly Pick<TrajectoryEvent, 'eventId' | 'itemSeq' | 'checkpointId'>[]): ItemObservation {
   return { itemId, events: events.map((e) => ({ eventId: e.eventId, seq: e.itemSeq, checkpointId: e.checkpointId })) };
 }
 
