@@ -196,6 +196,8 @@ interface SizeFigures {
   foldP50: number;
   queryP50: number;
   unmergedP50?: number;
+  /** Folds of items the live writers wrote (their rows are in the unmerged shards). */
+  unmergedLiveP50?: number;
 }
 
 async function atSize(n: number, first: SizeFigures | undefined, last: boolean): Promise<SizeFigures> {
@@ -284,6 +286,7 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
   // 16 live writers with unmerged shards, then a fold from a reader (largest size only: the
   // writers' appends take a while).
   let unmergedP50: number | undefined;
+  let unmergedLiveP50: number | undefined;
   if (last) {
     const writers = await Promise.all(
       Array.from({ length: 16 }, (_, s) => openLog({ root, pipeline: 'b', experiment: 'size', slot: s, mergeEveryCommits: 1_000_000 })),
@@ -302,6 +305,13 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
       lat.push(now() - t1);
     }
     unmergedP50 = pct(lat, 50);
+    const live: number[] = [];
+    for (let k = 0; k < probe.length; k++) {
+      const t1 = now();
+      await reader.fold(`live-${k % 16}-${(k * 7) % P.shardCommits}`);
+      live.push(now() - t1);
+    }
+    unmergedLiveP50 = pct(live, 50);
     await reader.close();
     await Promise.all(writers.map((w) => w.close()));
     log(`size ${n} unmerged fold done`);
@@ -311,7 +321,7 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
   rmSync(jlFile, { force: true });
 
   const S = sizeText(n);
-  const f: SizeFigures = { n, foldP50: pct(fold, 50), queryP50: pct(query, 50), ...(unmergedP50 !== undefined ? { unmergedP50 } : {}) };
+  const f: SizeFigures = { n, foldP50: pct(fold, 50), queryP50: pct(query, 50), ...(unmergedP50 !== undefined ? { unmergedP50 } : {}), ...(unmergedLiveP50 !== undefined ? { unmergedLiveP50 } : {}) };
   Object.assign(raw, {
     [`build_${n}_ms`]: buildOurs,
     [`build_${n}_sqlite_ms`]: buildSq,
@@ -330,6 +340,7 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
     [`disk_${n}_sqlite_bytes`]: sqDisk,
     [`disk_${n}_jsonl_bytes`]: jlDisk,
     ...(unmergedP50 !== undefined ? { [`fold_${n}_unmerged16_p50_ms`]: unmergedP50 } : {}),
+    ...(unmergedLiveP50 !== undefined ? { [`fold_${n}_unmerged16_live_item_p50_ms`]: unmergedLiveP50 } : {}),
   });
   rows.push('build', {
     figure: `build ${S} events (bulk add + maintenance)`,
@@ -349,12 +360,12 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
     baseline: `bare Lance query ${msText(f.queryP50)}; SQLite ${msText(pct(sqFold, 50))}${first ? `; growth vs ${sizeText(first.n)} ${ratio(f.foldP50, first.foldP50)}` : ''}`,
     ratio: ratio(f.foldP50, f.queryP50),
   });
-  if (unmergedP50 !== undefined) {
+  if (unmergedP50 !== undefined && unmergedLiveP50 !== undefined) {
     rows.push('unmerged', {
-      figure: `fold one item, ${S} events, 16 writers' shards unmerged (${P.shardCommits} commits each), p50`,
-      ours: msText(unmergedP50),
+      figure: `fold one item, ${S} events, 16 writers' shards unmerged (${P.shardCommits} commits each), p50: an item of the base / an item a live writer wrote`,
+      ours: `${msText(unmergedP50)} / ${msText(unmergedLiveP50)}`,
       baseline: `merged ${msText(f.foldP50)}`,
-      ratio: ratio(unmergedP50, f.foldP50),
+      ratio: `${ratio(unmergedP50, f.foldP50)} / ${ratio(unmergedLiveP50, f.foldP50)}`,
     });
   }
   rows.push('disk', {

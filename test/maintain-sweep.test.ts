@@ -78,3 +78,61 @@ describe('maintenance sweeps what zombies leave', () => {
     await M.log.close();
   });
 });
+
+describe('the sweep and a takeover in progress (review5)', () => {
+  it("does not delete a generation whose marker lands after the sweep's listing and which a seal then makes visible", async () => {
+    const root = tempRoot();
+    const clock = manualClock();
+    const leases = sharedLeases(root, clock);
+    const TTL = 10_000;
+    // A creates its first generation: the dataset folder exists, its gen. marker is on the way.
+    const A = testLog({ root, leases, clock, slots: 1, leaseTtlMs: TTL, owner: 'a' });
+    const marker = new Pause();
+    A.objects.tap.before = async (op, key) => {
+      if (op === 'putIfAbsent' && key.includes('/gen.')) await marker.hit();
+    };
+    const aDone = settle(A.log.append([createBatch('x')]));
+    await marker.reached.promise;
+    const aEpoch = A.log.writerEpoch!;
+
+    // A's lease lapses; B takes the slot: it fences A's epoch, and pauses before it lists A's
+    // generations for the seal.
+    clock.advance(TTL + 1);
+    const B = testLog({ root, leases, clock, slots: 1, leaseTtlMs: TTL, owner: 'b' });
+    const bFenced = new Pause();
+    B.objects.tap.after = async (op, key) => {
+      if (op === 'putIfAbsent' && key.includes(`/fence.${aEpoch}`)) await bFenced.hit();
+    };
+    const bDone = settle(B.log.append([createBatch('y')]));
+    await bFenced.reached.promise;
+
+    // Maintenance runs now (A's epoch fenced, not sealed; A's folder has no marker). If it
+    // decides to sweep the folder, its delete is held until after the seal below.
+    const M = testLog({ root, leases, clock, slots: 1, leaseTtlMs: TTL, owner: 'maintainer' });
+    const sweep = new Pause();
+    M.objects.tap.before = async (op, key) => {
+      if (op === 'deletePrefix' && key.includes(aEpoch)) await sweep.hit();
+    };
+    const mDone = settle(M.log.maintain());
+    await Promise.race([sweep.reached.promise, mDone]);
+
+    // A's marker lands and A commits (its epoch check fails). B goes on: it lists A's
+    // generation (marked now), reads its latest version and seals it in.
+    A.objects.tap.before = undefined;
+    marker.release();
+    const a = await aDone;
+    expect(a.ok, 'A was fenced').toBe(false);
+    bFenced.release();
+    const b = await bDone;
+    expect(b.ok, 'B appended').toBe(true);
+    sweep.release();
+    const m = await mDone;
+    expect(m.ok && m.value.failures, 'maintenance ran without failures').toEqual([]);
+
+    // Whatever the seal made visible is still there: reads work.
+    const states = await withFreshReader(root, leases, clock, async (r) => [await r.fold('y'), (await r.stats()).shards.length]);
+    expect((states[0] as { lastSeq: number }).lastSeq, "B's item").toBe(b.ok ? b.value[0]!.lastSeq : -1);
+    await M.log.close();
+    await B.log.close();
+  });
+});
