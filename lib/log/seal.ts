@@ -69,7 +69,17 @@ export async function writeSeal(
 ): Promise<void> {
   await ctx.objects.putIfAbsent(fenceKey(writerEpoch), sealedBy);
   const meta = parseMetaNames(await ctx.objects.list(META_DIR));
-  const gens = meta.gens.filter((g) => parseShardName(g)?.writerEpoch === writerEpoch && !meta.retired.has(g));
+  // A later epoch of the slot already sealed: readers see none of this epoch's generations (a
+  // zombie's, created after the takeover), and its own seal must keep them so. Such an epoch is
+  // sealed now only because its seal was cleaned up (cleanupMeta) and a zombie's late marker
+  // landed since; listing that generation made the zombie's commit visible, and a sweep that had
+  // decided on its folder left a visible generation without data (review6 F1).
+  const self = parseShardName(`${writerEpoch}-g000000`);
+  const superseded = meta.sealEpochs.some((e) => {
+    const p = parseShardName(`${e}-g000000`);
+    return p !== null && self !== null && p.slot === self.slot && p.epoch > self.epoch;
+  });
+  const gens = superseded ? [] : meta.gens.filter((g) => parseShardName(g)?.writerEpoch === writerEpoch && !meta.retired.has(g));
   const versions: Record<string, number> = {};
   for (const name of gens) {
     // A fresh handle: a cached one (e.g. the writer's own, without read consistency) may lag.
