@@ -205,24 +205,23 @@ async function takeOrphans(ctx: Ctx, o: MaintainOptions): Promise<void> {
  * Dataset folders without a `gen.` marker whose epoch is over: a zombie's commit after its
  * generation was deleted, or a writer that died between creating a generation and marking it.
  * "Over" means the epoch has its seal (a generation the seal does not list stays invisible
- * whatever lands later), or its seal and fence were already cleaned up (no fence, no seal, a
- * later epoch of the slot sealed). Not an epoch that is fenced without its seal: a takeover is
- * between the two, the marker may still land, and the seal then lists the generation (with
- * whatever the zombie committed); deleting the folder would leave a visible generation without
- * data and every read failing (review5). A live epoch's folder without a marker is a generation
- * being created right now: left alone too.
+ * whatever lands later), or a later epoch of its slot is sealed (a seal of this epoch written
+ * after that lists no generation: lib/log/seal.ts). Not an epoch that is only fenced: a takeover
+ * is between fence and seal, the marker may still land, and the seal then lists the generation
+ * (with whatever the zombie committed); deleting the folder would leave a visible generation
+ * without data and every read failing (review5). A live epoch's folder without a marker is a
+ * generation being created right now: left alone too.
  */
 async function sweepUnlisted(ctx: Ctx): Promise<string[]> {
   const meta = parseMetaNames(await ctx.objects.list(META_DIR));
   const listed = new Set(meta.gens);
   const sealed = new Set(meta.sealEpochs);
-  const fenced = new Set(meta.fenceEpochs);
   const maxSealed = new Map<number, number>();
   for (const e of meta.sealEpochs) {
     const p = parseShardName(`${e}-g000000`);
     if (p) maxSealed.set(p.slot, Math.max(maxSealed.get(p.slot) ?? 0, p.epoch));
   }
-  const over = (p: ShardName) => sealed.has(p.writerEpoch) || (!fenced.has(p.writerEpoch) && (maxSealed.get(p.slot) ?? 0) > p.epoch);
+  const over = (p: ShardName) => sealed.has(p.writerEpoch) || (maxSealed.get(p.slot) ?? 0) > p.epoch;
   const swept: string[] = [];
   for (const entry of await ctx.objects.list(SHARDS_DIR)) {
     const name = entry.replace(/\/$/, '').replace(/\.lance$/, '');
