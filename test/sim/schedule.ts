@@ -560,6 +560,11 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   await sched.drain();
   running.delete(violations);
   for (const v of history.check()) violations.push(v.message);
+  // A read may fail only as UNAVAILABLE (storage faults; "not found" is an observation above):
+  // anything else (CORRUPT, INVALID_INPUT, a raw Lance error) is a bug, even if the invariants held.
+  for (const r of history.data().reads) {
+    if (r.reader !== 'final' && r.error !== null && !r.error.startsWith('UnavailableError:')) violations.push(`READ: ${r.what} by ${r.reader} failed with ${r.error}`);
+  }
   const result: ScheduleResult = {
     seed,
     config: deletions > 0 ? { ...cfg, deletions, deletionRetentionMs } : cfg,
