@@ -9,7 +9,7 @@ import { verifyBlob } from '../codec.ts';
 import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
 import { dedupe, foldItem, trajectory } from '../fold.ts';
 import { LIGHT_COLUMNS } from '../schema.ts';
-import type { BlobRef, ItemFields, LatestEventsQuery, FieldsQuery, ReadEvent, ReadValue } from '../types.ts';
+import type { BlobRef, EventRow, ItemFields, LatestEventsQuery, FieldsQuery, ReadEvent, ReadValue } from '../types.ts';
 import { EVENT_TYPES } from '../types.ts';
 import type { LogReader, ShardListing } from './reader.ts';
 import { sqlIn, sqlString } from './tables.ts';
@@ -52,6 +52,27 @@ function fieldFilter(q: FieldsQuery): string | null {
   return parts.length === 0 ? null : `(${parts.join(' OR ')})`;
 }
 
+/** The rows of one item a read wants: the Lance filter, and the same condition over rows. */
+interface ItemFilter {
+  sql: string;
+  /** The columns `test` reads. */
+  columns: readonly string[];
+  test: (row: EventRow) => boolean;
+}
+
+/** One item's rows matching `f`: the base queried, its unmerged shards read by offset (ItemScope). */
+function scanItem(ctx: ItemReadContext, listing: ShardListing, itemId: string, f: ItemFilter, columns: readonly string[]): Promise<EventRow[]> {
+  return ctx.reader.scanListing(listing, f.sql, columns, undefined, { scope: { items: [itemId], keep: { columns: f.columns, test: f.test } } });
+}
+
+/** fieldFilter(q) over a field name: in `names`, or starting with `prefix`; neither given: all. */
+function fieldTest(q: FieldsQuery): (name: string | null) => boolean {
+  if (q.names === undefined && q.prefix === undefined) return () => true;
+  const names = new Set(q.names ?? []);
+  const prefix = q.prefix;
+  return (n) => n !== null && (names.has(n) || (prefix !== undefined && n.startsWith(prefix)));
+}
+
 /**
  * The item's fields named in `q` (all fields when neither `names` nor `prefix` is given), folded
  * from their own events only. NotFoundError when the item does not exist.
@@ -61,10 +82,15 @@ export async function readFields(ctx: ItemReadContext, itemId: string, q: Fields
   const inline = checkInline(q.inlineBytes);
   const which = fieldFilter(q);
   const fieldEvents = `event_type IN ('FIELD_SET', 'FIELD_APPEND')${which ? ` AND ${which}` : ''}`;
+  const wantField = fieldTest(q);
   // The creation comes along so that one read tells a missing item from a missing field.
-  const filter = `item_id = ${sqlString(itemId)} AND (event_type = 'ITEM_CREATED' OR (${fieldEvents}))`;
+  const filter: ItemFilter = {
+    sql: `item_id = ${sqlString(itemId)} AND (event_type = 'ITEM_CREATED' OR (${fieldEvents}))`,
+    columns: ['item_id', 'event_type', 'field_name'],
+    test: (r) => r.item_id === itemId && (r.event_type === 'ITEM_CREATED' || ((r.event_type === 'FIELD_SET' || r.event_type === 'FIELD_APPEND') && wantField(r.field_name))),
+  };
   return ctx.reader.read(async (listing) => {
-    const rows = await ctx.reader.scanListing(listing, filter, LIGHT_COLUMNS, undefined, { scope: { items: [itemId] } });
+    const rows = await scanItem(ctx, listing, itemId, filter, LIGHT_COLUMNS);
     if (!rows.some((r) => r.event_type === 'ITEM_CREATED')) throw new NotFoundError(`item ${JSON.stringify(itemId)} not found`);
     const state = foldItem(itemId, rows);
     const fields: Record<string, ReadValue> = state.fields;
@@ -92,17 +118,27 @@ export async function readLatestEvents(ctx: ItemReadContext, itemId: string, q: 
     throw new InvalidInputError(`eventTypes must be a non-empty array of ${EVENT_TYPES.join(', ')}`, { field: 'eventTypes' });
   }
   const item = `item_id = ${sqlString(itemId)}`;
-  const narrow = [item, ...(types ? [sqlIn('event_type', types)] : []), ...(q.beforeSeq !== undefined ? [`item_seq < ${q.beforeSeq}`] : [])].join(' AND ');
+  const beforeSeq = q.beforeSeq;
+  const narrow: ItemFilter = {
+    sql: [item, ...(types ? [sqlIn('event_type', types)] : []), ...(beforeSeq !== undefined ? [`item_seq < ${beforeSeq}`] : [])].join(' AND '),
+    columns: ['item_id', 'event_type', 'item_seq'],
+    test: (r) => r.item_id === itemId && (!types || types.includes(r.event_type)) && (beforeSeq === undefined || r.item_seq < beforeSeq),
+  };
+  const created: ItemFilter = {
+    sql: `${item} AND event_type = 'ITEM_CREATED'`,
+    columns: ['item_id', 'event_type'],
+    test: (r) => r.item_id === itemId && r.event_type === 'ITEM_CREATED',
+  };
   return ctx.reader.read(async (listing) => {
-    const seqs = await ctx.reader.scanListing(listing, narrow, ['event_id', 'item_id', 'item_seq'], undefined, { scope: { items: [itemId] } });
+    const seqs = await scanItem(ctx, listing, itemId, narrow, ['event_id', 'item_id', 'item_seq']);
     if (seqs.length === 0) {
-      const created = await ctx.reader.scanListing(listing, `${item} AND event_type = 'ITEM_CREATED'`, ['event_id', 'item_id', 'item_seq'], undefined, { scope: { items: [itemId] } });
-      if (created.length === 0) throw new NotFoundError(`item ${JSON.stringify(itemId)} not found`);
+      if ((await scanItem(ctx, listing, itemId, created, ['event_id', 'item_id', 'item_seq'])).length === 0) throw new NotFoundError(`item ${JSON.stringify(itemId)} not found`);
       return [];
     }
     const kept = dedupe(seqs);
     const from = kept[Math.max(0, kept.length - q.limit)]!.item_seq;
-    const rows = await ctx.reader.scanListing(listing, `${narrow} AND item_seq >= ${from}`, LIGHT_COLUMNS, undefined, { scope: { items: [itemId] } });
+    const tail: ItemFilter = { sql: `${narrow.sql} AND item_seq >= ${from}`, columns: narrow.columns, test: (r) => narrow.test(r) && r.item_seq >= from };
+    const rows = await scanItem(ctx, listing, itemId, tail, LIGHT_COLUMNS);
     const events: ReadEvent[] = trajectory(rows).slice(-q.limit);
     if (inline > 0) {
       const wanted = events.filter((e) => e.valueKind === 'blob' && blobRefOf(e.value)!.size <= inline);
@@ -145,14 +181,13 @@ async function inlineValues(ctx: ItemReadContext, listing: ShardListing, itemId:
 async function loadInline(ctx: ItemReadContext, listing: ShardListing, itemId: string, eventIds: readonly string[]): Promise<Map<string, Uint8Array>> {
   const out = new Map<string, Uint8Array>();
   if (eventIds.length === 0) return out;
-  const rows = await ctx.reader.scanListing(listing, `item_id = ${sqlString(itemId)} AND ${sqlIn('event_id', [...new Set(eventIds)])}`, [
-    'event_id',
-    'item_id',
-    'item_seq',
-    'value_blob',
-    'payload_size',
-    'payload_checksum',
-  ], undefined, { scope: { items: [itemId] } });
+  const ids = new Set(eventIds);
+  const filter: ItemFilter = {
+    sql: `item_id = ${sqlString(itemId)} AND ${sqlIn('event_id', [...ids])}`,
+    columns: ['item_id', 'event_id'],
+    test: (r) => r.item_id === itemId && ids.has(r.event_id),
+  };
+  const rows = await scanItem(ctx, listing, itemId, filter, ['event_id', 'item_id', 'item_seq', 'value_blob', 'payload_size', 'payload_checksum']);
   for (const r of rows) {
     if (out.has(r.event_id) || r.value_blob === null) continue;
     verifyBlob(r.value_blob, r.payload_checksum ?? '', r.payload_size, `blob of event ${r.event_id}`);

@@ -66,10 +66,17 @@ const READ_ATTEMPTS = 10;
 /** Attempts that wait for a takeover to write its seal before the reader writes it itself. */
 const SEAL_WAITS = 4;
 
-/** Every row a filter selects belongs to one of `items`; `whole`: the filter is exactly that. */
+/** Every row a filter selects belongs to one of `items`. */
 export interface ItemScope {
   items: readonly string[];
+  /** The filter is exactly that (no other condition). */
   whole?: boolean;
+  /**
+   * The filter restated over rows (reading `columns`), so that a shard generation's rows of the
+   * items are taken by offset and kept by `test` instead of queried: it must select exactly what
+   * the SQL filter selects.
+   */
+  keep?: { columns: readonly string[]; test: (row: EventRow) => boolean };
 }
 
 export class LogReader {
@@ -227,7 +234,7 @@ export class LogReader {
    * query of a consistent read (call it inside `read`, which checks the layout afterwards). With a
    * `scope` (the filter selects only rows of these items), a generation is read through its item
    * index (lib/log/shard-index.ts): skipped when it holds none of the items, its rows taken by
-   * offset when the filter is the items alone, else queried as without a scope.
+   * offset when the filter is the items alone or restated in `keep`, else queried.
    */
   async scanListing(
     listing: ShardListing,
@@ -241,6 +248,10 @@ export class LogReader {
       const t = await this.shardTable(v);
       if (!scope) return query(t, filter, columns);
       if (scope.whole) return this.shardIndex.rowsOf(t, v.name, scope.items, columns);
+      if (scope.keep) {
+        const wanted = [...new Set([...columns, ...scope.keep.columns])];
+        return (await this.shardIndex.rowsOf(t, v.name, scope.items, wanted)).filter(scope.keep.test);
+      }
       return (await this.shardIndex.holds(t, v.name, scope.items)) ? query(t, filter, columns) : [];
     };
     const parts = await Promise.all([
