@@ -5,7 +5,7 @@
  * fields and older events are never read. Blob values up to a size the caller names come back
  * inline (the bytes, checksum verified), larger ones as `$blobRef` like fold.
  */
-import { verifyBlob } from '../codec.ts';
+import { isWellFormed, verifyBlob } from '../codec.ts';
 import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
 import { dedupe, foldItem, trajectory } from '../fold.ts';
 import { LIGHT_COLUMNS } from '../schema.ts';
@@ -23,9 +23,22 @@ export interface ItemReadContext {
   reader: LogReader;
 }
 
-function checkItemId(itemId: unknown): string {
+/** An item id a read may name: non-empty and well-formed (see checkWellFormed). */
+export function checkItemId(itemId: unknown): string {
   if (typeof itemId !== 'string' || itemId === '') throw new InvalidInputError('itemId must be a non-empty string', { field: 'itemId' });
+  checkWellFormed(itemId, 'itemId');
   return itemId;
+}
+
+/**
+ * A string that goes into a Lance filter and is also compared in JS (ItemFilter.test) must be
+ * well-formed: Lance gets a lone surrogate as U+FFFD, so `names: ['\uD800']` would select the
+ * field named '\uFFFD' in the base but nothing in a shard, and `prefix: '\uD83D'` the fields
+ * starting with '\uFFFD' in the base but those starting with an emoji in a shard. No stored id or
+ * field name holds one (lib/batch.ts), so nothing readable is lost.
+ */
+function checkWellFormed(s: string, field: string): void {
+  if (!isWellFormed(s)) throw new InvalidInputError(`${field} must be valid Unicode (it has a lone UTF-16 surrogate): ${JSON.stringify(s)}`, { field });
 }
 
 function checkInline(n: unknown): number {
@@ -42,10 +55,12 @@ function fieldFilter(q: FieldsQuery): string | null {
     if (!Array.isArray(q.names) || q.names.some((n) => typeof n !== 'string' || n === '')) {
       throw new InvalidInputError('names must be an array of non-empty strings', { field: 'names' });
     }
+    for (const n of q.names) checkWellFormed(n, 'names');
     if (q.names.length > 0) parts.push(sqlIn('field_name', q.names));
   }
   if (q.prefix !== undefined) {
     if (typeof q.prefix !== 'string' || q.prefix === '') throw new InvalidInputError('prefix must be a non-empty string', { field: 'prefix' });
+    checkWellFormed(q.prefix, 'prefix');
     parts.push(`starts_with(field_name, ${sqlString(q.prefix)})`);
   }
   if (q.names !== undefined && q.names.length === 0 && q.prefix === undefined) return 'false';

@@ -14,7 +14,7 @@ import { item, type DurableItem, type ItemOptions } from '../steps.ts';
 import type { Ack, BlobRef, EventRow, FieldsQuery, ItemFields, ItemQuery, ItemState, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
 import { deletedThrough } from './deleted.ts';
 import { listItems } from './listing.ts';
-import { readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
+import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
 import { LogReader, type ShardListing } from './reader.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
@@ -81,7 +81,9 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   private async itemRows(itemId: string, columns: readonly string[] = LIGHT_COLUMNS): Promise<EventRow[]> {
-    if (typeof itemId !== 'string' || itemId === '') throw new InvalidInputError('itemId must be a non-empty string', { field: 'itemId' });
+    // Well-formed too: the base gets the id through SQL (a lone surrogate becomes U+FFFD there),
+    // a shard through its item index (compared as is), so they would read different items.
+    checkItemId(itemId);
     return this.reader.scan(`item_id = ${sqlString(itemId)}`, columns, undefined, { items: [itemId], whole: true });
   }
 
