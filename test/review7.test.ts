@@ -115,3 +115,12 @@ describe('reads of an item in a live shard (rows kept in JS) equal the same read
     for (const k of ['"\\ud800" fields', '"\\ud800" latest', '"\\ud800" fold']) expect(merged[k], k).toEqual({ error: 'InvalidInputError', code: 'INVALID_INPUT', field: 'itemId' });
   });
 });
+
+it('deleteItem refuses an id with a lone surrogate (SQL would read the item named U+FFFD) and deletes nothing', async () => {
+  const log = await openLog({ root: mkdtempSync(path.join(tmpdir(), 'dgcl-review7-del-')), pipeline: 'p', experiment: 'e' });
+  const [ack] = await log.append([createBatch('\uFFFD')]);
+  await expect(log.deleteItem('\uD800')).rejects.toMatchObject({ code: 'INVALID_INPUT', field: 'itemId' });
+  expect((await log.fold('\uFFFD')).lastSeq, 'the item named U+FFFD is untouched').toBe(ack!.lastSeq);
+  expect((await log.trajectory('\uFFFD')).map((e) => e.eventId)).toEqual(ack!.eventIds);
+  await log.close();
+});

@@ -76,7 +76,9 @@ export class LanceCheckpointLog implements CheckpointLog {
    * like the item's batches (one writer per item at a time).
    */
   async deleteItem(itemId: string): Promise<DeleteResult> {
-    if (typeof itemId !== 'string' || itemId === '') throw new InvalidInputError('itemId must be a non-empty string', { field: 'itemId' });
+    // Well-formed: the delete reads the item through SQL too, where a lone surrogate becomes
+    // U+FFFD (another item's id); such ids can never have been written (lib/batch.ts).
+    checkItemId(itemId);
     return this.getWriter().deleteItem(itemId);
   }
 
