@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { FencedError } from '../lib/errors.ts';
 import { logUri, parseRoot } from '../lib/storage/location.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
-import { manualClock, Pause, PIPELINE, EXPERIMENT, settle, sharedLeases, tempRoot, testLog, withFreshReader } from './support/race-kit.ts';
+import { manualClock, Pause, PIPELINE, EXPERIMENT, settle, sharedLeases, tempRoot, testLog, withFreshReader, writerHeldAtFirstMarker } from './support/race-kit.ts';
 
 describe('maintenance sweeps what zombies leave', () => {
   it('deletes dataset files a zombie commit recreated after its generation was merged and deleted', async () => {
@@ -86,14 +86,7 @@ describe('the sweep and a takeover in progress (review5)', () => {
     const leases = sharedLeases(root, clock);
     const TTL = 10_000;
     // A creates its first generation: the dataset folder exists, its gen. marker is on the way.
-    const A = testLog({ root, leases, clock, slots: 1, leaseTtlMs: TTL, owner: 'a' });
-    const marker = new Pause();
-    A.objects.tap.before = async (op, key) => {
-      if (op === 'putIfAbsent' && key.includes('/gen.')) await marker.hit();
-    };
-    const aDone = settle(A.log.append([createBatch('x')]));
-    await marker.reached.promise;
-    const aEpoch = A.log.writerEpoch!;
+    const { writer: A, marker, appended: aDone, writerEpoch: aEpoch } = await writerHeldAtFirstMarker({ root, leases, clock, leaseTtlMs: TTL, owner: 'a' }, createBatch('x'));
 
     // A's lease lapses; B takes the slot: it fences A's epoch, and pauses before it lists A's
     // generations for the seal.

@@ -14,7 +14,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createBatch } from './support/batches.ts';
-import { manualClock, Pause, settle, sharedLeases, tempRoot, testLog, withFreshReader, eventsOf } from './support/race-kit.ts';
+import { manualClock, Pause, settle, sharedLeases, tempRoot, testLog, withFreshReader, eventsOf, writerHeldAtFirstMarker } from './support/race-kit.ts';
 
 describe('review6 F1: an epoch whose seal was cleaned up is never sealed again with what a zombie wrote later', () => {
   it('a late marker of a cleaned-up epoch stays invisible; the sweep deleting its folder breaks no read', async () => {
@@ -23,14 +23,7 @@ describe('review6 F1: an epoch whose seal was cleaned up is never sealed again w
     const leases = sharedLeases(root, clock);
     const TTL = 10_000;
     // A (epoch 1) creates its first generation: the dataset exists, the gen. marker is held.
-    const A = testLog({ root, leases, clock, slots: 1, leaseTtlMs: TTL, owner: 'a' });
-    const marker = new Pause();
-    A.objects.tap.before = async (op, key) => {
-      if (op === 'putIfAbsent' && key.includes('/gen.')) await marker.hit();
-    };
-    const aDone = settle(A.log.append([createBatch('z')]));
-    await marker.reached.promise;
-    const aEpoch = A.log.writerEpoch!;
+    const { writer: A, marker, appended: aDone, writerEpoch: aEpoch } = await writerHeldAtFirstMarker({ root, leases, clock, leaseTtlMs: TTL, owner: 'a' }, createBatch('z'));
 
     // A's lease lapses; B takes the slot (seals A's epoch: no generation listed), writes, closes.
     clock.advance(TTL + 1);

@@ -440,3 +440,22 @@ export function raceFixture(ttlMs: number) {
 export async function baseDataFiles(root: string): Promise<Set<string>> {
   return new Set(await fs.readdir(path.join(logUri(parseRoot(root), PIPELINE, EXPERIMENT), 'data')));
 }
+
+/**
+ * Writer `owner` (slot 0 of a one-slot log) stopped inside its first append: the dataset folder
+ * of its first generation exists, the PUT of its `gen.` marker is held until `marker.release()`
+ * (clear `log.objects.tap.before` first if later requests must pass freely).
+ */
+export async function writerHeldAtFirstMarker(
+  o: { root: string; leases: LeaseStore; clock: Clock; leaseTtlMs: number; owner: string },
+  batch: Record<string, unknown>,
+): Promise<{ writer: TestLog; marker: Pause; appended: Promise<Outcome<Ack[]>>; writerEpoch: string }> {
+  const writer = testLog({ ...o, slots: 1 });
+  const marker = new Pause();
+  writer.objects.tap.before = async (op, key) => {
+    if (op === 'putIfAbsent' && key.includes('/gen.')) await marker.hit();
+  };
+  const appended = settle(writer.log.append([batch]));
+  await marker.reached.promise;
+  return { writer, marker, appended, writerEpoch: writer.log.writerEpoch! };
+}
