@@ -86,7 +86,7 @@ export class LanceCheckpointLog implements CheckpointLog {
     // Well-formed too: the base gets the id through SQL (a lone surrogate becomes U+FFFD there),
     // a shard through its item index (compared as is), so they would read different items.
     checkItemId(itemId);
-    return this.reader.scan(`item_id = ${sqlString(itemId)}`, columns, undefined, { items: [itemId], whole: true });
+    return this.reader.scan(`item_id = ${sqlString(itemId)}`, columns, undefined, { items: [itemId] });
   }
 
   /** An item driven by durable steps (lib/steps.ts). */

@@ -66,16 +66,13 @@ const READ_ATTEMPTS = 10;
 /** Attempts that wait for a takeover to write its seal before the reader writes it itself. */
 const SEAL_WAITS = 4;
 
-/** Every row a filter selects belongs to one of `items`. */
+/**
+ * The filter selects rows of `items` only: every row of them, or (with `keep`) those `keep.test`
+ * accepts, the filter's other conditions restated over rows (reading `keep.columns`); it must
+ * select exactly what the SQL filter selects.
+ */
 export interface ItemScope {
   items: readonly string[];
-  /** The filter is exactly that (no other condition). */
-  whole?: boolean;
-  /**
-   * The filter restated over rows (reading `columns`), so that a shard generation's rows of the
-   * items are taken by offset and kept by `test` instead of queried: it must select exactly what
-   * the SQL filter selects.
-   */
   keep?: { columns: readonly string[]; test: (row: EventRow) => boolean };
 }
 
@@ -233,8 +230,8 @@ export class LogReader {
    * Rows matching `filter` from the base and the listing's visible generations (but `skip`): one
    * query of a consistent read (call it inside `read`, which checks the layout afterwards). With a
    * `scope` (the filter selects only rows of these items), a generation is read through its item
-   * index (lib/log/shard-index.ts): skipped when it holds none of the items, its rows taken by
-   * offset when the filter is the items alone or restated in `keep`, else queried.
+   * index (lib/log/shard-index.ts): the items' rows are taken by offset (none: no query) and kept
+   * by `scope.keep`.
    */
   async scanListing(
     listing: ShardListing,
@@ -247,12 +244,10 @@ export class LogReader {
     const shardRows = async (v: ShardView): Promise<EventRow[]> => {
       const t = await this.shardTable(v);
       if (!scope) return query(t, filter, columns);
-      if (scope.whole) return this.shardIndex.rowsOf(t, v.name, scope.items, columns);
-      if (scope.keep) {
-        const wanted = [...new Set([...columns, ...scope.keep.columns])];
-        return (await this.shardIndex.rowsOf(t, v.name, scope.items, wanted)).filter(scope.keep.test);
-      }
-      return (await this.shardIndex.holds(t, v.name, scope.items)) ? query(t, filter, columns) : [];
+      const keep = scope.keep;
+      if (!keep) return this.shardIndex.rowsOf(t, v.name, scope.items, columns);
+      const wanted = [...new Set([...columns, ...keep.columns])];
+      return (await this.shardIndex.rowsOf(t, v.name, scope.items, wanted)).filter(keep.test);
     };
     const parts = await Promise.all([
       this.tables.base(listing.baseExists).then((t) => (t ? query(t, filter, columns) : [])),

@@ -48,11 +48,6 @@ export class ShardItemIndex {
     return rowsFromArrow(taken);
   }
 
-  /** Whether generation `name` (at the version `table` reads) holds any row of `items`. */
-  async holds(table: Table, name: string, items: readonly string[]): Promise<boolean> {
-    return (await this.offsetsOf(table, name, items)).length > 0;
-  }
-
   /** Forget a generation (its handles were dropped, or it is no longer visible). */
   forget(name: string): void {
     this.entries.delete(name);

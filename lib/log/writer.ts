@@ -354,7 +354,7 @@ export class ShardWriter {
       const skip = new Set(own.map(([name]) => name));
       const { existing, tombstones, visible } = await this.ctx.reader.read(
         async (listing) => ({
-          existing: await this.ctx.reader.scanListing(listing, sqlIn('item_id', toRead), TRACK_COLUMNS, skip, { scope: { items: toRead, whole: true } }),
+          existing: await this.ctx.reader.scanListing(listing, sqlIn('item_id', toRead), TRACK_COLUMNS, skip, { scope: { items: toRead } }),
           tombstones: listing.tombstones,
           visible: new Set(listing.visible.map((v) => v.name)),
         }),
@@ -455,7 +455,7 @@ export class ShardWriter {
       const skip = new Set(own.map(([name]) => name));
       const { rows, tombstones, visible } = await this.ctx.reader.read(
         async (listing) => ({
-          rows: await this.ctx.reader.scanListing(listing, sqlIn('item_id', [itemId]), TRACK_COLUMNS, skip, { scope: { items: [itemId], whole: true } }),
+          rows: await this.ctx.reader.scanListing(listing, sqlIn('item_id', [itemId]), TRACK_COLUMNS, skip, { scope: { items: [itemId] } }),
           tombstones: listing.tombstones,
           visible: new Set(listing.visible.map((v) => v.name)),
         }),
