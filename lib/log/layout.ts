@@ -124,3 +124,13 @@ export function parseMetaNames(names: readonly string[]): MetaNames {
   }
   return { baseExists, gens, sealEpochs, fenceEpochs, retired, tombstones, tombNames };
 }
+
+/** The highest epoch of each slot among these writer epochs (`s00-e000001` names). */
+export function maxEpochPerSlot(writerEpochs: readonly string[]): Map<number, number> {
+  const max = new Map<number, number>();
+  for (const e of writerEpochs) {
+    const p = parseShardName(`${e}-g000000`);
+    if (p) max.set(p.slot, Math.max(max.get(p.slot) ?? 0, p.epoch));
+  }
+  return max;
+}

@@ -13,7 +13,7 @@ import { isFree } from '../lease/rules.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { MaintenanceReport, MaintenanceStep } from '../api.ts';
-import { CLAIMS_DIR, fenceKey, genKey, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from './layout.ts';
+import { CLAIMS_DIR, fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from './layout.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
 import { purgeDeleted } from './purge.ts';
 import type { LogReader, ShardListing } from './reader.ts';
@@ -216,11 +216,7 @@ async function sweepUnlisted(ctx: Ctx): Promise<string[]> {
   const meta = parseMetaNames(await ctx.objects.list(META_DIR));
   const listed = new Set(meta.gens);
   const sealed = new Set(meta.sealEpochs);
-  const maxSealed = new Map<number, number>();
-  for (const e of meta.sealEpochs) {
-    const p = parseShardName(`${e}-g000000`);
-    if (p) maxSealed.set(p.slot, Math.max(maxSealed.get(p.slot) ?? 0, p.epoch));
-  }
+  const maxSealed = maxEpochPerSlot(meta.sealEpochs);
   const over = (p: ShardName) => sealed.has(p.writerEpoch) || (maxSealed.get(p.slot) ?? 0) > p.epoch;
   const swept: string[] = [];
   for (const entry of await ctx.objects.list(SHARDS_DIR)) {

@@ -23,6 +23,7 @@ import { rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
 import {
+  maxEpochPerSlot,
   META_DIR,
   parseMetaNames,
   parseShardName,
@@ -279,14 +280,6 @@ function stable(read: readonly ShardView[], now: MetaNames): boolean {
   return read.every((v) => gens.has(v.name) && !now.retired.has(v.name) && (v.version !== null || (ended.get(v.slot) ?? 0) < v.epoch));
 }
 
-function maxEpochPerSlot(writerEpochs: readonly string[]): Map<number, number> {
-  const max = new Map<number, number>();
-  for (const e of writerEpochs) {
-    const p = parseShardName(`${e}-g000000`);
-    if (p) max.set(p.slot, Math.max(max.get(p.slot) ?? 0, p.epoch));
-  }
-  return max;
-}
 
 async function query(t: Table, filter: string | null, columns: readonly string[]): Promise<EventRow[]> {
   let q = t.query().select(projection(columns));

@@ -12,7 +12,7 @@
 import type { Clock } from '../clock.ts';
 import { CorruptError } from '../errors.ts';
 import type { ObjectStore } from '../storage/objects.ts';
-import { fenceKey, META_DIR, parseMetaNames, parseShardName, sealKey, type Seal } from './layout.ts';
+import { fenceKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, sealKey, type Seal } from './layout.ts';
 import type { LogReader } from './reader.ts';
 import type { LanceTables } from './tables.ts';
 
@@ -75,10 +75,7 @@ export async function writeSeal(
   // landed since; listing that generation made the zombie's commit visible, and a sweep that had
   // decided on its folder left a visible generation without data (review6 F1).
   const self = parseShardName(`${writerEpoch}-g000000`);
-  const superseded = meta.sealEpochs.some((e) => {
-    const p = parseShardName(`${e}-g000000`);
-    return p !== null && self !== null && p.slot === self.slot && p.epoch > self.epoch;
-  });
+  const superseded = self !== null && (maxEpochPerSlot(meta.sealEpochs).get(self.slot) ?? 0) > self.epoch;
   const gens = superseded ? [] : meta.gens.filter((g) => parseShardName(g)?.writerEpoch === writerEpoch && !meta.retired.has(g));
   const versions: Record<string, number> = {};
   for (const name of gens) {
