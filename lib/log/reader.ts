@@ -117,7 +117,11 @@ export class LogReader {
         .filter((e) => needed.has(e))
         .map(async (e) => {
           const s = await this.readSeal(e);
-          if (s) seals.set(e, s);
+          // Listed, then gone: maintenance deletes a seal once its epoch's generations are merged
+          // and gone. The listing is stale: without the seal its generations would count as a
+          // zombie's (skipped, and the base that now holds their rows may be unknown to it).
+          if (!s) throw new LayoutChangedError(`the seal of ${e} was deleted while the log was listed`);
+          seals.set(e, s);
         }),
     );
     // Highest sealed epoch per slot: unsealed epochs at or below it are zombies.
@@ -178,7 +182,14 @@ export class LogReader {
     let lastError: unknown;
     for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
       if (attempt > 0) await this.clock.sleep(Math.min(400, 5 * 2 ** attempt));
-      const listing = await this.listShards();
+      let listing: ShardListing;
+      try {
+        listing = await this.listShards();
+      } catch (e) {
+        if (!(e instanceof LayoutChangedError)) throw e;
+        lastError = e;
+        continue;
+      }
       if (listing.pending.length > 0) {
         // A takeover is between its fence and its seal. Give it a moment, then finish it: the
         // fence proves the old epoch can no longer be confirmed, so any version read now covers
@@ -268,6 +279,9 @@ export class LogReader {
     for (const s of pending) await writeSeal({ objects: this.objects, tables: this.tables }, s.writerEpoch, 'reader', this.clock);
   }
 }
+
+/** The meta folder changed between its listing and what the listing named (read again). */
+class LayoutChangedError extends UnavailableError {}
 
 /**
  * Whether every generation `read` saw is still there and unretired, and, if read at its latest
