@@ -67,13 +67,19 @@ export interface MaintenanceReport {
   /** Dataset folders of generations no reader may see (zombie writes, crashed creations), deleted. */
   sweptShards: string[];
   /**
+   * The item listing projection (docs/design/projection.md) as this pass left it: the base
+   * version it describes, its items, and whether it was `current` already, counted the rows
+   * `added` since, or counted them all (`full`). Null when there is no base yet or the step failed.
+   */
+  projection: { baseVersion: number; items: number; built: 'current' | 'added' | 'full' } | null;
+  /**
    * Steps that failed; the other steps still ran. A failed step is retried by the next run
    * (every step is idempotent). Empty when everything succeeded.
    */
   failures: Array<{ step: MaintenanceStep; code: string; message: string }>;
 }
 
-export type MaintenanceStep = 'orphans' | 'retirements' | 'merge' | 'zombies' | 'deletions' | 'compaction' | 'indexes' | 'claims' | 'meta';
+export type MaintenanceStep = 'orphans' | 'retirements' | 'merge' | 'zombies' | 'deletions' | 'compaction' | 'indexes' | 'projection' | 'claims' | 'meta';
 
 /**
  * One experiment's log. Obtained from `openLog` (lib/index.ts). Writing takes a writer shard

@@ -48,15 +48,16 @@ describe('maintenance sweeps what zombies leave', () => {
     expect(first.failures).toEqual([]);
     // Every step is reported once, in order; the total grows by the one merge once it is listed.
     expect(progress).toEqual([
-      ['orphans', 1, 8],
-      ['retirements', 2, 8],
-      ['merge', 3, 9],
-      ['zombies', 4, 9],
-      ['deletions', 5, 9],
-      ['compaction', 6, 9],
-      ['indexes', 7, 9],
-      ['claims', 8, 9],
-      ['meta', 9, 9],
+      ['orphans', 1, 9],
+      ['retirements', 2, 9],
+      ['merge', 3, 10],
+      ['zombies', 4, 10],
+      ['deletions', 5, 10],
+      ['compaction', 6, 10],
+      ['indexes', 7, 10],
+      ['projection', 8, 10],
+      ['claims', 9, 10],
+      ['meta', 10, 10],
     ]);
     expect(first.mergedShards).toContain(gen);
     expect(existsSync(dir), 'merged and deleted').toBe(false);

@@ -18,6 +18,8 @@ import { sqlIn, sqlString } from './tables.ts';
 
 export interface ListingSource {
   aggregates(filter: string | null): Promise<ItemAggregate[]>;
+  /** Every item's aggregate from the maintained projection, or null when none describes the base. */
+  projected(): Promise<ItemAggregate[] | null>;
   scanEvents<T>(o: ScanOptions, make: () => EventVisitor<T>): Promise<T>;
 }
 
@@ -57,6 +59,12 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
   if (q.parentItemId !== undefined) lineage.push(`parent_item_id = ${sqlString(q.parentItemId)}`);
   const parts = q.after !== undefined ? [`item_id > ${sqlString(q.after)}`, ...lineage] : lineage;
   const where = parts.length > 0 ? parts.join(' AND ') : null;
+  // Without lineage or tags, every item's aggregate through the projection is cheaper than
+  // choosing a page's ids from the log (lib/log/projection.ts); the page is cut from it here.
+  if (lineage.length === 0 && tags.size === 0) {
+    const all = await src.projected();
+    if (all) return pageOf(all, q);
+  }
 
   // Candidate ids, sorted like Lance compares them (UTF-8 bytes): null = every item matching `where`.
   let candidates: string[] | null = null;
@@ -107,6 +115,19 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
     next = list.at(-1)!.itemId;
   }
   return next !== undefined ? { items: list, next } : { items: list };
+}
+
+/** The page `q` asks for (cursor, status, limit) of every item's aggregate, sorted by id. */
+function pageOf(all: readonly ItemAggregate[], q: ItemQuery): ItemPage {
+  const items: ItemPage['items'] = [];
+  for (const a of all) {
+    if (q.after !== undefined && compareUtf8(a.itemId, q.after) <= 0) continue;
+    const s = summaryOf(a);
+    if (q.status !== undefined && s.status !== q.status) continue;
+    if (q.limit !== undefined && items.length === q.limit) return { items, next: items.at(-1)!.itemId };
+    items.push(s);
+  }
+  return { items };
 }
 
 /**

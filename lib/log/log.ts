@@ -17,6 +17,7 @@ import { listItems } from './listing.ts';
 import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
 import { LogReader, type ShardListing } from './reader.ts';
+import { projectedAggregates, ProjectionCache } from './projection.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
 import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
 import { LanceTables, sqlString, type SyncWrapper, type Table, type TableWrapper } from './tables.ts';
@@ -44,11 +45,13 @@ export class LanceCheckpointLog implements CheckpointLog {
   private readonly tables: LanceTables;
   private readonly reader: LogReader;
   private writer: ShardWriter | null = null;
+  private readonly projection: ProjectionCache;
 
   constructor(private readonly o: LanceLogOptions) {
     this.uri = o.uri;
     this.tables = new LanceTables(o.uri, o.storageOptions, o.objects, o.wrapTable, o.wrapSync);
     this.reader = new LogReader(o.objects, this.tables, o.clock);
+    this.projection = new ProjectionCache(o.objects);
   }
 
   private ctx() {
@@ -143,9 +146,21 @@ export class LanceCheckpointLog implements CheckpointLog {
     return (await this.aggregates()).map(failureOf).filter((f): f is FailureSummary => f !== null);
   }
 
-  /** Every item's listing aggregate, by one streaming pass over light columns (lib/log/summary.ts). */
-  aggregates(filter: string | null = null): Promise<ItemAggregate[]> {
+  /**
+   * Every item's listing aggregate (lib/log/summary.ts): through the projection maintenance keeps
+   * when there is no filter and it describes the base, else by one streaming pass over light columns.
+   */
+  async aggregates(filter: string | null = null): Promise<ItemAggregate[]> {
+    if (filter === null) {
+      const projected = await this.projected();
+      if (projected) return projected;
+    }
     return this.scanEvents({ columns: SUMMARY_SCAN_COLUMNS, filter }, () => new SummaryVisitor());
+  }
+
+  /** Every item's listing aggregate through the projection, or null when none describes the base. */
+  projected(): Promise<ItemAggregate[] | null> {
+    return projectedAggregates(this.reader, this.tables, this.projection);
   }
 
   /**

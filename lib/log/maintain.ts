@@ -15,6 +15,7 @@ import type { ObjectStore } from '../storage/objects.ts';
 import type { MaintenanceReport, MaintenanceStep } from '../api.ts';
 import { CLAIMS_DIR, fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from './layout.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
+import { refreshProjection } from './projection.ts';
 import { purgeDeleted } from './purge.ts';
 import type { LogReader, ShardListing } from './reader.ts';
 import type { LanceTables } from './tables.ts';
@@ -42,7 +43,7 @@ export interface MaintainOptions {
 export type MaintainProgress = (step: MaintenanceStep, done: number, total: number) => void;
 
 /** Steps every pass runs besides one `merge` per sealed generation. */
-const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zombies', 'deletions', 'compaction', 'indexes', 'claims', 'meta'];
+const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zombies', 'deletions', 'compaction', 'indexes', 'projection', 'claims', 'meta'];
 
 export const INDEXED_COLUMNS = ['item_id', 'event_id'] as const;
 
@@ -61,6 +62,7 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
     purgedItems: 0,
     pendingDeletions: 0,
     sweptShards: [],
+    projection: null,
     failures: [],
   };
   let lease;
@@ -161,6 +163,11 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
       }
       report.indexes = (await base.listIndices()).map((i) => i.name);
       await ctx.tables.sync('base');
+    });
+
+    // After compaction: a projection of the base before it would describe fragments that are gone.
+    await step('projection', async () => {
+      report.projection = await refreshProjection(ctx, (await ctx.reader.listShards()).baseExists);
     });
 
     // 5. Clean-up of small objects.

@@ -11,7 +11,7 @@
  * visitor with no per-row check in JavaScript.
  */
 import type * as arrow from 'apache-arrow';
-import type { LogReader } from './reader.ts';
+import type { LogReader, ShardListing } from './reader.ts';
 import { projection, sqlIn, type LanceTables, type Table } from './tables.ts';
 import { Utf8Column, Int64Column } from './columns.ts';
 import { deletedThrough } from './deleted.ts';
@@ -43,79 +43,113 @@ const LOOKUP_CHUNK = 1000;
  * consistent read (LogReader.read): when the read starts over, `make()` is called again.
  */
 export function scanEvents<T>(reader: LogReader, tables: LanceTables, o: ScanOptions, make: () => EventVisitor<T>): Promise<T> {
-  const filter = o.filter ?? null;
   return reader.read(async (listing) => {
-    const tombs = listing.tombstones;
-    // Deleted items' rows are dropped by the keep functions (docs/design/deletion.md).
-    const forTombs = tombs.size > 0 ? ['item_id', 'item_seq'] : [];
-    // The tail's rows also carry what picks one copy per event; the base's only what the visitor
-    // and tombstones read: event ids are the widest column, and a pass over item ids alone (a
-    // listing page) read them for nothing (10^7 events: 432 vs 214 MiB peak).
-    const tailColumns = [...new Set([...o.columns, 'event_id', 'item_seq', ...forTombs])];
-    const baseColumns = [...new Set([...o.columns, ...forTombs])];
-    const alive = (b: arrow.RecordBatch): ((row: number) => boolean) | null => (tombs.size === 0 ? null : aliveRows(b, tombs));
     const visitor = make();
     // One base version for the lookup and the stream: a merge committing between them would
     // put into the stream copies the lookup did not see (events delivered twice).
-    const latest = await tables.base(listing.baseExists);
-    const base = latest ? await tables.baseAt(await latest.version()) : null;
+    await streamListing(reader, listing, await pinnedBase(tables, listing), o, visitor);
+    return visitor.done();
+  });
+}
 
-    // 1. The unmerged tail, whole, with the copy of each event it should contribute.
-    const shardBatches: arrow.RecordBatch[] = [];
-    for (const v of listing.visible) shardBatches.push(...(await collect(await reader.shardTable(v), filter, tailColumns)));
-    /** event_id -> [batch index, row, seq] of the tail's lowest-seq copy. */
-    const chosen = new Map<string, [number, number, number]>();
-    shardBatches.forEach((b, bi) => {
-      const ids = new Utf8Column(b, 'event_id');
-      const seqs = new Int64Column(b, 'item_seq');
-      for (let r = 0; r < b.numRows; r++) {
-        const id = ids.get(r)!;
-        const seq = seqs.get(r)!;
-        const prev = chosen.get(id);
-        if (!prev || seq < prev[2]) chosen.set(id, [bi, r, seq]);
-      }
-    });
+/** The base at its current version, pinned (null while it does not exist). */
+export async function pinnedBase(tables: LanceTables, listing: ShardListing): Promise<Table | null> {
+  const latest = await tables.base(listing.baseExists);
+  return latest ? tables.baseAt(await latest.version()) : null;
+}
 
-    // 2. Which of those the base holds too, and which copy wins.
-    const baseLoses: string[] = [];
-    if (base && chosen.size > 0) {
-      const ids = [...chosen.keys()];
-      for (let i = 0; i < ids.length; i += LOOKUP_CHUNK) {
-        const part = ids.slice(i, i + LOOKUP_CHUNK);
-        for (const b of await collect(base, sqlIn('event_id', part), ['event_id', 'item_seq'])) {
-          const bid = new Utf8Column(b, 'event_id');
-          const bseq = new Int64Column(b, 'item_seq');
-          for (let r = 0; r < b.numRows; r++) {
-            const id = bid.get(r)!;
-            const c = chosen.get(id);
-            if (!c) continue;
-            // Equal seqs: the copies are the same event (a merge's copy): the base's is kept.
-            if (bseq.get(r)! <= c[2]) chosen.delete(id);
-            else baseLoses.push(id);
-          }
-          releaseBatch(b);
-        }
-      }
+export interface StreamExtras {
+  /** Also required of the base's streamed rows (not of the tail, nor of the copy lookup). */
+  baseWhere?: string;
+  /** Stream none of the base's rows (the caller counted them); the lookup still uses it. */
+  skipBase?: boolean;
+}
+
+/**
+ * One consistent read's stream (call it inside `LogReader.read`) over `base` (pinned) and the
+ * listing's visible generations. Returns the items of events whose base copy lost to a tail
+ * copy (a lower seq): the base stream skips that copy, and a caller that counted the base's rows
+ * some other way (lib/log/projection.ts) must count those items again.
+ */
+export async function streamListing(
+  reader: LogReader,
+  listing: ShardListing,
+  base: Table | null,
+  o: ScanOptions,
+  visitor: EventVisitor<unknown>,
+  extras: StreamExtras = {},
+): Promise<Set<string>> {
+  const filter = o.filter ?? null;
+  const tombs = listing.tombstones;
+  // Deleted items' rows are dropped by the keep functions (docs/design/deletion.md).
+  const forTombs = tombs.size > 0 ? ['item_id', 'item_seq'] : [];
+  // The tail's rows also carry what picks one copy per event; the base's only what the visitor
+  // and tombstones read: event ids are the widest column, and a pass over item ids alone (a
+  // listing page) read them for nothing (10^7 events: 432 vs 214 MiB peak).
+  const tailColumns = [...new Set([...o.columns, 'event_id', 'item_seq', ...forTombs])];
+  const baseColumns = [...new Set([...o.columns, ...forTombs])];
+  const alive = (b: arrow.RecordBatch): ((row: number) => boolean) | null => (tombs.size === 0 ? null : aliveRows(b, tombs));
+
+  // 1. The unmerged tail, whole, with the copy of each event it should contribute.
+  const shardBatches: arrow.RecordBatch[] = [];
+  for (const v of listing.visible) shardBatches.push(...(await collect(await reader.shardTable(v), filter, tailColumns)));
+  /** event_id -> [batch index, row, seq] of the tail's lowest-seq copy. */
+  const chosen = new Map<string, [number, number, number]>();
+  shardBatches.forEach((b, bi) => {
+    const ids = new Utf8Column(b, 'event_id');
+    const seqs = new Int64Column(b, 'item_seq');
+    for (let r = 0; r < b.numRows; r++) {
+      const id = ids.get(r)!;
+      const seq = seqs.get(r)!;
+      const prev = chosen.get(id);
+      if (!prev || seq < prev[2]) chosen.set(id, [bi, r, seq]);
     }
+  });
 
-    // 3. The base, streamed; then the tail's chosen copies.
-    if (base) {
-      const exclude = baseLoses.length > 0 ? `NOT (${sqlIn('event_id', baseLoses)})` : null;
-      const where = filter && exclude ? `(${filter}) AND ${exclude}` : (filter ?? exclude);
-      for await (const b of stream(base, where, baseColumns)) {
-        visitor.batch(b, alive(b) ?? ALL);
+  // 2. Which of those the base holds too, and which copy wins.
+  const baseLoses: string[] = [];
+  const loserItems = new Set<string>();
+  if (base && chosen.size > 0) {
+    const ids = [...chosen.keys()];
+    for (let i = 0; i < ids.length; i += LOOKUP_CHUNK) {
+      const part = ids.slice(i, i + LOOKUP_CHUNK);
+      for (const b of await collect(base, sqlIn('event_id', part), ['event_id', 'item_seq', 'item_id'])) {
+        const bid = new Utf8Column(b, 'event_id');
+        const bseq = new Int64Column(b, 'item_seq');
+        const bitem = new Utf8Column(b, 'item_id');
+        for (let r = 0; r < b.numRows; r++) {
+          const id = bid.get(r)!;
+          const c = chosen.get(id);
+          if (!c) continue;
+          // Equal seqs: the copies are the same event (a merge's copy): the base's is kept.
+          if (bseq.get(r)! <= c[2]) chosen.delete(id);
+          else {
+            baseLoses.push(id);
+            loserItems.add(bitem.get(r)!);
+          }
+        }
         releaseBatch(b);
       }
     }
-    const keep = new Set<string>();
-    for (const [bi, r] of chosen.values()) keep.add(`${bi}:${r}`);
-    shardBatches.forEach((b, bi) => {
-      const live = alive(b);
-      visitor.batch(b, live ? (r) => keep.has(`${bi}:${r}`) && live(r) : (r) => keep.has(`${bi}:${r}`));
+  }
+
+  // 3. The base, streamed; then the tail's chosen copies.
+  if (base && !extras.skipBase) {
+    const exclude = baseLoses.length > 0 ? `NOT (${sqlIn('event_id', baseLoses)})` : null;
+    const where = [filter, extras.baseWhere ?? null, exclude].filter((x): x is string => x !== null).map((x) => `(${x})`).join(' AND ') || null;
+    for await (const b of stream(base, where, baseColumns)) {
+      visitor.batch(b, alive(b) ?? ALL);
       releaseBatch(b);
-    });
-    return visitor.done();
+    }
+  }
+  const keep = new Set<string>();
+  for (const [bi, r] of chosen.values()) keep.add(`${bi}:${r}`);
+  shardBatches.forEach((b, bi) => {
+    const live = alive(b);
+    visitor.batch(b, live ? (r) => keep.has(`${bi}:${r}`) && live(r) : (r) => keep.has(`${bi}:${r}`));
+    releaseBatch(b);
   });
+  return loserItems;
 }
 
 /** Which rows of `b` no tombstone hides; item ids are decoded once per run of equal ids. */
@@ -140,7 +174,7 @@ function query(t: Table, filter: string | null, columns: readonly string[]) {
 /** Rows per streamed batch: Lance's default (1,024) makes the per-batch cost dominate a scan. */
 const BATCH_ROWS = 32768;
 
-async function* stream(t: Table, filter: string | null, columns: readonly string[]): AsyncGenerator<arrow.RecordBatch> {
+export async function* stream(t: Table, filter: string | null, columns: readonly string[]): AsyncGenerator<arrow.RecordBatch> {
   // `execute` is the documented iteration with options (protected in the typings only). Awaited:
   // a wrapped table (the simulation) may return it through a promise.
   const q = query(t, filter, columns) as unknown as { execute(o: { maxBatchLength: number }): AsyncIterable<arrow.RecordBatch> };

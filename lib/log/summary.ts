@@ -111,6 +111,12 @@ export function lineageOf(a: ItemAggregate): { rootItemId: string; parentItemId:
 export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
   private readonly items = new Map<string, ItemAggregate>();
 
+  /**
+   * `seed`: aggregates of events already counted (lib/log/projection.ts); the rows fed then
+   * update them. Never modified (an aggregate is copied when a row first updates it).
+   */
+  constructor(private readonly seed?: ReadonlyMap<string, ItemAggregate>) {}
+
   batch(b: arrow.RecordBatch, keep: (row: number) => boolean): void {
     const itemIds = new Utf8Column(b, 'item_id');
     const eventIds = new Utf8Column(b, 'event_id');
@@ -129,7 +135,9 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
         if (itemId === null) throw new CorruptError(`column item_id is null in a stored event (row ${r})`);
         agg = this.items.get(itemId) ?? null;
         if (agg === null) {
-          agg = newAggregate(itemId);
+          const seeded = this.seed?.get(itemId);
+          // Shallow is enough: a row replaces the nested objects, never changes them.
+          agg = seeded ? { ...seeded } : newAggregate(itemId);
           this.items.set(itemId, agg);
         }
       }
@@ -208,7 +216,9 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
   }
 
   done(): ItemAggregate[] {
-    return [...this.items.values()].sort((a, b) => compareUtf8(a.itemId, b.itemId));
+    const out = [...this.items.values()];
+    if (this.seed) for (const [id, a] of this.seed) if (!this.items.has(id)) out.push(a);
+    return out.sort((a, b) => compareUtf8(a.itemId, b.itemId));
   }
 }
 

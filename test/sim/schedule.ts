@@ -24,6 +24,7 @@ import path from 'node:path';
 import { existsSync } from 'node:fs';
 import { parseBatch } from '../../lib/batch.ts';
 import { NotFoundError } from '../../lib/errors.ts';
+import { summarize } from '../../lib/fold.ts';
 import { MAX_LATEST_EVENTS } from '../../lib/log/item-reads.ts';
 import { incarnate } from '../../lib/log/sequence.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
@@ -188,6 +189,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   for (let i = 1; i <= cfg.writers; i++) writers.push({ name: `w${i}`, inc: 1, actor: `w${i}.1`, log: makeLog(`w${i}.1`), closing: false });
   const readers = [1, 2].map((i) => ({ actor: `r${i}`, log: makeLog(`r${i}`), busy: 0 }));
   let itemReads = 0;
+  let listReads = 0;
   const maint = { actor: 'm', log: makeLog('m'), busy: false };
   const items: ItemModel[] = [];
   const deliveries: Delivery[] = [];
@@ -353,8 +355,11 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         const x = wl.pick(items).id;
         // Item reads through the item API too (fields, latest events: they decide "not found"
         // inside the read), chosen by the read's number so the schedule's random stream is kept.
-        const variant = kind === 'trajectory' ? (['trajectory', 'latest', 'fields'] as const)[itemReads++ % 3]! : kind;
-        const what = kind === 'all' ? 'allStates' : kind === 'blob' ? 'loadBlob' : `${variant} ${x}`;
+        // Whole-log reads alternate between folds (allStates) and the listing (items(), through
+        // the projection once maintenance built one), by the read's number too.
+        const variant =
+          kind === 'trajectory' ? (['trajectory', 'latest', 'fields'] as const)[itemReads++ % 3]! : kind === 'all' ? (['items', 'all', 'items'] as const)[listReads++ % 3]! : kind;
+        const what = variant === 'all' ? 'allStates' : variant === 'items' ? 'items()' : kind === 'blob' ? 'loadBlob' : `${variant} ${x}`;
         if (kind === 'blob' && blobEvents.length === 0) return false;
         const blobId = kind === 'blob' ? wl.pick(blobEvents) : '';
         const id = history.beginRead(r.actor, kind === 'blob' ? `loadBlob ${blobId.slice(0, 8)}` : what);
@@ -367,7 +372,8 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
             if (variant === 'latest') return { items: [trajectoryObservation(x, await r.log.latestEvents(x, { limit: MAX_LATEST_EVENTS }))] };
             // Only its existence is checked (an acked item must not read as missing).
             if (variant === 'fields') return (await r.log.fields(x, { names: [] })).itemId === x ? { items: [] } : { items: [{ itemId: x, absent: true }] };
-            if (kind === 'all') return { items: (await r.log.allStates()).map((s) => ({ itemId: s.itemId, state: s })), allItems: true };
+            if (variant === 'all') return { items: (await r.log.allStates()).map((s) => ({ itemId: s.itemId, state: s })), allItems: true };
+            if (variant === 'items') return { items: (await r.log.items()).items.map((s) => ({ itemId: s.itemId, listedSeq: s.lastSeq })), allItems: true };
             return { blobs: [{ eventId: blobId, bytes: await r.log.loadBlob(blobId) }] };
           } catch (e) {
             if (!(e instanceof NotFoundError)) throw e;
@@ -541,7 +547,13 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     const fr = makeLog('final-r');
     const id = history.beginRead('final', 'final read (allStates + every trajectory)');
     try {
-      const obs: ItemObservation[] = (await fr.allStates()).map((s) => ({ itemId: s.itemId, state: s }));
+      const states = await fr.allStates();
+      const obs: ItemObservation[] = states.map((s) => ({ itemId: s.itemId, state: s }));
+      // The listing (through the projection the final maintenance built) equals the folds.
+      const listed = JSON.stringify((await fr.items()).items);
+      const folded = JSON.stringify(states.map(summarize));
+      if (listed !== folded) violations.push(`FINAL: items() ${listed} differs from the folds' summaries ${folded}`);
+      if (states.length > 0 && (await fr.projected()) === null) violations.push('FINAL: no projection after the final maintenance');
       for (const x of history.itemIds()) {
         try {
           obs.push(trajectoryObservation(x, await fr.trajectory(x)));

@@ -47,6 +47,8 @@ export interface ItemObservation {
   state?: ItemState;
   /** The item's events (a trajectory). */
   events?: SeenEvent[];
+  /** The item's last seq as a listing (items()) shows it. */
+  listedSeq?: number;
 }
 
 export interface BlobObservation {
@@ -260,6 +262,7 @@ function observed(r: ReadRecord, itemId: string): ItemObservation | undefined {
     if (o.absent) m.absent = true;
     if (o.state) m.state = o.state;
     if (o.events) m.events = o.events;
+    if (o.listedSeq !== undefined) m.listedSeq = o.listedSeq;
   }
   return m;
 }
@@ -351,6 +354,9 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
       if (o.state && o.state.lastSeq < ack.lastSeq) {
         report(inv, `${inv} ${what}: ${describeRead(r)} folds to lastSeq ${o.state.lastSeq}`);
       }
+      if (o.listedSeq !== undefined && o.listedSeq < ack.lastSeq) {
+        report(inv, `${inv} ${what}: ${describeRead(r)} lists the item at lastSeq ${o.listedSeq}`);
+      }
     }
   }
 
@@ -392,8 +398,8 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
             else if (seq !== e.seq) report('I3', `I3 item ${JSON.stringify(o1.itemId)} event ${short(e.eventId)}: seq ${e.seq} in ${describeRead(r1)}, seq ${seq} in later ${describeRead(r2)}`);
           }
         }
-        const last1 = o1.state?.lastSeq ?? (o1.events ? Math.max(0, ...o1.events.map((e) => e.seq)) : 0);
-        const last2 = o2.state?.lastSeq ?? (o2.events ? Math.max(0, ...o2.events.map((e) => e.seq)) : Infinity);
+        const last1 = o1.state?.lastSeq ?? o1.listedSeq ?? (o1.events ? Math.max(0, ...o1.events.map((e) => e.seq)) : 0);
+        const last2 = o2.state?.lastSeq ?? o2.listedSeq ?? (o2.events ? Math.max(0, ...o2.events.map((e) => e.seq)) : Infinity);
         if (last2 < last1 && !gone) report('I3', `I3 item ${JSON.stringify(o1.itemId)}: lastSeq ${last1} in ${describeRead(r1)}, ${last2} in later ${describeRead(r2)}`);
       }
     }
@@ -449,6 +455,7 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
         if (e.seq <= d.throughSeq) report('D1', `D1 ${what}: ${describeRead(r)} shows event ${short(e.eventId)} at seq ${e.seq}`);
       }
       if (o?.state && o.state.lastSeq <= d.throughSeq) report('D1', `D1 ${what}: ${describeRead(r)} folds the item to lastSeq ${o.state.lastSeq}`);
+      if (o?.listedSeq !== undefined && o.listedSeq <= d.throughSeq) report('D1', `D1 ${what}: ${describeRead(r)} lists the item at lastSeq ${o.listedSeq}`);
       for (const b of r.result!.blobs ?? []) {
         const seq = ackSeqOf.get(b.eventId);
         const loc = eventIndex.get(b.eventId);

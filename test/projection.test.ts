@@ -1,0 +1,179 @@
+/**
+ * The item listing projection (lib/log/projection.ts) against the plain streaming scan it stands
+ * in for, on real Lance: after maintenance built it; with merges added to the base since and an
+ * unmerged tail; a deleted item; a base copy of an event that loses to a tail copy (a lower seq);
+ * counting only the added rows against counting all; and the cases where it must not be used
+ * (compaction or a purge behind it, an unreadable or foreign object), where listings still equal
+ * the folds.
+ */
+import { describe, expect, it } from 'vitest';
+import { summarize } from '../lib/fold.ts';
+import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import { fragmentRows, loadProjection, PROJECTION_KEY, refreshProjection } from '../lib/log/projection.ts';
+import { SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from '../lib/log/summary.ts';
+import { LanceTables } from '../lib/log/tables.ts';
+import { rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
+import { LocalObjectStore } from '../lib/storage/local.ts';
+import { raceFixture } from './support/race-kit.ts';
+
+const { setup } = raceFixture(60_000);
+
+function scanned(log: LanceCheckpointLog): Promise<ItemAggregate[]> {
+  return log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
+}
+
+/** The projection answers, and exactly as the scan does; listings equal the folds. */
+async function expectProjected(log: LanceCheckpointLog, label: string): Promise<void> {
+  const want = await scanned(log);
+  expect(await log.projected(), `${label}: the projection answers as the scan`).toEqual(want);
+  await expectListingsMatchFold(log, label);
+}
+
+async function expectListingsMatchFold(log: LanceCheckpointLog, label: string): Promise<void> {
+  const states = await log.allStates({ fields: false });
+  expect((await log.items()).items, `${label}: items()`).toEqual(states.map(summarize));
+  for (const status of ['completed', 'failed', 'in_progress'] as const) {
+    expect((await log.items({ status, limit: 4 })).items.map((i) => i.itemId), `${label}: items(${status})`).toEqual(
+      states.filter((s) => s.status === status).map((s) => s.itemId).slice(0, 4),
+    );
+  }
+  // Pages of 7 from the cursor cover every item once, in order.
+  const paged: string[] = [];
+  let after: string | undefined;
+  do {
+    const page = await log.items({ limit: 7, ...(after ? { after } : {}) });
+    paged.push(...page.items.map((i) => i.itemId));
+    after = page.next;
+  } while (after);
+  expect(paged, `${label}: pages`).toEqual(states.map((s) => s.itemId));
+  const failed = states.filter((s) => s.status === 'failed').map((s) => ({ itemId: s.itemId, status: s.status, ...s.failures.at(-1)! }));
+  expect(await log.failures(), `${label}: failures()`).toEqual(failed);
+}
+
+function batches(n: number, round: number, from = 0) {
+  const out: unknown[] = [];
+  for (let i = from; i < from + n; i++) {
+    const itemId = `it-${String(i).padStart(3, '0')}`;
+    if (round === 0) out.push({ itemId, runId: 'r', create: {}, step: { name: 'load', index: 0 }, set: { x: i } });
+    else if ((i + round) % 4 === 0) out.push({ itemId, runId: 'r', step: { name: `s${round}`, index: round }, failed: { errorType: `Boom${round}`, traceback: `tb ${i}` } });
+    else out.push({ itemId, runId: 'r', step: { name: `s${round}`, index: round }, set: { y: i * round }, ...(round === 3 && i % 5 === 0 ? { terminal: 'completed' } : {}) });
+  }
+  return out;
+}
+
+function whiteBox(log: LanceCheckpointLog) {
+  const objects = new LocalObjectStore(log.uri);
+  return { objects, tables: new LanceTables(log.uri, undefined, objects) };
+}
+
+describe('the item listing projection', () => {
+  it('answers as the scan with merges since it was built, an unmerged tail, deletions and a losing base copy', async () => {
+    const { open } = setup();
+    const A = open({ slot: 0, slots: 2 });
+    const B = open({ slot: 1, slots: 2 });
+    await A.log.append(batches(20, 0));
+    await B.log.append(batches(10, 0, 20));
+    await A.log.append(batches(20, 1));
+    await A.log.mergeOwnShard();
+    await B.log.mergeOwnShard();
+    expect(await A.log.projected(), 'no projection before maintenance').toBeNull();
+
+    const M = open({ slot: 0, slots: 2, owner: 'maintainer' });
+    const rep = await M.log.maintain();
+    expect(rep.failures).toEqual([]);
+    expect(rep.projection).toMatchObject({ items: 30, built: 'full' });
+    await expectProjected(A.log, 'right after maintenance');
+    expect((await M.log.maintain()).projection, 'a second pass finds it current').toMatchObject({ items: 30, built: 'current' });
+
+    // Merges since (new base fragments) and a live tail in both writers, new items included.
+    // New items first: the first row of the merged fragment is an ITEM_CREATED.
+    await A.log.append(batches(3, 0, 40));
+    await A.log.append(batches(20, 2));
+    await A.log.mergeOwnShard();
+    await B.log.append([...batches(10, 1, 20), ...batches(5, 0, 30)]);
+    await A.log.append(batches(20, 3));
+    await expectProjected(A.log, 'merges since and an unmerged tail');
+    await expectProjected(B.log, 'the same through the other writer');
+
+    // Counting only the rows added since gives what counting all of them gives.
+    const { objects, tables } = whiteBox(A.log);
+    const before = await loadProjection(objects);
+    const added = await refreshProjection({ tables, objects }, true);
+    expect(added).toMatchObject({ built: 'added', items: 33 });
+    const byAdding = await loadProjection(objects);
+    await objects.delete(PROJECTION_KEY);
+    expect(await refreshProjection({ tables, objects }, true)).toMatchObject({ built: 'full', items: 33 });
+    const byCounting = await loadProjection(objects);
+    expect(before!.baseVersion).toBeLessThan(byAdding!.baseVersion);
+    expect([...byAdding!.byId.values()]).toEqual([...byCounting!.byId.values()]);
+    expect([...byAdding!.fragments]).toEqual([...byCounting!.fragments]);
+    await expectProjected(A.log, 'after the refresh by adding');
+
+    // A deleted item: its counted aggregate includes hidden rows and must be recounted.
+    await A.log.deleteItem('it-003');
+    await expectProjected(A.log, 'after a delete');
+    expect((await A.log.projected())!.map((a) => a.itemId)).not.toContain('it-003');
+
+    // A base copy of a tail event at a higher seq (as two writers' deliveries can leave it): the
+    // scan keeps the tail's lower-seq copy; the projection counted the base's and must recount.
+    const shard = (await B.log.stats()).shards.find((s) => s.slot === 1 && !s.retired)!;
+    const tail = rowsFromArrow(await (await tables.shard(shard.name)).query().where(`item_id = 'it-021'`).toArrow());
+    expect(tail.length).toBeGreaterThanOrEqual(2);
+    const base = (await tables.base(true))!;
+    await base.add(rowsToArrow(tail.map((r) => ({ ...r, item_seq: r.item_seq + 1000 }))) as never);
+    await refreshProjection({ tables, objects }, true);
+    expect((await loadProjection(objects))!.byId.get('it-021')!.lastSeq, 'the projection counted the losing copy').toBeGreaterThan(1000);
+    // A fresh reader: A's copy of the projection did not count the copy (the range read skips it).
+    const R = open({ slot: 0, slots: 2, owner: 'reader' });
+    await expectProjected(R.log, 'a losing base copy');
+    expect((await R.log.projected())!.find((a) => a.itemId === 'it-021')!.lastSeq).toBeLessThan(1000);
+    await expectProjected(A.log, 'a losing base copy, the older projection');
+  });
+
+  it('is not used when it does not describe the base, and listings still equal the folds', async () => {
+    const { open } = setup();
+    const A = open({ slot: 0, slots: 1 });
+    await A.log.append(batches(12, 0));
+    await A.log.mergeOwnShard();
+    await A.log.append(batches(12, 1));
+    await A.log.mergeOwnShard();
+    const M = open({ slot: 0, slots: 1, owner: 'maintainer' });
+    expect((await M.log.maintain()).projection).toMatchObject({ items: 12, built: 'full' });
+    await expectProjected(A.log, 'built');
+    const { objects, tables } = whiteBox(A.log);
+
+    // A counted fragment gone (as compaction or a purge leaves it: its rows rewritten elsewhere).
+    await A.log.append(batches(12, 3));
+    await A.log.mergeOwnShard();
+    const base = (await whiteBox(A.log).tables.base(true))!; // opened after the merge
+    const counted = await loadProjection(objects);
+    const [gone] = [...counted!.fragments.keys()];
+    const sum = (m: Map<number, number>) => [...m.values()].reduce((a, b) => a + b, 0);
+    const total = sum(await fragmentRows(await tables.baseAt(await base.version())));
+    const rows = await base.query().where(`_rowid >= ${BigInt(gone!) << 32n} AND _rowid < ${BigInt(gone! + 1) << 32n}`).toArrow();
+    await base.mergeInsert('event_id').whenMatchedUpdateAll().execute(rows as never);
+    const now = await fragmentRows(await tables.baseAt(await base.version()));
+    expect(now.has(gone!), 'the counted fragment is gone').toBe(false);
+    expect(sum(now), 'no row lost').toBe(total);
+    expect(await A.log.projected()).toBeNull();
+    await expectListingsMatchFold(A.log, 'a counted fragment rewritten');
+
+    // Rows deleted from a counted fragment (as a purge does): the count no longer matches.
+    expect((await M.log.maintain()).projection).toMatchObject({ built: 'full' });
+    await expectProjected(A.log, 'rebuilt');
+    await base.delete(`item_id = 'it-004'`);
+    expect(await A.log.projected()).toBeNull();
+    await expectListingsMatchFold(A.log, 'rows deleted behind the projection');
+
+    // Unreadable or foreign objects are ignored, never an error.
+    expect((await M.log.maintain()).projection).toMatchObject({ built: 'full', items: 11 });
+    await expectProjected(A.log, 'rebuilt again');
+    const good = (await objects.get(PROJECTION_KEY))!;
+    for (const bad of ['{"format":1,', JSON.stringify({ ...JSON.parse(good), format: 99 }), JSON.stringify({ ...JSON.parse(good), items: [{ h: 'x' }] })]) {
+      await objects.put(PROJECTION_KEY, bad);
+      const fresh = open({ slot: 0, slots: 1, owner: 'reader' });
+      expect(await fresh.log.projected()).toBeNull();
+      await expectListingsMatchFold(fresh.log, `stored ${bad.slice(0, 20)}`);
+    }
+  });
+});
