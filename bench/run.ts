@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openLog } from '../lib/index.ts';
+import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/summary.ts';
 import { LanceTables } from '../lib/log/tables.ts';
 import { rowsToArrow, rowsFromArrow } from '../lib/schema.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
@@ -287,6 +288,7 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
   // writers' appends take a while).
   let unmergedP50: number | undefined;
   let unmergedLiveP50: number | undefined;
+  let withTail: { events: number; ms: number; scanMs: number } | undefined;
   if (last) {
     const writers = await Promise.all(
       Array.from({ length: 16 }, (_, s) => openLog({ root, pipeline: 'b', experiment: 'size', slot: s, mergeEveryCommits: 1_000_000 })),
@@ -312,6 +314,17 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
       live.push(now() - t1);
     }
     unmergedLiveP50 = pct(live, 50);
+    // items() with the 16 shards' tail: the projection maintenance built plus the tail, against
+    // the same listing by a scan (same process, after the folds warmed both).
+    const tailEvents = 16 * P.shardCommits * 10;
+    const t2 = now();
+    const listed = (await reader.items()).items.length;
+    const itemsWithTailMs = now() - t2;
+    const t3 = now();
+    const scanned = (await reader.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor())).length;
+    const scanWithTailMs = now() - t3;
+    if (listed !== items + 16 * P.shardCommits || scanned !== listed) throw new Error(`bench: items() with the tail saw ${listed}, the scan ${scanned}, expected ${items + 16 * P.shardCommits}`);
+    withTail = { events: n + tailEvents, ms: itemsWithTailMs, scanMs: scanWithTailMs };
     await reader.close();
     await Promise.all(writers.map((w) => w.close()));
     log(`size ${n} unmerged fold done`);
@@ -341,7 +354,16 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
     [`disk_${n}_jsonl_bytes`]: jlDisk,
     ...(unmergedP50 !== undefined ? { [`fold_${n}_unmerged16_p50_ms`]: unmergedP50 } : {}),
     ...(unmergedLiveP50 !== undefined ? { [`fold_${n}_unmerged16_live_item_p50_ms`]: unmergedLiveP50 } : {}),
+    ...(withTail ? { [`items_${n}_unmerged16_ms`]: withTail.ms, [`items_${n}_unmerged16_scan_ms`]: withTail.scanMs } : {}),
   });
+  if (withTail) {
+    rows.push('items', {
+      figure: `\`items()\` over ${S} events + 16 writers' unmerged shards (${int(withTail.events - n)} events), in the reader that folded: projection + tail`,
+      ours: `${msText(withTail.ms)} (${int(withTail.events / (withTail.ms / 1000))} events/s)`,
+      baseline: `the same listing by a scan of the log ${msText(withTail.scanMs)}`,
+      ratio: ratio(withTail.ms, withTail.scanMs),
+    });
+  }
   rows.push('build', {
     figure: `build ${S} events (bulk add + maintenance)`,
     ours: `${(buildOurs / 1000).toFixed(1)} s`,

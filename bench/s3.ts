@@ -22,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { DeleteTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { createLeaseTable, DynamoLeaseStore, openLog, type OpenLogOptions } from '../lib/index.ts';
+import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/summary.ts';
 import { LanceTables } from '../lib/log/tables.ts';
 import { rowsToArrow } from '../lib/schema.ts';
 import { lanceStorageOptions, logLocation, parseRoot, s3ClientConfig, type S3Location } from '../lib/storage/location.ts';
@@ -71,7 +72,7 @@ async function counted<T>(fn: () => Promise<T>): Promise<{ value: T; req: Reques
 const lanceCommits = () => proxy.counts.byKind['lance-commit'] ?? 0;
 const open = (experiment: string, extra: Partial<OpenLogOptions> = {}) => openLog({ root, pipeline: 'b', experiment, leases, ...extra });
 
-const ORDER = ['ack', 'ackReq', 'writer', 'fold', 'maint'] as const;
+const ORDER = ['ack', 'ackReq', 'writer', 'fold', 'items', 'maint'] as const;
 const groups = new Map<(typeof ORDER)[number], BenchRow[]>(ORDER.map((k) => [k, []]));
 const push = (kind: (typeof ORDER)[number], r: BenchRow) => groups.get(kind)!.push(r);
 const raw: Record<string, unknown> = {};
@@ -268,6 +269,21 @@ async function coldFold(): Promise<void> {
       lat.push(now() - t);
     }
   });
+  // items() through the projection maintenance just wrote (the first call GETs it; later ones
+  // reuse it while it covers the base), against the same listing by a scan of the log.
+  const first = await counted(() => lg.items());
+  const again = await counted(() => lg.items());
+  const scan = await counted(() => lg.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor()));
+  if (first.value.items.length !== items || again.value.items.length !== items || scan.value.length !== items) {
+    throw new Error(`bench: items() on S3 saw ${first.value.items.length} / ${again.value.items.length}, the scan ${scan.value.length}, expected ${items}`);
+  }
+  push('items', {
+    figure: `\`items()\` over ${int(n)} events after maintenance (projection): first call in a process / again`,
+    ours: `${msText(first.ms)}, ${perText(first.req)} / ${msText(again.ms)}, ${perText(again.req)}`,
+    baseline: `the same listing by a scan of the log ${msText(scan.ms)}, ${perText(scan.req)}`,
+    ratio: `${ratio(first.ms, scan.ms)} / ${ratio(again.ms, scan.ms)}`,
+  });
+  raw.items_projection = { events: n, first_ms: first.ms, first_requests: perJson(first.req), again_ms: again.ms, again_requests: perJson(again.req), scan_ms: scan.ms, scan_requests: perJson(scan.req) };
   await lg.close();
 
   const id = probes[1]!;

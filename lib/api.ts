@@ -68,10 +68,11 @@ export interface MaintenanceReport {
   sweptShards: string[];
   /**
    * The item listing projection (docs/design/projection.md) as this pass left it: the base
-   * version it describes, its items, and whether it was `current` already, counted the rows
-   * `added` since, or counted them all (`full`). Null when there is no base yet or the step failed.
+   * version it describes, the base fragments it counts, and how many rows this pass counted
+   * (those of fragments written since the last pass; 0 when it was current). Null when there is
+   * no base yet or the step failed.
    */
-  projection: { baseVersion: number; items: number; built: 'current' | 'added' | 'full' } | null;
+  projection: { baseVersion: number; fragments: number; countedRows: number } | null;
   /**
    * Steps that failed; the other steps still ran. A failed step is retried by the next run
    * (every step is idempotent). Empty when everything succeeded.

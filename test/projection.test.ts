@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { summarize } from '../lib/fold.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
-import { fragmentRows, loadProjection, PROJECTION_KEY, refreshProjection } from '../lib/log/projection.ts';
+import { fragmentRows, PROJECTION_DIR, PROJECTION_KEY, ProjectionCache, refreshProjection } from '../lib/log/projection.ts';
 import { SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from '../lib/log/summary.ts';
 import { LanceTables } from '../lib/log/tables.ts';
 import { rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
@@ -66,6 +66,16 @@ function whiteBox(log: LanceCheckpointLog) {
   return { objects, tables: new LanceTables(log.uri, undefined, objects) };
 }
 
+/** The stored projection as a fresh process loads it, for the base's current version (null: it does not cover it). */
+async function stored(log: LanceCheckpointLog) {
+  const { objects, tables } = whiteBox(log);
+  const latest = (await tables.base(true))!;
+  const counts = await fragmentRows(await tables.baseAt(await latest.version()));
+  return { counts, projection: await new ProjectionCache(objects).covering(counts) };
+}
+
+const baseRows = async (log: LanceCheckpointLog) => (await log.stats()).base.rows;
+
 describe('the item listing projection', () => {
   it('answers as the scan with merges since it was built, an unmerged tail, deletions and a losing base copy', async () => {
     const { open } = setup();
@@ -81,9 +91,9 @@ describe('the item listing projection', () => {
     const M = open({ slot: 0, slots: 2, owner: 'maintainer' });
     const rep = await M.log.maintain();
     expect(rep.failures).toEqual([]);
-    expect(rep.projection).toMatchObject({ items: 30, built: 'full' });
+    expect(rep.projection, 'every row counted').toMatchObject({ countedRows: await baseRows(A.log) });
     await expectProjected(A.log, 'right after maintenance');
-    expect((await M.log.maintain()).projection, 'a second pass finds it current').toMatchObject({ items: 30, built: 'current' });
+    expect((await M.log.maintain()).projection, 'a second pass finds it current').toMatchObject({ countedRows: 0 });
 
     // Merges since (new base fragments) and a live tail in both writers, new items included.
     // New items first: the first row of the merged fragment is an ITEM_CREATED.
@@ -95,18 +105,20 @@ describe('the item listing projection', () => {
     await expectProjected(A.log, 'merges since and an unmerged tail');
     await expectProjected(B.log, 'the same through the other writer');
 
-    // Counting only the rows added since gives what counting all of them gives.
+    // Counting only the fragments written since gives what counting all of them gives.
     const { objects, tables } = whiteBox(A.log);
-    const before = await loadProjection(objects);
-    const added = await refreshProjection({ tables, objects }, true);
-    expect(added).toMatchObject({ built: 'added', items: 33 });
-    const byAdding = await loadProjection(objects);
-    await objects.delete(PROJECTION_KEY);
-    expect(await refreshProjection({ tables, objects }, true)).toMatchObject({ built: 'full', items: 33 });
-    const byCounting = await loadProjection(objects);
-    expect(before!.baseVersion).toBeLessThan(byAdding!.baseVersion);
-    expect([...byAdding!.byId.values()]).toEqual([...byCounting!.byId.values()]);
-    expect([...byAdding!.fragments]).toEqual([...byCounting!.fragments]);
+    const before = await stored(A.log);
+    expect(before.projection, 'the merge since added a fragment it did not count').not.toBeNull();
+    const newRows = [...before.counts].filter(([f]) => !before.projection!.fragments.has(f)).reduce((n, [, r]) => n + r, 0);
+    expect(newRows).toBeGreaterThan(0);
+    expect(await refreshProjection({ tables, objects }, true), 'only the new fragment counted').toMatchObject({ countedRows: newRows });
+    const byAdding = (await stored(A.log)).projection!;
+    await objects.deletePrefix(PROJECTION_DIR);
+    expect(await refreshProjection({ tables, objects }, true), 'all counted again').toMatchObject({ countedRows: await baseRows(A.log) });
+    const byCounting = (await stored(A.log)).projection!;
+    const sorted = (p: typeof byAdding) => [...p.byId.values()].sort((a, b) => (a.itemId < b.itemId ? -1 : 1));
+    expect(sorted(byAdding)).toEqual(sorted(byCounting));
+    expect(byAdding.fragments.size, 'more than one fragment: aggregates merged across them').toBeGreaterThan(1);
     await expectProjected(A.log, 'after the refresh by adding');
 
     // A deleted item: its counted aggregate includes hidden rows and must be recounted.
@@ -122,7 +134,7 @@ describe('the item listing projection', () => {
     const base = (await tables.base(true))!;
     await base.add(rowsToArrow(tail.map((r) => ({ ...r, item_seq: r.item_seq + 1000 }))) as never);
     await refreshProjection({ tables, objects }, true);
-    expect((await loadProjection(objects))!.byId.get('it-021')!.lastSeq, 'the projection counted the losing copy').toBeGreaterThan(1000);
+    expect((await stored(A.log)).projection!.byId.get('it-021')!.lastSeq, 'the projection counted the losing copy').toBeGreaterThan(1000);
     // A fresh reader: A's copy of the projection did not count the copy (the range read skips it).
     const R = open({ slot: 0, slots: 2, owner: 'reader' });
     await expectProjected(R.log, 'a losing base copy');
@@ -138,7 +150,7 @@ describe('the item listing projection', () => {
     await A.log.append(batches(12, 1));
     await A.log.mergeOwnShard();
     const M = open({ slot: 0, slots: 1, owner: 'maintainer' });
-    expect((await M.log.maintain()).projection).toMatchObject({ items: 12, built: 'full' });
+    expect((await M.log.maintain()).projection).toMatchObject({ countedRows: await baseRows(A.log) });
     await expectProjected(A.log, 'built');
     const { objects, tables } = whiteBox(A.log);
 
@@ -146,7 +158,7 @@ describe('the item listing projection', () => {
     await A.log.append(batches(12, 3));
     await A.log.mergeOwnShard();
     const base = (await whiteBox(A.log).tables.base(true))!; // opened after the merge
-    const counted = await loadProjection(objects);
+    const counted = (await stored(A.log)).projection;
     const [gone] = [...counted!.fragments.keys()];
     const sum = (m: Map<number, number>) => [...m.values()].reduce((a, b) => a + b, 0);
     const total = sum(await fragmentRows(await tables.baseAt(await base.version())));
@@ -159,21 +171,36 @@ describe('the item listing projection', () => {
     await expectListingsMatchFold(A.log, 'a counted fragment rewritten');
 
     // Rows deleted from a counted fragment (as a purge does): the count no longer matches.
-    expect((await M.log.maintain()).projection).toMatchObject({ built: 'full' });
+    expect((await M.log.maintain()).projection?.countedRows).toBeGreaterThan(0);
     await expectProjected(A.log, 'rebuilt');
     await base.delete(`item_id = 'it-004'`);
     expect(await A.log.projected()).toBeNull();
     await expectListingsMatchFold(A.log, 'rows deleted behind the projection');
 
     // Unreadable or foreign objects are ignored, never an error.
-    expect((await M.log.maintain()).projection).toMatchObject({ built: 'full', items: 11 });
+    expect((await M.log.maintain()).projection?.countedRows).toBeGreaterThan(0);
     await expectProjected(A.log, 'rebuilt again');
-    const good = (await objects.get(PROJECTION_KEY))!;
-    for (const bad of ['{"format":1,', JSON.stringify({ ...JSON.parse(good), format: 99 }), JSON.stringify({ ...JSON.parse(good), items: [{ h: 'x' }] })]) {
-      await objects.put(PROJECTION_KEY, bad);
+    const index = (await objects.get(PROJECTION_KEY))!;
+    const [f, fRows] = (JSON.parse(index) as { fragments: [number, number][] }).fragments[0]!;
+    const fragKey = `${PROJECTION_DIR}/frag-${f}-${fRows}.json`;
+    const doc = (await objects.get(fragKey))!;
+    const item = (JSON.parse(doc) as { items: unknown[][] }).items[0]!;
+    const bads: [string, string][] = [
+      [PROJECTION_KEY, '{"format":2,'],
+      [PROJECTION_KEY, JSON.stringify({ ...JSON.parse(index), format: 99 })],
+      [fragKey, JSON.stringify({ ...JSON.parse(doc), rows: fRows + 1 })],
+      [fragKey, JSON.stringify({ ...JSON.parse(doc), items: [item.slice(0, 16)] })],
+      [fragKey, JSON.stringify({ ...JSON.parse(doc), items: [[...item.slice(0, 1), '7', ...item.slice(2)]] })],
+    ];
+    for (const [key, bad] of bads) {
+      await objects.put(key, bad);
       const fresh = open({ slot: 0, slots: 1, owner: 'reader' });
-      expect(await fresh.log.projected()).toBeNull();
+      expect(await fresh.log.projected(), `${key}: ${bad.slice(0, 40)}`).toBeNull();
       await expectListingsMatchFold(fresh.log, `stored ${bad.slice(0, 20)}`);
+      await objects.put(PROJECTION_KEY, index);
+      await objects.put(fragKey, doc);
     }
+    const fresh = open({ slot: 0, slots: 1, owner: 'reader2' });
+    await expectProjected(fresh.log, 'restored');
   });
 });

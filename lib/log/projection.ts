@@ -14,39 +14,51 @@
  * maxima (lib/log/summary.ts): counting the remaining rows onto them gives the scan's answer.
  */
 import type * as arrow from 'apache-arrow';
+import { UnavailableError } from '../errors.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { itemHash } from './layout.ts';
 import type { LogReader } from './reader.ts';
 import { releaseBatch } from './release.ts';
 import { pinnedBase, stream, streamListing } from './stream.ts';
-import { compareUtf8, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
+import { decodeAggregate, encodeAggregate, ProjectionFormatError } from './projection-codec.ts';
+import { compareUtf8, mergeAggregates, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
 import { sqlIn, type LanceTables, type Table } from './tables.ts';
 
-export const PROJECTION_KEY = '_dgcl/projection/items.json';
-/** Bumped whenever ItemAggregate or what it is computed from changes: older ones are ignored. */
-const FORMAT = 1;
+export const PROJECTION_DIR = '_dgcl/projection';
+/** The index: which fragment documents make up the projection of which base version. */
+export const PROJECTION_KEY = `${PROJECTION_DIR}/items.json`;
+/** Bumped whenever ItemAggregate, its encoding or what it is computed from changes: older ones are ignored. */
+const FORMAT = 2;
 /** Items recounted from the log per query, and most recounted before a plain scan is cheaper. */
 const RECOUNT_CHUNK = 1000;
 const MAX_RECOUNT = 10_000;
 const ALL = (): boolean => true;
 
-interface ProjectionDoc {
+/** One fragment's document: the aggregates of its rows while it has `rows` live rows. */
+const fragmentKey = (fragment: number, rows: number) => `${PROJECTION_DIR}/frag-${fragment}-${rows}.json`;
+
+interface IndexDoc {
   format: number;
-  /** The base version it was built from (maintenance skips a rebuild while it is current). */
+  /** The base version it was built from (maintenance skips a pass while it is current). */
   baseVersion: number;
-  /** [fragment id, live rows]: the base rows it counted, as the base held them. */
+  /** [fragment id, live rows]: each has a document (fragmentKey); together, every row counted. */
   fragments: Array<[number, number]>;
-  /** Every item of those rows, with the hash tombstones name it by. */
-  items: Array<{ h: string; a: ItemAggregate }>;
+}
+
+interface FragmentDoc {
+  format: number;
+  fragment: number;
+  rows: number;
+  items: unknown[];
 }
 
 export interface Projection {
   baseVersion: number;
   fragments: ReadonlyMap<number, number>;
-  /** The highest fragment id it counted (-1: none): later fragments were added after it. */
-  maxFragment: number;
+  /** Every counted item's aggregate over the counted rows (fragments merged). */
   byId: ReadonlyMap<string, ItemAggregate>;
-  hashes: ReadonlyMap<string, string>;
+  /** Item id -> the hash tombstones name it by, computed on first need. */
+  hashes: Map<string, string>;
 }
 
 /** Live rows per fragment of `base`, from its row ids alone (`fragment << 32 | offset`). */
@@ -77,70 +89,81 @@ export async function fragmentRows(base: Table): Promise<Map<number, number>> {
   return counts;
 }
 
-/**
- * Whether `p` counted rows of `counts`' base: each of its fragments is there with as many live
- * rows, and every other fragment came after them (so one row-id range selects the rest).
- */
-export function covers(p: Projection, counts: ReadonlyMap<number, number>): boolean {
+function freezeAggregate(a: ItemAggregate): ItemAggregate {
+  for (const v of [a.first, a.created, a.cursorAt, a.cursor, a.stepAt, a.failureAt, a.failure, a.terminalAt]) if (v) Object.freeze(v);
+  return Object.freeze(a);
+}
+
+/** Whether every counted fragment is in `counts`' base with as many live rows (so, the same rows). */
+export function covers(p: { fragments: ReadonlyMap<number, number> }, counts: ReadonlyMap<number, number>): boolean {
   for (const [f, n] of p.fragments) if (counts.get(f) !== n) return false;
-  for (const f of counts.keys()) if (!p.fragments.has(f) && f <= p.maxFragment) return false;
   return true;
 }
 
-/** A filter for the base rows `p` did not count (null: it counted them all). */
-function uncounted(p: Projection, counts: ReadonlyMap<number, number>): string | null {
-  if (counts.size === p.fragments.size) return null;
-  return `_rowid >= ${BigInt(p.maxFragment + 1) << 32n}`;
-}
-
-function fromDoc(doc: ProjectionDoc): Projection {
-  const fragments = new Map(doc.fragments);
-  const byId = new Map<string, ItemAggregate>();
-  const hashes = new Map<string, string>();
-  for (const { h, a } of doc.items) {
-    byId.set(a.itemId, a);
-    hashes.set(a.itemId, h);
+/** A filter for the rows of `fragments` (runs of consecutive ids as row-id ranges). */
+export function fragmentFilter(fragments: readonly number[]): string {
+  const ids = [...fragments].sort((a, b) => a - b);
+  const parts: string[] = [];
+  for (let i = 0; i < ids.length; ) {
+    let j = i;
+    while (j + 1 < ids.length && ids[j + 1] === ids[j]! + 1) j++;
+    parts.push(`(_rowid >= ${BigInt(ids[i]!) << 32n} AND _rowid < ${BigInt(ids[j]! + 1) << 32n})`);
+    i = j + 1;
   }
-  return { baseVersion: doc.baseVersion, fragments, maxFragment: Math.max(-1, ...fragments.keys()), byId, hashes };
+  return parts.join(' OR ');
 }
 
-/** The stored projection, or null if there is none or it is not one this version can use. */
-export async function loadProjection(objects: ObjectStore): Promise<Projection | null> {
-  const body = await objects.get(PROJECTION_KEY);
+/** The base's fragments `p` did not count (rows merged since it was built). */
+function uncounted(p: Projection, counts: ReadonlyMap<number, number>): number[] {
+  return [...counts.keys()].filter((f) => !p.fragments.has(f));
+}
+
+async function getJson(objects: ObjectStore, key: string): Promise<unknown> {
+  const body = await objects.get(key);
   if (body === null) return null;
-  let doc: ProjectionDoc;
   try {
-    doc = JSON.parse(body) as ProjectionDoc;
+    return JSON.parse(body) as unknown;
   } catch {
-    return null; // disposable: the next maintenance pass writes it again
+    return null; // disposable: maintenance writes it again
   }
-  if (!isDoc(doc)) return null;
-  return fromDoc(doc);
 }
 
-function isDoc(d: ProjectionDoc): boolean {
-  return (
+async function loadIndex(objects: ObjectStore): Promise<IndexDoc | null> {
+  const d = (await getJson(objects, PROJECTION_KEY)) as IndexDoc | null;
+  const ok =
     typeof d === 'object' &&
     d !== null &&
     d.format === FORMAT &&
     Number.isSafeInteger(d.baseVersion) &&
     Array.isArray(d.fragments) &&
-    d.fragments.every((x) => Array.isArray(x) && x.length === 2 && Number.isSafeInteger(x[0]) && Number.isSafeInteger(x[1])) &&
-    Array.isArray(d.items) &&
-    d.items.every((x) => typeof x?.h === 'string' && typeof x.a?.itemId === 'string' && typeof x.a.lastSeq === 'number')
-  );
+    d.fragments.every((x) => Array.isArray(x) && x.length === 2 && Number.isSafeInteger(x[0]) && Number.isSafeInteger(x[1]));
+  return ok ? d : null;
+}
+
+/** A fragment's aggregates, or null when its document is missing or not one this version reads. */
+async function loadFragment(objects: ObjectStore, fragment: number, rows: number): Promise<ItemAggregate[] | null> {
+  const d = (await getJson(objects, fragmentKey(fragment, rows))) as FragmentDoc | null;
+  if (typeof d !== 'object' || d === null || d.format !== FORMAT || d.fragment !== fragment || d.rows !== rows || !Array.isArray(d.items)) return null;
+  try {
+    // Frozen: the process shares them across reads; a change in place would alter later answers.
+    return d.items.map((x) => freezeAggregate(decodeAggregate(x)));
+  } catch (e) {
+    if (e instanceof ProjectionFormatError) return null;
+    throw e;
+  }
 }
 
 export interface ProjectionReport {
   baseVersion: number;
-  items: number;
-  /** `current`: the stored one was built from this base version; `added`: it counted the rows added since; `full`: counted every row. */
-  built: 'current' | 'added' | 'full';
+  /** Fragments the projection counts, and how many of their rows this pass counted (0: it was current). */
+  fragments: number;
+  countedRows: number;
 }
 
 /**
- * Maintenance: bring the stored projection up to the base's current version; counting only the
- * rows added since the stored one when it still describes the base, else every row.
+ * Maintenance: bring the stored projection up to the base's current version. A fragment's
+ * document stays valid while the fragment keeps its live rows; only fragments without one
+ * (written by merges or compaction since, or with rows deleted since) are counted.
  */
 export async function refreshProjection(ctx: { tables: LanceTables; objects: ObjectStore }, baseExists: boolean): Promise<ProjectionReport | null> {
   const latest = await ctx.tables.base(baseExists);
@@ -148,37 +171,64 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   const version = await latest.version();
   const base = await ctx.tables.baseAt(version);
   const counts = await fragmentRows(base);
-  const prev = await loadProjection(ctx.objects);
-  const usable = prev !== null && covers(prev, counts) ? prev : null;
-  if (usable && usable.baseVersion === version) return { baseVersion: version, items: usable.byId.size, built: 'current' };
-  const visitor = new SummaryVisitor(usable?.byId);
-  const where = usable ? uncounted(usable, counts) : null;
-  if (!usable || where !== null) {
-    for await (const b of stream(base, where, SUMMARY_SCAN_COLUMNS)) {
+  const prev = await loadIndex(ctx.objects);
+  const stored = new Set(await ctx.objects.list(PROJECTION_DIR));
+  const present = (f: number, rows: number) => stored.has(fragmentKey(f, rows).slice(PROJECTION_DIR.length + 1));
+  const missing = [...counts].filter(([f, rows]) => !present(f, rows));
+  const report = { baseVersion: version, fragments: counts.size, countedRows: 0 };
+  if (missing.length === 0 && prev?.baseVersion === version && covers({ fragments: new Map(prev.fragments) }, counts)) return report;
+  for (const [f, rows] of missing) {
+    const visitor = new SummaryVisitor();
+    let seen = 0;
+    for await (const b of stream(base, fragmentFilter([f]), SUMMARY_SCAN_COLUMNS)) {
+      seen += b.numRows;
       visitor.batch(b, ALL);
       releaseBatch(b);
     }
+    if (seen !== rows) throw new UnavailableError(`base fragment ${f} read ${seen} rows, ${rows} counted`);
+    const doc: FragmentDoc = { format: FORMAT, fragment: f, rows, items: visitor.done().map(encodeAggregate) };
+    await ctx.objects.put(fragmentKey(f, rows), JSON.stringify(doc));
+    report.countedRows += rows;
   }
-  const items = visitor.done();
-  const doc: ProjectionDoc = {
-    format: FORMAT,
-    baseVersion: version,
-    fragments: [...counts].sort((a, b) => a[0] - b[0]),
-    items: items.map((a) => ({ h: usable?.hashes.get(a.itemId) ?? itemHash(a.itemId), a })),
-  };
-  await ctx.objects.put(PROJECTION_KEY, JSON.stringify(doc));
-  return { baseVersion: version, items: items.length, built: usable ? 'added' : 'full' };
+  const index: IndexDoc = { format: FORMAT, baseVersion: version, fragments: [...counts].sort((a, b) => a[0] - b[0]) };
+  await ctx.objects.put(PROJECTION_KEY, JSON.stringify(index));
+  // Documents neither index names (a reader may still hold the previous one) are not needed.
+  const keep = new Set([...index.fragments, ...(prev?.fragments ?? [])].map(([f, rows]) => fragmentKey(f, rows).slice(PROJECTION_DIR.length + 1)));
+  for (const name of stored) if (name.startsWith('frag-') && !keep.has(name)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
+  return report;
 }
 
 /** A process's copy of the stored projection (read again when it no longer covers the base). */
 export class ProjectionCache {
   private held: Projection | null = null;
+  /** Fragment documents by key: immutable, kept while the held projection names them. */
+  private docs = new Map<string, ItemAggregate[]>();
   constructor(private readonly objects: ObjectStore) {}
 
   async covering(counts: ReadonlyMap<number, number>): Promise<Projection | null> {
     if (this.held && covers(this.held, counts)) return this.held;
-    this.held = await loadProjection(this.objects);
-    return this.held && covers(this.held, counts) ? this.held : null;
+    this.held = null;
+    const index = await loadIndex(this.objects);
+    if (!index) return null;
+    const fragments = new Map(index.fragments);
+    if (!covers({ fragments }, counts)) return null;
+    const docs = new Map<string, ItemAggregate[]>();
+    for (const [f, rows] of fragments) {
+      const key = fragmentKey(f, rows);
+      const doc = this.docs.get(key) ?? (await loadFragment(this.objects, f, rows));
+      if (!doc) return null; // deleted after a newer index was written: the next read finds that one
+      docs.set(key, doc);
+    }
+    this.docs = docs;
+    const byId = new Map<string, ItemAggregate>();
+    for (const doc of docs.values()) {
+      for (const a of doc) {
+        const had = byId.get(a.itemId);
+        byId.set(a.itemId, had ? freezeAggregate(mergeAggregates(had, a)) : a);
+      }
+    }
+    this.held = { baseVersion: index.baseVersion, fragments, byId, hashes: new Map() };
+    return this.held;
   }
 }
 
@@ -196,10 +246,18 @@ export function projectedAggregates(reader: LogReader, tables: LanceTables, cach
     // Items whose counted aggregate cannot be trusted: deleted ones (it counted their hidden
     // rows), and those whose base copy of an event lost to a tail copy (it counted that copy).
     const recount = new Set<string>();
-    if (listing.tombstones.size > 0) for (const [id, h] of p.hashes) if (listing.tombstones.has(h)) recount.add(id);
+    if (listing.tombstones.size > 0) {
+      for (const id of p.byId.keys()) {
+        let h = p.hashes.get(id);
+        if (h === undefined) p.hashes.set(id, (h = itemHash(id)));
+        if (listing.tombstones.has(h)) recount.add(id);
+      }
+    }
     const visitor = new SummaryVisitor(p.byId);
-    const where = uncounted(p, counts);
-    const losers = await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS }, visitor, where === null ? { skipBase: true } : { baseWhere: where });
+    const rest = uncounted(p, counts);
+    // Without rows added since, only items it counted can have a base copy of a tail event.
+    const extras = rest.length === 0 ? { skipBase: true, mayBeInBase: (id: string) => p.byId.has(id) } : { baseWhere: fragmentFilter(rest) };
+    const losers = await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS }, visitor, extras);
     for (const id of losers) recount.add(id);
     let out = visitor.done();
     if (recount.size === 0) return out;

@@ -64,6 +64,8 @@ export interface ShardListing {
 
 /** Attempts of one read before it gives up on a layout that keeps changing under it. */
 const READ_ATTEMPTS = 10;
+/** Meta folder listings tried while seals they name vanish before their GET (listShards). */
+const LIST_ATTEMPTS = 5;
 /** Attempts that wait for a takeover to write its seal before the reader writes it itself. */
 const SEAL_WAITS = 4;
 
@@ -102,8 +104,20 @@ export class LogReader {
     return seal;
   }
 
+  /**
+   * The listing of a fresh meta folder listing. A seal deleted between the listing and its GET
+   * (LayoutChangedError) only means the listing is stale: list again. Callers outside `read`
+   * (a writer sealing its slot's predecessors, maintenance steps) would otherwise fail on it;
+   * each retry needs another seal deleted meanwhile, so a few attempts settle it.
+   */
   async listShards(): Promise<ShardListing> {
-    return this.listingOf(parseMetaNames(await this.objects.list(META_DIR)));
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.listingOf(parseMetaNames(await this.objects.list(META_DIR)));
+      } catch (e) {
+        if (!(e instanceof LayoutChangedError) || attempt >= LIST_ATTEMPTS) throw e;
+      }
+    }
   }
 
   /** The listing of one meta folder listing the caller made (decisions from one snapshot). */

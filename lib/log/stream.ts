@@ -16,6 +16,7 @@ import { projection, sqlIn, type LanceTables, type Table } from './tables.ts';
 import { Utf8Column, Int64Column } from './columns.ts';
 import { deletedThrough } from './deleted.ts';
 import { releaseBatch } from './release.ts';
+import { UnavailableError } from '../errors.ts';
 
 export interface EventVisitor<T> {
   /**
@@ -63,6 +64,11 @@ export interface StreamExtras {
   baseWhere?: string;
   /** Stream none of the base's rows (the caller counted them); the lookup still uses it. */
   skipBase?: boolean;
+  /**
+   * Whether the base may hold a copy of an event of this item; tail events of items it rules
+   * out are not looked up in the base (the caller knows every item the base holds).
+   */
+  mayBeInBase?: (itemId: string) => boolean;
 }
 
 /**
@@ -86,13 +92,17 @@ export async function streamListing(
   // The tail's rows also carry what picks one copy per event; the base's only what the visitor
   // and tombstones read: event ids are the widest column, and a pass over item ids alone (a
   // listing page) read them for nothing (10^7 events: 432 vs 214 MiB peak).
-  const tailColumns = [...new Set([...o.columns, 'event_id', 'item_seq', ...forTombs])];
+  const forLookup = extras.mayBeInBase ? ['item_id'] : [];
+  const tailColumns = [...new Set([...o.columns, 'event_id', 'item_seq', ...forTombs, ...forLookup])];
   const baseColumns = [...new Set([...o.columns, ...forTombs])];
   const alive = (b: arrow.RecordBatch): ((row: number) => boolean) | null => (tombs.size === 0 ? null : aliveRows(b, tombs));
 
   // 1. The unmerged tail, whole, with the copy of each event it should contribute.
   const shardBatches: arrow.RecordBatch[] = [];
-  for (const v of listing.visible) shardBatches.push(...(await collect(await reader.shardTable(v), filter, tailColumns)));
+  for (const v of listing.visible) {
+    const t = await reader.shardTable(v);
+    shardBatches.push(...(filter === null ? await wholeGeneration(t, v.name, tailColumns) : await collect(t, filter, tailColumns)));
+  }
   /** event_id -> [batch index, row, seq] of the tail's lowest-seq copy. */
   const chosen = new Map<string, [number, number, number]>();
   shardBatches.forEach((b, bi) => {
@@ -110,7 +120,8 @@ export async function streamListing(
   const baseLoses: string[] = [];
   const loserItems = new Set<string>();
   if (base && chosen.size > 0) {
-    const ids = [...chosen.keys()];
+    const may = extras.mayBeInBase;
+    const ids = may ? [...chosen].filter(([, [bi, r]]) => may(new Utf8Column(shardBatches[bi]!, 'item_id').get(r)!)).map(([id]) => id) : [...chosen.keys()];
     for (let i = 0; i < ids.length; i += LOOKUP_CHUNK) {
       const part = ids.slice(i, i + LOOKUP_CHUNK);
       for (const b of await collect(base, sqlIn('event_id', part), ['event_id', 'item_seq', 'item_id'])) {
@@ -179,6 +190,28 @@ export async function* stream(t: Table, filter: string | null, columns: readonly
   // a wrapped table (the simulation) may return it through a promise.
   const q = query(t, filter, columns) as unknown as { execute(o: { maxBatchLength: number }): AsyncIterable<arrow.RecordBatch> };
   yield* await q.execute({ maxBatchLength: BATCH_ROWS });
+}
+
+/** Offsets per take of a whole generation (bounds one request's size). */
+const TAKE_CHUNK = 65_536;
+
+/**
+ * Every row of a generation (at the version `t` is opened at), taken by offset: a scan visits
+ * each fragment (one per commit, ~1 ms each), a take of all offsets about half of that. A
+ * generation is append-only, so offsets below its row count are that version's rows (the shard
+ * item index relies on the same, lib/log/shard-index.ts).
+ */
+async function wholeGeneration(t: Table, name: string, columns: readonly string[]): Promise<arrow.RecordBatch[]> {
+  const count = await t.countRows();
+  const out: arrow.RecordBatch[] = [];
+  for (let from = 0; from < count; from += TAKE_CHUNK) {
+    const to = Math.min(count, from + TAKE_CHUNK);
+    const got = await t.takeOffsets(Array.from({ length: to - from }, (_, i) => from + i)).select(projection(columns)).toArrow();
+    // Lance returns fewer rows, without an error, past the end: the generation is being deleted.
+    if (got.numRows !== to - from) throw new UnavailableError(`shard generation ${name} returned ${got.numRows} rows for ${to - from} offsets`);
+    out.push(...got.batches);
+  }
+  return out;
 }
 
 async function collect(t: Table, filter: string | null, columns: readonly string[]): Promise<arrow.RecordBatch[]> {

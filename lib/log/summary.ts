@@ -45,7 +45,7 @@ function eventTypeAt(col: Utf8Column, r: number): string | null {
 }
 
 /** The position of an event in its item's order: (item_seq, event_id). */
-interface Pos {
+export interface Pos {
   seq: number;
   id: string;
 }
@@ -94,7 +94,9 @@ export function statusOf(a: ItemAggregate): ItemStatus {
 }
 
 export function summaryOf(a: ItemAggregate): ItemSummary {
-  return { itemId: a.itemId, status: statusOf(a), cursor: a.cursor, lastSeq: a.lastSeq };
+  // The cursor is copied: an aggregate may be the process's cached projection's
+  // (lib/log/projection.ts), and a caller changing its page must not change later listings.
+  return { itemId: a.itemId, status: statusOf(a), cursor: a.cursor && { ...a.cursor }, lastSeq: a.lastSeq };
 }
 
 export function failureOf(a: ItemAggregate): FailureSummary | null {
@@ -220,6 +222,33 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
     if (this.seed) for (const [id, a] of this.seed) if (!this.items.has(id)) out.push(a);
     return out.sort((a, b) => compareUtf8(a.itemId, b.itemId));
   }
+}
+
+/** Whether `b` is set and comes before `a` (unset: nothing yet) in the item's order. */
+function earlier(b: Pos | null, a: Pos | null): boolean {
+  if (b === null) return false;
+  return a === null || (b.seq !== a.seq ? b.seq < a.seq : b.id < a.id);
+}
+
+/** Whether `b` is set and comes after `a` (unset: nothing yet). */
+function later(b: Pos | null, a: Pos | null): boolean {
+  if (b === null) return false;
+  return a === null || (b.seq !== a.seq ? b.seq > a.seq : b.id > a.id);
+}
+
+/**
+ * The aggregate of an item's events in `a` and in `b` together (two disjoint sets of rows, e.g.
+ * two base fragments): each aspect is the earliest or latest of both, as the visitor would pick.
+ */
+export function mergeAggregates(a: ItemAggregate, b: ItemAggregate): ItemAggregate {
+  const m: ItemAggregate = { ...a, lastSeq: Math.max(a.lastSeq, b.lastSeq), attempts: Math.max(a.attempts, b.attempts) };
+  if (earlier(b.first, a.first)) Object.assign(m, { first: b.first, firstRoot: b.firstRoot, firstParent: b.firstParent });
+  if (earlier(b.created, a.created)) Object.assign(m, { created: b.created, root: b.root, parent: b.parent });
+  if (later(b.cursorAt, a.cursorAt)) Object.assign(m, { cursorAt: b.cursorAt, cursor: b.cursor });
+  if (later(b.stepAt, a.stepAt)) Object.assign(m, { stepAt: b.stepAt, stepFailed: b.stepFailed });
+  if (later(b.failureAt, a.failureAt)) Object.assign(m, { failureAt: b.failureAt, failure: b.failure });
+  if (later(b.terminalAt, a.terminalAt)) Object.assign(m, { terminalAt: b.terminalAt, terminal: b.terminal });
+  return m;
 }
 
 /** Rare columns (only on step events) are read through a column made per use. */

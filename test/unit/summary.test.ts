@@ -3,7 +3,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CorruptError } from '../../lib/errors.ts';
 import { dedupe, foldItem, summarize } from '../../lib/fold.ts';
-import { compareUtf8, failureOf, lineageOf, summaryOf, SummaryVisitor } from '../../lib/log/summary.ts';
+import { decodeAggregate, encodeAggregate } from '../../lib/log/projection-codec.ts';
+import { compareUtf8, failureOf, lineageOf, mergeAggregates, summaryOf, SummaryVisitor, type ItemAggregate } from '../../lib/log/summary.ts';
 import { rowsToArrow } from '../../lib/schema.ts';
 import type { EventRow, EventType } from '../../lib/types.ts';
 
@@ -109,6 +110,30 @@ describe('SummaryVisitor', () => {
           if (state.status === 'failed') expect(f).toEqual({ itemId: a.itemId, status: 'failed', ...state.failures.at(-1)! });
           else expect(f).toBeNull();
         }
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('split anyhow, the parts merged (mergeAggregates) or one seeding the other equal the whole (the listing projection)', () => {
+    fc.assert(
+      fc.property(fc.array(arbRow, { minLength: 1, maxLength: 40 }), fc.array(fc.nat(2), { minLength: 40, maxLength: 40 }), (raw, part) => {
+        const delivered = dedupe(raw);
+        const visit = (rows: readonly EventRow[], seed?: ReadonlyMap<string, ItemAggregate>) => {
+          const v = new SummaryVisitor(seed);
+          if (rows.length > 0) for (const b of rowsToArrow([...rows]).batches) v.batch(b, () => true);
+          return v.done();
+        };
+        const whole = visit(delivered);
+        const parts = [0, 1, 2].map((k) => visit(delivered.filter((_, i) => part[i] === k)));
+        const merged = new Map<string, ItemAggregate>();
+        for (const p of parts) for (const a of p) merged.set(a.itemId, merged.has(a.itemId) ? mergeAggregates(merged.get(a.itemId)!, a) : a);
+        expect([...merged.values()].sort((a, b) => compareUtf8(a.itemId, b.itemId))).toEqual(whole);
+        // Seeded with part 0's aggregates (frozen: the seed must not change), fed the rest.
+        const seed = new Map(parts[0]!.map((a) => [a.itemId, Object.freeze(a)]));
+        expect(visit(delivered.filter((_, i) => part[i] !== 0), seed)).toEqual(whole);
+        // The stored form decodes to the same aggregate.
+        for (const a of whole) expect(decodeAggregate(JSON.parse(JSON.stringify(encodeAggregate(a))))).toEqual(a);
       }),
       { numRuns: 400 },
     );
