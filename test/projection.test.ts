@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { summarize } from '../lib/fold.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
-import { fragmentRows, PROJECTION_DIR, PROJECTION_KEY, ProjectionCache, refreshProjection } from '../lib/log/projection.ts';
+import { fragmentKey, fragmentRows, PROJECTION_DIR, PROJECTION_KEY, ProjectionCache, refreshProjection } from '../lib/log/projection.ts';
 import { SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from '../lib/log/summary.ts';
 import { LanceTables } from '../lib/log/tables.ts';
 import { rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
@@ -182,7 +182,7 @@ describe('the item listing projection', () => {
     await expectProjected(A.log, 'rebuilt again');
     const index = (await objects.get(PROJECTION_KEY))!;
     const [f, fRows] = (JSON.parse(index) as { fragments: [number, number][] }).fragments[0]!;
-    const fragKey = `${PROJECTION_DIR}/frag-${f}-${fRows}.json`;
+    const fragKey = fragmentKey(f, fRows);
     const doc = (await objects.get(fragKey))!;
     const item = (JSON.parse(doc) as { items: unknown[][] }).items[0]!;
     const bads: [string, string][] = [

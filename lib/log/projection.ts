@@ -34,8 +34,12 @@ const RECOUNT_CHUNK = 1000;
 const MAX_RECOUNT = 10_000;
 const ALL = (): boolean => true;
 
-/** One fragment's document: the aggregates of its rows while it has `rows` live rows. */
-const fragmentKey = (fragment: number, rows: number) => `${PROJECTION_DIR}/frag-${fragment}-${rows}.json`;
+/**
+ * One fragment's document: the aggregates of its rows while it has `rows` live rows. The name
+ * carries the format: maintenance decides what to count from the names it lists, so a document
+ * another release wrote must not pass for one of this format (review9 F1).
+ */
+export const fragmentKey = (fragment: number, rows: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-${fragment}-${rows}.json`;
 
 interface IndexDoc {
   format: number;
