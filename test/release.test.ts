@@ -13,7 +13,7 @@ import { openLog } from '../lib/index.ts';
 import { releaseBatch } from '../lib/log/release.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 
-it('a scan detaches every batch it handed to the visitor, base and shard; what the visitor copied out is intact', async () => {
+it('a scan detaches every base batch it handed to the visitor and keeps the shard rows cached for the next scan; what the visitor copied out is intact', async () => {
   const root = mkdtempSync(path.join(tmpdir(), 'dgcl-release-'));
   const log = await openLog({ root, pipeline: 'p', experiment: 'e', mergeEveryCommits: 1000 });
   for (let i = 0; i < 3; i++) await log.append([createBatch(`m${i}`), stepBatch(`m${i}`, 1)]);
@@ -44,10 +44,26 @@ it('a scan detaches every batch it handed to the visitor, base and shard; what t
   const columnsOf = (rows: number) => held.find((b) => b.numRows === rows)!.schema.fields.map((f) => f.name).sort();
   expect(columnsOf(want.length - tail), 'base batch columns').toEqual(['event_id']);
   expect(columnsOf(tail), 'shard batch columns').toEqual(['event_id', 'item_seq']);
-  for (const b of held) {
+  const baseBatch = held.find((b) => b.numRows === want.length - tail)!;
+  const shardBatch = held.find((b) => b.numRows === tail)!;
+  const sizes = (b: arrow.RecordBatch) => {
     const d = b.getChild('event_id')!.data[0]!;
-    expect([d.values.byteLength, d.valueOffsets.byteLength], 'released: its buffer is detached').toEqual([0, 0]);
-  }
+    return [d.values.byteLength, d.valueOffsets.byteLength];
+  };
+  expect(sizes(baseBatch), 'the base batch is released: its buffer is detached').toEqual([0, 0]);
+  // The shard's rows are the reader's tail cache (lib/log/tail-cache.ts): kept whole for the
+  // next scan, which reads no row of it again.
+  expect(sizes(shardBatch).every((n) => n > 0), 'the cached shard batch is not released').toBe(true);
+  const again: arrow.RecordBatch[] = [];
+  const ids2 = await log.scanEvents({ columns: ['event_id'] }, () => ({
+    batch(b, keep) {
+      again.push(b);
+      for (let r = 0; r < b.numRows; r++) if (keep(r)) ids.push(String(b.getChild('event_id')!.get(r)));
+    },
+    done: () => ids.length,
+  }));
+  expect(ids2, 'the second scan sees every event again').toBe(want.length * 2);
+  expect(again.filter((b) => b === shardBatch), 'the same cached batch, not a new read').toHaveLength(1);
   await log.close();
 });
 

@@ -191,7 +191,10 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
     }
     if (seen !== rows) throw new UnavailableError(`base fragment ${f} read ${seen} rows, ${rows} counted`);
     const doc: FragmentDoc = { format: FORMAT, fragment: f, rows, items: visitor.done().map(encodeAggregate) };
-    await ctx.objects.put(fragmentKey(f, rows), JSON.stringify(doc));
+    // Durable create: a name present is a whole document (a power cut during a plain put could
+    // leave an empty file under it, which no later pass would count again). Its content follows
+    // from its name, so one already there (another maintainer's) is as good.
+    await ctx.objects.putIfAbsent(fragmentKey(f, rows), JSON.stringify(doc));
     report.countedRows += rows;
   }
   const index: IndexDoc = { format: FORMAT, baseVersion: version, fragments: [...counts].sort((a, b) => a[0] - b[0]) };

@@ -17,6 +17,7 @@
  * older one without error), or an epoch it read at the latest version fenced (the versions it saw
  * may be above the seal about to be written). So a read returns only rows every later read keeps.
  */
+import type * as arrow from 'apache-arrow';
 import type { Clock } from '../clock.ts';
 import { CorruptError, DgclError, UnavailableError } from '../errors.ts';
 import { rowsFromArrow } from '../schema.ts';
@@ -35,6 +36,7 @@ import {
 import { withoutDeleted } from './deleted.ts';
 import { writeSeal } from './seal.ts';
 import { ShardItemIndex } from './shard-index.ts';
+import { TailCache } from './tail-cache.ts';
 import { projection, type LanceTables, type Table } from './tables.ts';
 
 export interface ShardView extends ShardName {
@@ -82,6 +84,7 @@ export interface ItemScope {
 export class LogReader {
   private readonly sealCache = new Map<string, Seal>();
   private readonly shardIndex = new ShardItemIndex();
+  private readonly tail = new TailCache();
 
   constructor(
     private readonly objects: ObjectStore,
@@ -179,6 +182,15 @@ export class LogReader {
   private forget(name: string): void {
     this.tables.forget(name);
     this.shardIndex.forget(name);
+    this.tail.forget(name);
+  }
+
+  /**
+   * Every row of a visible generation at the version the listing shows, with `columns`; the
+   * batches are the process's (lib/log/tail-cache.ts): never release or change them.
+   */
+  async wholeGeneration(v: ShardView, columns: readonly string[]): Promise<arrow.RecordBatch[]> {
+    return this.tail.rows(await this.shardTable(v), v.name, columns);
   }
 
   async shardTable(v: ShardView): Promise<Table> {
@@ -215,7 +227,9 @@ export class LogReader {
         });
         continue;
       }
-      this.shardIndex.retain(new Set(listing.visible.map((v) => v.name)));
+      const visible = new Set(listing.visible.map((v) => v.name));
+      this.shardIndex.retain(visible);
+      this.tail.retain(visible);
       const read = listing.visible.filter((v) => !skip?.has(v.name));
       let result: T | undefined;
       let failed = false;

@@ -16,7 +16,6 @@ import { projection, sqlIn, type LanceTables, type Table } from './tables.ts';
 import { Utf8Column, Int64Column } from './columns.ts';
 import { deletedThrough } from './deleted.ts';
 import { releaseBatch } from './release.ts';
-import { UnavailableError } from '../errors.ts';
 
 export interface EventVisitor<T> {
   /**
@@ -98,10 +97,11 @@ export async function streamListing(
   const alive = (b: arrow.RecordBatch): ((row: number) => boolean) | null => (tombs.size === 0 ? null : aliveRows(b, tombs));
 
   // 1. The unmerged tail, whole, with the copy of each event it should contribute.
+  // Unfiltered: whole generations from the reader's tail cache (shared: not released below).
+  const shared = filter === null;
   const shardBatches: arrow.RecordBatch[] = [];
   for (const v of listing.visible) {
-    const t = await reader.shardTable(v);
-    shardBatches.push(...(filter === null ? await wholeGeneration(t, v.name, tailColumns) : await collect(t, filter, tailColumns)));
+    shardBatches.push(...(shared ? await reader.wholeGeneration(v, tailColumns) : await collect(await reader.shardTable(v), filter, tailColumns)));
   }
   /** event_id -> [batch index, row, seq] of the tail's lowest-seq copy. */
   const chosen = new Map<string, [number, number, number]>();
@@ -158,7 +158,7 @@ export async function streamListing(
   shardBatches.forEach((b, bi) => {
     const live = alive(b);
     visitor.batch(b, live ? (r) => keep.has(`${bi}:${r}`) && live(r) : (r) => keep.has(`${bi}:${r}`));
-    releaseBatch(b);
+    if (!shared) releaseBatch(b);
   });
   return loserItems;
 }
@@ -190,28 +190,6 @@ export async function* stream(t: Table, filter: string | null, columns: readonly
   // a wrapped table (the simulation) may return it through a promise.
   const q = query(t, filter, columns) as unknown as { execute(o: { maxBatchLength: number }): AsyncIterable<arrow.RecordBatch> };
   yield* await q.execute({ maxBatchLength: BATCH_ROWS });
-}
-
-/** Offsets per take of a whole generation (bounds one request's size). */
-const TAKE_CHUNK = 65_536;
-
-/**
- * Every row of a generation (at the version `t` is opened at), taken by offset: a scan visits
- * each fragment (one per commit, ~1 ms each), a take of all offsets about half of that. A
- * generation is append-only, so offsets below its row count are that version's rows (the shard
- * item index relies on the same, lib/log/shard-index.ts).
- */
-async function wholeGeneration(t: Table, name: string, columns: readonly string[]): Promise<arrow.RecordBatch[]> {
-  const count = await t.countRows();
-  const out: arrow.RecordBatch[] = [];
-  for (let from = 0; from < count; from += TAKE_CHUNK) {
-    const to = Math.min(count, from + TAKE_CHUNK);
-    const got = await t.takeOffsets(Array.from({ length: to - from }, (_, i) => from + i)).select(projection(columns)).toArrow();
-    // Lance returns fewer rows, without an error, past the end: the generation is being deleted.
-    if (got.numRows !== to - from) throw new UnavailableError(`shard generation ${name} returned ${got.numRows} rows for ${to - from} offsets`);
-    out.push(...got.batches);
-  }
-  return out;
 }
 
 async function collect(t: Table, filter: string | null, columns: readonly string[]): Promise<arrow.RecordBatch[]> {

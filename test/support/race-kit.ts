@@ -208,6 +208,8 @@ export interface TableTap {
   add?(name: string, run: () => Promise<unknown>): Promise<unknown>;
   /** Before a query's or an offset take's `toArrow` on `name` (reads); throw to fail the read. */
   beforeRead?(name: string): void | Promise<void>;
+  /** An offset take on `name` is built, of `offsets` rows. */
+  take?(name: string, offsets: number): void;
   /** Before `optimize` / `createIndex` of the base. */
   beforeBaseOp?(op: 'optimize' | 'createIndex'): void | Promise<void>;
 }
@@ -233,6 +235,7 @@ export function tableTapper(tap: TableTap): TableWrapper {
         }
         if (prop === 'query' || prop === 'takeOffsets') {
           return (...args: unknown[]) => {
+            if (prop === 'takeOffsets') tap.take?.(name, (args[0] as unknown[]).length);
             const q = (v as (...a: unknown[]) => { toArrow: (...a: unknown[]) => Promise<unknown> }).apply(target, args);
             const orig = q.toArrow.bind(q);
             q.toArrow = async (...a: unknown[]) => {
