@@ -105,3 +105,86 @@ describe('review10: a zombie commit above the seal, learned by one read, while a
     expect(first.ok && first.value, 'R#1 equals a fresh read').toEqual(fresh);
   });
 });
+
+/** A generation of its own (a Lance dataset in a temp folder) and the connection to open it again. */
+async function generation(): Promise<{ db: lancedb.Connection; raw: Table }> {
+  const db = await lancedb.connect(mkdtempSync(path.join(tmpdir(), 'dgcl-review10-')), { readConsistencyInterval: 0 });
+  const raw = await db.createEmptyTable('g', EVENT_SCHEMA, { mode: 'create', storageOptions: { new_table_data_storage_version: '2.1' } } as never);
+  return { db, raw };
+}
+
+/** event_id (and the batch's columns) of every row of `batches`, in order. */
+function idsOf(batches: readonly arrow.RecordBatch[]): { ids: string[]; columns: string[] } {
+  const ids: string[] = [];
+  for (const b of batches) for (const r of rowsFromArrow({ numRows: b.numRows, getChild: (n: string) => b.getChild(n) } as unknown as arrow.Table)) ids.push(r.event_id);
+  return { ids, columns: [...new Set(batches.flatMap((b) => b.schema.fields.map((f) => f.name)))].sort() };
+}
+
+describe('review10: concurrent reads of one tail cache entry on a real generation', () => {
+  const X = ['event_id', 'item_id', 'item_seq'];
+  const Y = ['event_id', 'item_seq', 'event_type'];
+
+  it.each(['lands', 'fails'] as const)(
+    'a read paused mid-learning (its take then %s), a longer read chained on it, a forget, a read of an older version, a column switch: each equals a fresh read of its version',
+    async (outcome) => {
+      const { db, raw } = await generation();
+      const pausedTake = new Pause();
+      let pauseNext = false;
+      const tap: TableTap = {
+        async beforeRead() {
+          if (!pauseNext) return;
+          pauseNext = false;
+          await pausedTake.hit();
+          if (outcome === 'fails') throw new Error('simulated: the take failed');
+        },
+      };
+      const wrap = tableTapper(tap);
+      const latest = wrap(raw, 'g');
+      const versions: number[] = [];
+      const commit = async (c: number) => {
+        await raw.add(rowsToArrow([...rowsOf(createBatch(`i${c}`), c), ...rowsOf(stepBatch(`i${c % 2}`, c), `s${c}`)]) as never);
+        versions.push(await raw.version());
+      };
+      const at = async (v: number): Promise<Table> => {
+        const t = await db.openTable('g');
+        await t.checkout(v);
+        return wrap(t, 'g');
+      };
+      /** What a fresh read of `t` (all rows, in offset order) returns. */
+      const fresh = async (t: Table, cols: readonly string[]) => idsOf((await t.query().select([...cols]).toArrow()).batches);
+      for (let c = 0; c < 4; c++) await commit(c);
+      const v4 = versions[3]!;
+      const cache = new TailCache();
+
+      // r1: latest (4 commits), paused at its take.
+      pauseNext = true;
+      const r1 = settle(cache.rows(latest, 'g', X));
+      await pausedTake.reached.promise;
+      // Two more commits; r2 (latest: 6 commits, another handle) chains on r1's learning.
+      await commit(4);
+      await commit(5);
+      const other = wrap(await db.openTable('g'), 'g');
+      const r2 = settle(cache.rows(other, 'g', X));
+      // A read elsewhere forgets the generation (its layout check failed); r3 reads an older
+      // (sealed) version into a new entry, r4 switches the column set of the name's entry.
+      cache.forget('g');
+      const v2Handle = await at(versions[1]!);
+      expect(idsOf(await cache.rows(v2Handle, 'g', X)), 'r3 (version of 2 commits, new entry)').toEqual(await fresh(v2Handle, X));
+      expect(idsOf(await cache.rows(latest, 'g', Y)), 'r4 (other columns, latest)').toEqual(await fresh(latest, Y));
+      const v3Handle = await at(versions[2]!);
+      expect(idsOf(await cache.rows(v3Handle, 'g', Y)), 'r4b (other columns, a version below what r4 learned)').toEqual(await fresh(v3Handle, Y));
+
+      pausedTake.release();
+      const [one, two] = [await r1, await r2];
+      const v4Handle = await at(v4);
+      if (outcome === 'lands') {
+        expect(one.ok && idsOf(one.value), 'r1 (4 commits) after r2 extended its entry').toEqual(await fresh(v4Handle, X));
+      } else {
+        expect(one.ok, 'r1 fails with its take').toBe(false);
+      }
+      expect(two.ok && idsOf(two.value), 'r2 (6 commits), learned after r1').toEqual(await fresh(other, X));
+      // The name's entry is r4's (columns Y); a read of X at 4 commits starts a new one.
+      expect(idsOf(await cache.rows(v4Handle, 'g', X)), 'r5 (X again, version of 4 commits)').toEqual(await fresh(v4Handle, X));
+    },
+  );
+});
