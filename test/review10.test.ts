@@ -55,7 +55,7 @@ describe('review10: a zombie commit above the seal, learned by one read, while a
     let phase = 'r1';
     const takes: Record<string, number> = {};
     const R = open({ slots: 1, owner: 'r', tableTap: { take: (name) => name === gen && (takes[phase] = (takes[phase] ?? 0) + 1) } });
-    const scan = () => R.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
+    const scan = () => R.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS, keepTail: true }, () => new SummaryVisitor());
 
     // R#1 lists (A's generation is live, no fence) and stops; its re-list is held later.
     let lists = 0;

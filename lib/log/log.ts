@@ -155,7 +155,7 @@ export class LanceCheckpointLog implements CheckpointLog {
       const projected = await this.projected();
       if (projected) return projected;
     }
-    return this.scanEvents({ columns: SUMMARY_SCAN_COLUMNS, filter }, () => new SummaryVisitor());
+    return this.scanEvents({ columns: SUMMARY_SCAN_COLUMNS, filter, keepTail: true }, () => new SummaryVisitor());
   }
 
   /** Every item's listing aggregate through the projection, or null when none describes the base. */
@@ -282,6 +282,7 @@ export class LanceCheckpointLog implements CheckpointLog {
     try {
       await this.writer?.close();
     } finally {
+      this.reader.clear();
       this.tables.close();
       await this.o.onClose?.();
     }

@@ -180,8 +180,8 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   const present = (f: number, rows: number) => stored.has(fragmentKey(f, rows).slice(PROJECTION_DIR.length + 1));
   const missing = [...counts].filter(([f, rows]) => !present(f, rows));
   const report = { baseVersion: version, fragments: counts.size, countedRows: 0 };
-  if (missing.length === 0 && prev?.baseVersion === version && covers({ fragments: new Map(prev.fragments) }, counts)) return report;
-  for (const [f, rows] of missing) {
+  const current = missing.length === 0 && prev?.baseVersion === version && covers({ fragments: new Map(prev.fragments) }, counts);
+  for (const [f, rows] of current ? [] : missing) {
     const visitor = new SummaryVisitor();
     let seen = 0;
     for await (const b of stream(base, fragmentFilter([f]), SUMMARY_SCAN_COLUMNS)) {
@@ -198,9 +198,12 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
     report.countedRows += rows;
   }
   const index: IndexDoc = { format: FORMAT, baseVersion: version, fragments: [...counts].sort((a, b) => a[0] - b[0]) };
-  await ctx.objects.put(PROJECTION_KEY, JSON.stringify(index));
-  // Documents neither index names (a reader may still hold the previous one) are not needed.
-  const keep = new Set([...index.fragments, ...(prev?.fragments ?? [])].map(([f, rows]) => fragmentKey(f, rows).slice(PROJECTION_DIR.length + 1)));
+  if (!current) await ctx.objects.put(PROJECTION_KEY, JSON.stringify(index));
+  // Documents the index does not name go now (also after a pass that stopped before this), even
+  // if a reader holds the previous index (it then finds one missing and scans): a purge rewrote
+  // the fragments holding a deleted item, and the old fragments' documents hold its id and
+  // failures (docs/design/deletion.md).
+  const keep = new Set(index.fragments.map(([f, rows]) => fragmentKey(f, rows).slice(PROJECTION_DIR.length + 1)));
   for (const name of stored) if (name.startsWith('frag-') && !keep.has(name)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
   return report;
 }
@@ -264,7 +267,7 @@ export function projectedAggregates(reader: LogReader, tables: LanceTables, cach
     const rest = uncounted(p, counts);
     // Without rows added since, only items it counted can have a base copy of a tail event.
     const extras = rest.length === 0 ? { skipBase: true, mayBeInBase: (id: string) => p.byId.has(id) } : { baseWhere: fragmentFilter(rest) };
-    const losers = await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS }, visitor, extras);
+    const losers = await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS, keepTail: true }, visitor, extras);
     for (const id of losers) recount.add(id);
     let out = visitor.done();
     if (recount.size === 0) return out;

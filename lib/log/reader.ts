@@ -186,11 +186,17 @@ export class LogReader {
   }
 
   /**
-   * Every row of a visible generation at the version the listing shows, with `columns`; the
-   * batches are the process's (lib/log/tail-cache.ts): never release or change them.
+   * Every row of a visible generation at the version the listing shows, with `columns`. With
+   * `keep`, the batches are the process's (lib/log/tail-cache.ts): never release or change them.
    */
-  async wholeGeneration(v: ShardView, columns: readonly string[]): Promise<arrow.RecordBatch[]> {
-    return this.tail.rows(await this.shardTable(v), v.name, columns);
+  async wholeGeneration(v: ShardView, columns: readonly string[], keep: boolean): Promise<arrow.RecordBatch[]> {
+    return this.tail.rows(await this.shardTable(v), v.name, columns, keep);
+  }
+
+  /** Drop what the reader keeps of generations (the log is closed). */
+  clear(): void {
+    this.shardIndex.retain(new Set());
+    this.tail.clear();
   }
 
   async shardTable(v: ShardView): Promise<Table> {

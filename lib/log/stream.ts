@@ -32,6 +32,11 @@ export interface ScanOptions {
   columns: readonly string[];
   /** A Lance SQL predicate, or null for every event. */
   filter?: string | null;
+  /**
+   * Keep the unmerged generations' rows in the reader for the next unfiltered scan with these
+   * columns (lib/log/tail-cache.ts): for listings, which repeat; one-off passes keep nothing.
+   */
+  keepTail?: boolean;
 }
 
 const ALL = (): boolean => true;
@@ -97,11 +102,12 @@ export async function streamListing(
   const alive = (b: arrow.RecordBatch): ((row: number) => boolean) | null => (tombs.size === 0 ? null : aliveRows(b, tombs));
 
   // 1. The unmerged tail, whole, with the copy of each event it should contribute.
-  // Unfiltered: whole generations from the reader's tail cache (shared: not released below).
-  const shared = filter === null;
+  // Unfiltered: whole generations taken by offset (one take per generation costs about half a
+  // scan of its fragments), kept by the reader for listings (shared: not released below).
+  const shared = filter === null && o.keepTail === true;
   const shardBatches: arrow.RecordBatch[] = [];
   for (const v of listing.visible) {
-    shardBatches.push(...(shared ? await reader.wholeGeneration(v, tailColumns) : await collect(await reader.shardTable(v), filter, tailColumns)));
+    shardBatches.push(...(filter === null ? await reader.wholeGeneration(v, tailColumns, shared) : await collect(await reader.shardTable(v), filter, tailColumns)));
   }
   /** event_id -> [batch index, row, seq] of the tail's lowest-seq copy. */
   const chosen = new Map<string, [number, number, number]>();

@@ -33,16 +33,19 @@ interface Entry {
 export class TailCache {
   private readonly entries = new Map<string, Entry>();
 
-  /** Every row of generation `name` (opened as `table` at the version the read uses), with `columns`. */
-  async rows(table: Table, name: string, columns: readonly string[]): Promise<arrow.RecordBatch[]> {
+  /**
+   * Every row of generation `name` (opened as `table` at the version the read uses), with
+   * `columns`. With `keep` false (one-off passes: exports, reports) nothing is kept or reused.
+   */
+  async rows(table: Table, name: string, columns: readonly string[], keep = true): Promise<arrow.RecordBatch[]> {
     // The row count of the version this read sees; a handle at the latest version may move on
     // before the take, which only adds rows above `count`.
     const count = await table.countRows();
     const key = [...columns].sort().join(',');
-    let entry = this.entries.get(name);
+    let entry = keep ? this.entries.get(name) : undefined;
     if (!entry || entry.columns !== key) {
       entry = { columns: key, rows: 0, batches: [], learning: Promise.resolve() };
-      this.entries.set(name, entry);
+      if (keep) this.entries.set(name, entry);
     }
     if (entry.rows < count) await this.learn(entry, table, name, columns, count);
     return prefix(entry.batches, count);
@@ -50,6 +53,10 @@ export class TailCache {
 
   forget(name: string): void {
     this.entries.delete(name);
+  }
+
+  clear(): void {
+    this.entries.clear();
   }
 
   /** Keep only the generations in `names` (the visible ones of a listing). */
