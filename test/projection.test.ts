@@ -71,7 +71,7 @@ async function stored(log: LanceCheckpointLog) {
   const { objects, tables } = whiteBox(log);
   const latest = (await tables.base(true))!;
   const counts = await fragmentRows(await tables.baseAt(await latest.version()));
-  return { counts, projection: await new ProjectionCache(objects).covering(counts) };
+  return { counts, projection: await new ProjectionCache(objects).covering(Promise.resolve(counts)) };
 }
 
 const baseRows = async (log: LanceCheckpointLog) => (await log.stats()).base.rows;

@@ -215,13 +215,27 @@ export class ProjectionCache {
   private docs = new Map<string, ItemAggregate[]>();
   constructor(private readonly objects: ObjectStore) {}
 
-  async covering(counts: ReadonlyMap<number, number>): Promise<Projection | null> {
-    if (this.held && covers(this.held, counts)) return this.held;
-    this.held = null;
+  /**
+   * The projection if it covers the base whose fragment rows `counting` gives. A process's first
+   * read loads the stored one while the base's row ids are counted (its parse is the larger part).
+   */
+  async covering(counting: Promise<ReadonlyMap<number, number>>): Promise<Projection | null> {
+    if (this.held) {
+      const counts = await counting;
+      if (covers(this.held, counts)) return this.held;
+      this.held = null;
+    }
+    const [counts, loaded] = await Promise.all([counting, this.load()]);
+    if (!loaded || !covers(loaded, counts)) return null;
+    this.held = loaded;
+    return loaded;
+  }
+
+  /** The stored projection (documents already held are not read again), or null. */
+  private async load(): Promise<Projection | null> {
     const index = await loadIndex(this.objects);
     if (!index) return null;
     const fragments = new Map(index.fragments);
-    if (!covers({ fragments }, counts)) return null;
     const docs = new Map<string, ItemAggregate[]>();
     for (const [f, rows] of fragments) {
       const key = fragmentKey(f, rows);
@@ -237,8 +251,7 @@ export class ProjectionCache {
         byId.set(a.itemId, had ? freezeAggregate(mergeAggregates(had, a)) : a);
       }
     }
-    this.held = { baseVersion: index.baseVersion, fragments, byId, hashes: new Map() };
-    return this.held;
+    return { baseVersion: index.baseVersion, fragments, byId, hashes: new Map() };
   }
 }
 
@@ -250,8 +263,11 @@ export function projectedAggregates(reader: LogReader, tables: LanceTables, cach
   return reader.read(async (listing) => {
     const base = await pinnedBase(tables, listing);
     if (!base) return null;
-    const counts = await fragmentRows(base);
-    const p = await cache.covering(counts);
+    const counting = fragmentRows(base);
+    // Settled even when the projection is not needed (a rejection must not go unhandled).
+    counting.catch(() => undefined);
+    const p = await cache.covering(counting);
+    const counts = await counting;
     if (!p) return null;
     // Items whose counted aggregate cannot be trusted: deleted ones (it counted their hidden
     // rows), and those whose base copy of an event lost to a tail copy (it counted that copy).
