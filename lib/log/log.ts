@@ -283,6 +283,7 @@ export class LanceCheckpointLog implements CheckpointLog {
       await this.writer?.close();
     } finally {
       this.reader.clear();
+      this.projection.clear();
       this.tables.close();
       await this.o.onClose?.();
     }

@@ -225,14 +225,21 @@ export class ProjectionCache {
       if (covers(this.held, counts)) return this.held;
       this.held = null;
     }
-    const [counts, loaded] = await Promise.all([counting, this.load()]);
-    if (!loaded || !covers(loaded, counts)) return null;
-    this.held = loaded;
-    return loaded;
+    const [counts, stored] = await Promise.all([counting, this.load()]);
+    // Merged only once it is known to cover the base (a stale one costs no merge per listing).
+    if (!stored || !covers(stored, counts)) return null;
+    this.held = { baseVersion: stored.baseVersion, fragments: stored.fragments, byId: mergeDocs(stored.docs.values()), hashes: new Map() };
+    return this.held;
   }
 
-  /** The stored projection (documents already held are not read again), or null. */
-  private async load(): Promise<Projection | null> {
+  /** Forget what is held (the log is closed). */
+  clear(): void {
+    this.held = null;
+    this.docs = new Map();
+  }
+
+  /** The stored index and its documents (those already held are not read again), or null. */
+  private async load(): Promise<{ baseVersion: number; fragments: Map<number, number>; docs: Map<string, ItemAggregate[]> } | null> {
     const index = await loadIndex(this.objects);
     if (!index) return null;
     const fragments = new Map(index.fragments);
@@ -244,15 +251,20 @@ export class ProjectionCache {
       docs.set(key, doc);
     }
     this.docs = docs;
-    const byId = new Map<string, ItemAggregate>();
-    for (const doc of docs.values()) {
-      for (const a of doc) {
-        const had = byId.get(a.itemId);
-        byId.set(a.itemId, had ? freezeAggregate(mergeAggregates(had, a)) : a);
-      }
-    }
-    return { baseVersion: index.baseVersion, fragments, byId, hashes: new Map() };
+    return { baseVersion: index.baseVersion, fragments, docs };
   }
+}
+
+/** Every item's aggregate over the documents' fragments together. */
+function mergeDocs(docs: Iterable<ItemAggregate[]>): Map<string, ItemAggregate> {
+  const byId = new Map<string, ItemAggregate>();
+  for (const doc of docs) {
+    for (const a of doc) {
+      const had = byId.get(a.itemId);
+      byId.set(a.itemId, had ? freezeAggregate(mergeAggregates(had, a)) : a);
+    }
+  }
+  return byId;
 }
 
 /**
