@@ -336,4 +336,36 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
     expect((err as Error).message).toMatch(/1 of 3 objects were not deleted/);
     expect((err as Error).message).toContain(`s3://${bucket}/${t.base}/q/k1: AccessDenied`);
   });
+  // A resent PUT whose first copy was only slow can land after a later PUT of the key and bring
+  // the old body back (an item marker restored that way made a writer trust a stale cache).
+  const plainPut = (r: ProxyRequest) => r.method === 'PUT' && r.headers['if-none-match'] === undefined;
+
+  it('sends a plain put once: a lost answer fails the call and nothing is resent', async () => {
+    let first = true;
+    const t = scene((r) => (plainPut(r) && first ? ((first = false), 'forward-then-fail') : 'forward'));
+    const err = await t.store.put('marker', 'body-1').catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'UnavailableError', retryable: true });
+    expect((err as Error).message).toContain(`s3://${bucket}/${t.base}/marker`);
+    expect(t.count(plainPut)).toBe(1);
+    expect(await t.direct.get('marker')).toBe('body-1'); // it landed; only the answer was lost
+    await t.store.put('marker', 'body-2'); // the next call is sent as usual
+    expect(t.count(plainPut)).toBe(2);
+    expect(await t.direct.get('marker')).toBe('body-2');
+  });
+
+  it('still resends reads and conditional puts whose answer was lost', async () => {
+    let lostGet = true;
+    let lostPut = true;
+    const t = scene((r) => {
+      if (objectGet(r) && lostGet) return (lostGet = false), 'forward-then-fail';
+      if (conditionalPut(r) && lostPut) return (lostPut = false), 'forward-then-fail';
+      return 'forward';
+    });
+    await t.direct.put('k', 'v');
+    expect(await t.store.get('k')).toBe('v');
+    expect(t.count(objectGet)).toBe(2);
+    // the resend meets its own first copy: false, as ObjectStore.putIfAbsent documents
+    expect(await t.store.putIfAbsent('c', 'x')).toBe(false);
+    expect(t.count(conditionalPut)).toBe(2);
+  });
 });

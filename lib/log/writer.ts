@@ -51,7 +51,7 @@ export interface WriterOptions {
 export interface WriterHooks extends MergeHooks {
   /** Called after the items were read and seqs assigned, before the shard commit (tests). */
   beforeCommit?(itemIds: readonly string[]): void | Promise<void>;
-  /** Called after the shard commit, before claims and the epoch check (tests: crash here). */
+  /** Called after the shard commit, before its fsync, the epoch check and the claims (tests: crash here). */
   afterCommit?(shard: string, version: number): void | Promise<void>;
 }
 
@@ -205,13 +205,17 @@ export class ShardWriter {
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(gen));
       committing = true;
       await table.add(rowsToArrow(rows) as never);
-      // Durable before it is confirmed and acknowledged (a no-op on object stores).
-      await this.ctx.tables.sync(gen);
       st.commitsInGen++;
       if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(gen, await table.version());
-      // The epoch check comes before the claims: a zombie (its commit above the seal, never
-      // visible) must not leave a claim that would later answer for the real copy.
-      await this.ctx.leases.assertCurrent(st.lease);
+      // Durable (fsync; a no-op on object stores) and confirmed before the claims and the ack.
+      // The two run at once: the epoch check must start after the commit became visible (the
+      // add returned), not after it became durable. A failed fsync ends the epoch even if the
+      // check passed, as before it. The epoch check comes before the claims: a zombie (its
+      // commit above the seal, never visible) must not leave a claim that would later answer
+      // for the real copy.
+      const [synced, confirmed] = await Promise.allSettled([this.ctx.tables.sync(gen), this.ctx.leases.assertCurrent(st.lease)]);
+      if (synced.status === 'rejected') throw synced.reason;
+      if (confirmed.status === 'rejected') throw confirmed.reason;
     } catch (e) {
       // Whatever we knew of these items may be stale now (our marker may name us although
       // another writer wrote them since we cached them; our commit may have landed).

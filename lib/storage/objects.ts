@@ -28,7 +28,12 @@ export interface ObjectStore {
    * bodies from two callers are never told apart here.
    */
   putIfAbsent(key: string, body: string, o?: PutOptions): Promise<boolean>;
-  /** Create or replace `key` (atomic: readers see the old or the new body, whole). */
+  /**
+   * Create or replace `key` (atomic: readers see the old or the new body, whole). Sent once: a
+   * call that failed may have landed, or land later, but it is never resent after it failed or
+   * after a later put of the key, so a body can come back only from a call that failed. Callers
+   * that retry do it with a new body.
+   */
   put(key: string, body: string): Promise<void>;
   /** Read a whole object; null if absent. */
   get(key: string): Promise<string | null>;
