@@ -203,4 +203,40 @@ describe('the item listing projection', () => {
     const fresh = open({ slot: 0, slots: 1, owner: 'reader2' });
     await expectProjected(fresh.log, 'restored');
   });
+  it("a purge drops the documents of the fragments it rewrote, even when the pass's projection step fails", async () => {
+    const { open, clock } = setup();
+    const A = open({ slot: 0, slots: 2 });
+    await A.log.append(batches(20, 0));
+    await A.log.append([{ itemId: 'it-007', runId: 'r', step: { name: 'gen', index: 1 }, failed: { errorType: 'Secret', traceback: 'the doomed item says hi' } }]);
+    await A.log.mergeOwnShard();
+    const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
+    expect((await M.log.maintain()).failures).toEqual([]);
+    const { objects } = whiteBox(A.log);
+    const docsMentioning = async (needle: string) => {
+      const hits: string[] = [];
+      for (const name of await objects.list(PROJECTION_DIR)) if ((await objects.get(`${PROJECTION_DIR}/${name}`))?.includes(needle)) hits.push(name);
+      return hits;
+    };
+    expect(await docsMentioning('it-007'), 'the check below can fail: the document holds the item').not.toEqual([]);
+
+    await A.log.deleteItem('it-007');
+    await A.log.close();
+    clock.advance(2 * 3_600_000); // past the deletion retention (1 h)
+    // The pass's projection step fails (its writes refused); the purge before it succeeds.
+    M.objects.tap.before = (op, key) => {
+      if ((op === 'put' || op === 'putIfAbsent') && key.startsWith(PROJECTION_DIR)) throw new Error('refused by the test');
+    };
+    const rep = await M.log.maintain();
+    expect(rep.purgedItems).toBe(1);
+    expect(rep.failures.map((f) => f.step)).toEqual(['projection']);
+    expect(await docsMentioning('it-007'), 'no projection document keeps the purged item').toEqual([]);
+    expect(await docsMentioning('the doomed item says hi')).toEqual([]);
+    await expectListingsMatchFold(M.log, 'after the purge, projection not rebuilt');
+
+    M.objects.tap = {};
+    expect((await M.log.maintain()).failures).toEqual([]);
+    expect(await docsMentioning('it-007')).toEqual([]);
+    expect(await M.log.projected(), 'rebuilt by the next pass').not.toBeNull();
+    await expectProjected(M.log, 'rebuilt after the purge');
+  });
 });

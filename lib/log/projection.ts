@@ -208,6 +208,25 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   return report;
 }
 
+/**
+ * Delete the documents of these base fragments, whatever their format and row count. The purge
+ * rewrote the fragments without a deleted item, whose id and failures their documents hold; a
+ * projection step that fails in the same pass (or never runs again) must not keep them. Readers
+ * then find the index naming a missing document and scan until the next projection step.
+ */
+export async function dropFragmentDocs(objects: ObjectStore, fragments: readonly number[]): Promise<number> {
+  const ids = new Set(fragments.map(String));
+  let n = 0;
+  for (const name of await objects.list(PROJECTION_DIR)) {
+    const m = /^frag-v\d+-(\d+)-\d+\.json$/.exec(name);
+    if (m && ids.has(m[1]!)) {
+      await objects.delete(`${PROJECTION_DIR}/${name}`);
+      n++;
+    }
+  }
+  return n;
+}
+
 /** A process's copy of the stored projection (read again when it no longer covers the base). */
 export class ProjectionCache {
   private held: Projection | null = null;

@@ -15,6 +15,7 @@ import type { ObjectStore } from '../storage/objects.ts';
 import { claimKey, META_DIR, parseMetaNames, type Tombstone } from './layout.ts';
 import type { LogReader } from './reader.ts';
 import { sqlString, type LanceTables, type Table } from './tables.ts';
+import { dropFragmentDocs } from './projection.ts';
 
 export interface PurgeResult {
   purgedItems: number;
@@ -52,10 +53,12 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
       continue;
     }
     if (base) {
-      const checkpoints = await purgeBase(base, doomed);
+      const { checkpoints, fragments } = await purgeBase(base, doomed);
       purgedRows ||= checkpoints.length > 0;
       // The purge commit must outlive a power loss before the tombstone goes (local roots).
       if (checkpoints.length > 0) await ctx.tables.sync('base');
+      // Before the tombstone goes: a pass that fails after this keeps the tombstone and redoes it.
+      await dropFragmentDocs(ctx.objects, fragments);
       for (const cp of checkpoints) await ctx.objects.delete(claimKey(cp));
       if ((await base.countRows(doomed)) > 0) {
         out.pendingDeletions++;
@@ -89,11 +92,11 @@ function parseTombstone(body: string, key: string): Tombstone {
  * updated, i.e. rewritten into a new fragment) and delete the doomed rows as "not matched by
  * source". Every row of those fragments is then deleted, so Lance drops the fragments and the
  * cleanup of old versions removes their files. Row ids are `fragment << 32 | offset` (the base
- * is created without stable row ids). Returns the purged rows' checkpoint ids.
+ * is created without stable row ids). Returns the purged rows' checkpoint ids and fragments.
  */
-async function purgeBase(base: Table, doomed: string): Promise<string[]> {
+async function purgeBase(base: Table, doomed: string): Promise<{ checkpoints: string[]; fragments: number[] }> {
   const hits = await base.query().where(doomed).withRowId().select(['checkpoint_id']).toArrow();
-  if (hits.numRows === 0) return [];
+  if (hits.numRows === 0) return { checkpoints: [], fragments: [] };
   const rowIds = hits.getChild('_rowid')!.toArray() as BigInt64Array | BigUint64Array;
   const fragments = new Set<bigint>();
   for (const id of rowIds) fragments.add(BigInt(id) >> 32n);
@@ -104,5 +107,5 @@ async function purgeBase(base: Table, doomed: string): Promise<string[]> {
   const checkpoints = new Set<string>();
   const col = hits.getChild('checkpoint_id')!;
   for (let i = 0; i < hits.numRows; i++) checkpoints.add(col.get(i) as string);
-  return [...checkpoints];
+  return { checkpoints: [...checkpoints], fragments: [...fragments].map(Number) };
 }
