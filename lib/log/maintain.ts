@@ -7,7 +7,7 @@
  */
 import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../clock.ts';
-import { DgclError, LeaseHeldError } from '../errors.ts';
+import { CorruptError, DgclError, LeaseHeldError } from '../errors.ts';
 import { acquireMaintainer, acquireWriterSlot, LeaseKeeper, slotKey } from '../lease/slots.ts';
 import { isFree } from '../lease/rules.ts';
 import type { LeaseStore } from '../lease/types.ts';
@@ -135,6 +135,9 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
       const r = await purgeDeleted(ctx, { clock: o.clock, deletionRetentionMs: o.deletionRetentionMs });
       report.purgedItems = r.purgedItems;
       report.pendingDeletions = r.pendingDeletions;
+      if (r.unreadable.length > 0) {
+        throw new CorruptError(`${r.unreadable.length} tombstone(s) are not valid, their items not purged (the other tombstones were handled): ${r.unreadable.join(', ')}`);
+      }
     });
 
     // 4. Base: compaction + prune, then scalar indexes.

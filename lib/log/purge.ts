@@ -10,9 +10,8 @@
  */
 import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../clock.ts';
-import { CorruptError } from '../errors.ts';
 import type { ObjectStore } from '../storage/objects.ts';
-import { claimKey, META_DIR, parseMetaNames, type Tombstone } from './layout.ts';
+import { claimKey, META_DIR, parseMetaNames, tombKey, type Tombstone } from './layout.ts';
 import type { LogReader } from './reader.ts';
 import { sqlString, type LanceTables, type Table } from './tables.ts';
 import { dropFragmentDocs } from './projection.ts';
@@ -20,22 +19,30 @@ import { dropFragmentDocs } from './projection.ts';
 export interface PurgeResult {
   purgedItems: number;
   pendingDeletions: number;
+  /** Tombstones whose body is not a tombstone (or not the one its name says): not purged. */
+  unreadable: string[];
 }
 
 type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader };
 
 export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentionMs: number }): Promise<PurgeResult> {
-  const out: PurgeResult = { purgedItems: 0, pendingDeletions: 0 };
+  const out: PurgeResult = { purgedItems: 0, pendingDeletions: 0, unreadable: [] };
   const meta = parseMetaNames(await ctx.objects.list(META_DIR));
   if (meta.tombNames.length === 0) return out;
   const listing = await ctx.reader.listingOf(meta);
   const base = await ctx.tables.base(listing.baseExists);
   let purgedRows = false;
+  // Tombstones that cannot be read are reported after the others were purged (one must not stop them).
+  const unreadable = out.unreadable;
   for (const name of meta.tombNames) {
     const key = `${META_DIR}/${name}`;
     const body = await ctx.objects.get(key);
     if (body === null) continue;
     const tomb = parseTombstone(body, key);
+    if (!tomb) {
+      unreadable.push(key);
+      continue;
+    }
     if (o.clock.nowMs() - tomb.deletedAtMs < o.deletionRetentionMs) {
       out.pendingDeletions++;
       continue;
@@ -76,14 +83,15 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
   return out;
 }
 
-function parseTombstone(body: string, key: string): Tombstone {
+/** The tombstone, or null when the body is not one. */
+function parseTombstone(body: string, key: string): Tombstone | null {
   try {
     const t = JSON.parse(body) as Tombstone;
-    if (typeof t.itemId === 'string' && Number.isSafeInteger(t.throughSeq) && typeof t.deletedAtMs === 'number') return t;
+    if (typeof t.itemId === 'string' && Number.isSafeInteger(t.throughSeq) && typeof t.deletedAtMs === 'number' && key === tombKey(t.itemId, t.throughSeq)) return t;
   } catch {
-    // reported below
+    // not JSON
   }
-  throw new CorruptError(`tombstone ${key} is not a valid tombstone`);
+  return null;
 }
 
 /**
