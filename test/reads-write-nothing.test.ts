@@ -1,7 +1,8 @@
 /**
  * Reads must not write, and rejected input writes nothing: after an item's writer closed (its
  * shard merged and deleted), folding, listing and a refused append leave the log folder exactly
- * as it was (no `_dgcl/shards/` recreated by a connection, no lease, no marker).
+ * as it was (no `_dgcl/shards/` recreated by a connection, no lease, no marker). A closed log
+ * refuses every call.
  */
 import { mkdtempSync, readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,6 +42,32 @@ describe('reads write nothing', () => {
     await expect(r.append([stepBatch('t', 1)])).rejects.toBeInstanceOf(InvalidInputError);
     await expect(r.fold('never-written')).rejects.toThrow(/not found/);
     await r.close();
+    expect(tree(root)).toEqual(before);
+  });
+  it('a closed log refuses reads, appends, deletes and maintenance with a clear error, and writes nothing', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'dgcl-closed-'));
+    const w = await openLog({ root, pipeline: 'p', experiment: 'e' });
+    await w.append([createBatch('t', { terminal: 'completed' })]);
+    expect((await w.fold('t')).status, 'the check below can fail: it reads while open').toBe('completed');
+    await w.close();
+    const before = tree(root);
+    const calls: Array<[string, () => Promise<unknown>]> = [
+      ['fold', () => w.fold('t')],
+      ['items', () => w.items()],
+      ['failures', () => w.failures()],
+      ['trajectory', () => w.trajectory('t')],
+      ['stats', () => w.stats()],
+      ['append', () => w.append([stepBatch('t', 1)])],
+      ['deleteItem', () => w.deleteItem('t')],
+      ['maintain', () => w.maintain()],
+    ];
+    for (const [name, call] of calls) {
+      const err = await call().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err, name).toMatchObject({ code: 'INTERNAL', message: expect.stringMatching(/closed/) });
+    }
     expect(tree(root)).toEqual(before);
   });
 });

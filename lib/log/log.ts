@@ -5,7 +5,7 @@
 import type { CheckpointLog, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { verifyBlob } from '../codec.ts';
-import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
+import { InternalError, InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
 import { foldItem, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
@@ -45,6 +45,7 @@ export class LanceCheckpointLog implements CheckpointLog {
   private readonly tables: LanceTables;
   private readonly reader: LogReader;
   private writer: ShardWriter | null = null;
+  private closed = false;
   private readonly projection: ProjectionCache;
 
   constructor(private readonly o: LanceLogOptions) {
@@ -225,6 +226,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   /** `onProgress` is told after each step (the CLI's progress bar). */
   async maintain(options: { onProgress?: MaintainProgress } = {}): Promise<MaintenanceReport> {
+    if (this.closed) throw new InternalError('the log is closed: open it again to maintain it');
     return maintain(this.ctx(), {
       pipeline: this.o.pipeline,
       experiment: this.o.experiment,
@@ -279,10 +281,11 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     try {
       await this.writer?.close();
     } finally {
-      this.reader.clear();
+      this.reader.close();
       this.projection.clear();
       this.tables.close();
       await this.o.onClose?.();

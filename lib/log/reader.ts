@@ -19,7 +19,7 @@
  */
 import type * as arrow from 'apache-arrow';
 import type { Clock } from '../clock.ts';
-import { CorruptError, DgclError, UnavailableError } from '../errors.ts';
+import { CorruptError, DgclError, InternalError, UnavailableError } from '../errors.ts';
 import { rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
@@ -85,6 +85,7 @@ export class LogReader {
   private readonly sealCache = new Map<string, Seal>();
   private readonly shardIndex = new ShardItemIndex();
   private readonly tail = new TailCache();
+  private closed = false;
 
   constructor(
     private readonly objects: ObjectStore,
@@ -193,8 +194,13 @@ export class LogReader {
     return this.tail.rows(await this.shardTable(v), v.name, columns, keep);
   }
 
-  /** Drop what the reader keeps of generations (the log is closed). */
-  clear(): void {
+  /**
+   * The log is closed: drop what the reader keeps of generations, and refuse later reads (they
+   * would open tables on closed clients and fill the caches again). A read already running
+   * finishes.
+   */
+  close(): void {
+    this.closed = true;
     this.shardIndex.retain(new Set());
     this.tail.clear();
   }
@@ -211,6 +217,7 @@ export class LogReader {
    * known to have held still (else the attempt starts over).
    */
   async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>): Promise<T> {
+    if (this.closed) throw new InternalError('the log is closed: open it again to read');
     let lastError: unknown;
     for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
       if (attempt > 0) await this.clock.sleep(Math.min(400, 5 * 2 ** attempt));
