@@ -40,10 +40,29 @@ export interface LogStats {
   shards: ShardStats[];
 }
 
+/**
+ * Options of `deleteItem`. Without `throughSeq` the delete is unguarded: it deletes whatever the
+ * item holds when it runs, so a retried or re-delivered delete that arrives after the item was
+ * created again deletes the new incarnation. Pass the item's last seq the caller saw (an ack's
+ * `lastSeq`, a fold's `lastSeq`) to make retries and duplicate deliveries harmless
+ * (docs/design/deletion.md, "Guarded deletes").
+ */
+export interface DeleteOptions {
+  /**
+   * Delete only if the item's last visible seq is exactly this: already deleted through it ->
+   * `{deleted: false}`; later events -> ConflictError (CONFLICT); a seq the item never had ->
+   * InvalidInputError (field `throughSeq`). A positive integer.
+   */
+  throughSeq?: number;
+}
+
 /** What `deleteItem` did. */
 export interface DeleteResult {
   itemId: string;
-  /** False when the item had no visible event (never created, or already deleted): nothing written. */
+  /**
+   * False when the item had no visible event (never created, or already deleted), or, with
+   * `throughSeq`, was already deleted through it: no tombstone written.
+   */
   deleted: boolean;
   /** The item's events up to this seq are deleted; a new creation continues after it. */
   throughSeq: number;
@@ -104,8 +123,11 @@ export interface CheckpointLog {
   blob(itemId: string, field: string): Promise<Uint8Array>;
   loadBlob(eventId: string): Promise<Uint8Array>;
   failures(): Promise<FailureSummary[]>;
-  /** Delete an item: hidden from reads at once, purged by maintenance, its id reusable. */
-  deleteItem(itemId: string): Promise<DeleteResult>;
+  /**
+   * Delete an item: hidden from reads at once, purged by maintenance, its id reusable. Pass
+   * `{throughSeq}` (the last seq you saw) so that a retried delete never deletes a newer incarnation.
+   */
+  deleteItem(itemId: string, options?: DeleteOptions): Promise<DeleteResult>;
   /** Merge this writer's own shard into the base (idempotent, crash-safe). */
   mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }>;
   /** Elected-maintainer work: merge orphaned shards, compact, index, clean up. */

@@ -11,7 +11,7 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
-import type { DeleteResult, MaintenanceReport } from './api.ts';
+import type { DeleteOptions, DeleteResult, MaintenanceReport } from './api.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { InvalidInputError } from './errors.ts';
 import { DynamoLeaseStore } from './lease/dynamo.ts';
@@ -179,7 +179,7 @@ class LeaselessLog extends LanceCheckpointLog {
     return Promise.reject(this.missing.error());
   }
 
-  override deleteItem(_itemId: string): Promise<DeleteResult> {
+  override deleteItem(_itemId: string, _options?: DeleteOptions): Promise<DeleteResult> {
     return Promise.reject(this.missing.error());
   }
 

@@ -2,7 +2,7 @@
  * `CheckpointLog` over the Lance log store: the union reader, the process's shard writer
  * (created on the first append), blob loading, listings and maintenance.
  */
-import type { CheckpointLog, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
+import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { verifyBlob } from '../codec.ts';
 import { InternalError, InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
@@ -12,6 +12,7 @@ import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { item, type DurableItem, type ItemOptions } from '../steps.ts';
 import type { Ack, BlobRef, EventRow, FieldsQuery, ItemFields, ItemQuery, ItemState, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
+import { checkDeleteOptions } from './delete-guard.ts';
 import { deletedThrough } from './deleted.ts';
 import { listItems } from './listing.ts';
 import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
@@ -77,13 +78,17 @@ export class LanceCheckpointLog implements CheckpointLog {
   /**
    * Delete an item: reads stop showing it at once, maintenance removes its rows physically after
    * `deletionRetentionMs`, and its id can be created again (docs/design/deletion.md). Route it
-   * like the item's batches (one writer per item at a time).
+   * like the item's batches (one writer per item at a time). Without `throughSeq` it deletes
+   * whatever the item holds when it runs (a late retry deletes a new incarnation); with it, only
+   * the events the caller saw ("Guarded deletes").
    */
-  async deleteItem(itemId: string): Promise<DeleteResult> {
+  async deleteItem(itemId: string, options?: DeleteOptions): Promise<DeleteResult> {
     // Well-formed: the delete reads the item through SQL too, where a lone surrogate becomes
     // U+FFFD (another item's id); such ids can never have been written (lib/batch.ts).
     checkItemId(itemId);
-    return this.getWriter().deleteItem(itemId);
+    // Checked before anything is written, not even the item marker.
+    const { throughSeq } = checkDeleteOptions(options);
+    return this.getWriter().deleteItem(itemId, throughSeq);
   }
 
   private async itemRows(itemId: string, columns: readonly string[] = LIGHT_COLUMNS): Promise<EventRow[]> {

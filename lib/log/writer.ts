@@ -21,6 +21,7 @@ import type { Lease, LeaseStore } from '../lease/types.ts';
 import { rowsToArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
+import { guardDecision } from './delete-guard.ts';
 import { deletedThrough } from './deleted.ts';
 import { claimKey, floorDir, floorKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
@@ -273,14 +274,19 @@ export class ShardWriter {
     const out = new Map<string, number>();
     await Promise.all(
       itemIds.map(async (id) => {
-        for (const name of await this.ctx.objects.list(floorDir(id))) {
-          const n = Number(name);
-          if (!/^\d{12}$/.test(name) || !Number.isSafeInteger(n)) throw new CorruptError(`deleted-seq record ${floorDir(id)}/${name} of item ${JSON.stringify(id)} is not a seq`);
-          out.set(id, Math.max(out.get(id) ?? 0, n));
-        }
+        for (const n of await this.floorSeqs(id)) out.set(id, Math.max(out.get(id) ?? 0, n));
       }),
     );
     return out;
+  }
+
+  /** Every seq the item's deletes wrote a deleted-seq record for (one listing). */
+  private async floorSeqs(itemId: string): Promise<number[]> {
+    return (await this.ctx.objects.list(floorDir(itemId))).map((name) => {
+      const n = Number(name);
+      if (!/^\d{12}$/.test(name) || !Number.isSafeInteger(n)) throw new CorruptError(`deleted-seq record ${floorDir(itemId)}/${name} of item ${JSON.stringify(itemId)} is not a seq`);
+      return n;
+    });
   }
 
   /** Claim a checkpoint's first ack; turns `ack` into the winner's duplicate if another writer won. */
@@ -448,9 +454,12 @@ export class ShardWriter {
    * Delete an item (docs/design/deletion.md): between commits, put the item's marker (no writer's
    * cached copy of it is trusted after this), read its last visible seq, and write the tombstone
    * hiding its events up to it. Writes no Lance row and takes no slot. An item without visible
-   * events is not deleted (`deleted: false`), so a retried delete is harmless.
+   * events is not deleted (`deleted: false`), so a retried delete is harmless, unless the item
+   * was created again meanwhile: `guard` (the last seq the caller saw, checked by
+   * checkDeleteOptions) then decides (lib/log/delete-guard.ts); a refused delete writes no
+   * tombstone and no deleted-seq record (the marker PUT only makes writers re-read the item).
    */
-  deleteItem(itemId: string): Promise<{ itemId: string; deleted: boolean; throughSeq: number }> {
+  deleteItem(itemId: string, guard?: number): Promise<{ itemId: string; deleted: boolean; throughSeq: number }> {
     if (this.closing) return Promise.reject(new InternalError('the log is closed (or closing): open it again to delete'));
     return this.exclusive(async () => {
       this.tracks.delete(itemId);
@@ -467,8 +476,17 @@ export class ShardWriter {
       );
       const gone = deletedThrough(tombstones, itemId);
       for (const [, mine] of ownVisible(own, visible)) for (const r of mine) if (r.item_id === itemId && r.item_seq > gone) rows.push(r);
-      if (rows.length === 0) return { itemId, deleted: false, throughSeq: Math.max(gone, (await this.floorsOf([itemId])).get(itemId) ?? 0) };
-      const throughSeq = rows.reduce((m, r) => Math.max(m, r.item_seq), 0);
+      let throughSeq: number;
+      if (guard !== undefined) {
+        // The deleted-seq records are read whenever a guard is given, rows or not: the purge
+        // drops the tombstone but keeps them, so they alone tell a retry from a new incarnation.
+        const decision = guardDecision(itemId, guard, { tombstoned: gone, floors: await this.floorSeqs(itemId), visibleSeqs: rows.map((r) => r.item_seq) });
+        if (!decision.deleted) return { itemId, deleted: false, throughSeq: decision.throughSeq };
+        throughSeq = decision.throughSeq;
+      } else {
+        if (rows.length === 0) return { itemId, deleted: false, throughSeq: Math.max(gone, (await this.floorsOf([itemId])).get(itemId) ?? 0) };
+        throughSeq = rows.reduce((m, r) => Math.max(m, r.item_seq), 0);
+      }
       const tomb: Tombstone = { itemId, throughSeq, deletedAtMs: this.opts.clock.nowMs() };
       // The floor first: once the tombstone exists the item may be purged at any time.
       await this.ctx.objects.putIfAbsent(floorKey(itemId, throughSeq), '');

@@ -17,6 +17,11 @@
  *    exactly as before): an item is deleted only when none of its deliveries is in flight or in
  *    doubt; a failed delete blocks the item until a retry returns (done unscheduled at the end if
  *    needed); then the item starts over (created again, its old batches never redelivered).
+ *    Every other delete (by seed and delete number, no random draw: even seeds begin guarded)
+ *    passes the highest seq acked in the item's current incarnation as `throughSeq`, every
+ *    attempt the same seq (a retry must answer "already deleted"); a CONFLICT (events it never
+ *    saw acked, e.g. an append that failed after its commit) makes the next attempt read the
+ *    item first and delete through its last seq.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -107,6 +112,10 @@ interface ItemModel {
   base: number;
   /** History id of a delete that has not returned yet: no delivery until it does. */
   deleting: number | null;
+  /** Highest seq acked in the current incarnation (what a guarded delete passes). */
+  seen: number;
+  /** A guarded attempt of the current delete met CONFLICT: read the item before the next. */
+  reread: boolean;
 }
 
 interface Delivery {
@@ -258,6 +267,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     it.inflight++;
     const rec = history.beginAppend(w.actor, [batch]);
     const log = w.log;
+    const incarnation = it.base;
     const p = sched.run(w.actor, () => log.append([batch]));
     track(`${label} ${it.id}#${idx}`, w.actor, p);
     p.then(
@@ -266,6 +276,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         if (!d.settled && idx === it.cur) it.curAcked = true;
         if (!it.acked.includes(idx)) it.acked.push(idx);
         if (batch.terminal !== undefined) it.terminal = true;
+        if (it.base === incarnation) for (const a of acks) it.seen = Math.max(it.seen, a.lastSeq);
       },
       (e: unknown) => {
         history.endAppend(rec, { error: e });
@@ -295,16 +306,33 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     deliveries.push(d);
     it.inflight++;
     const log = w.log;
-    const p = sched.run(w.actor, () => log.deleteItem(it.id));
-    track(`delete ${it.id}`, w.actor, p);
+    const guarded = (seed + rec) % 2 === 0;
+    const p = sched.run(w.actor, async () => {
+      if (!guarded) return log.deleteItem(it.id);
+      if (it.reread || it.seen === 0) {
+        // A careful client after a CONFLICT: read the item, then delete what it now saw (and
+        // keep that seq for later attempts: this one may delete and lose its answer).
+        const s = await log.fold(it.id);
+        it.seen = s.lastSeq;
+        it.reread = false;
+      }
+      return log.deleteItem(it.id, { throughSeq: it.seen });
+    });
+    track(`${guarded ? 'guarded delete' : 'delete'} ${it.id}`, w.actor, p);
     return p
       .then(
         (r) => {
           if (it.deleting !== rec) return;
           history.endDelete(rec, r.throughSeq);
-          Object.assign(it, { chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], step: 0, attempt: 1, terminal: false, base: r.throughSeq, deleting: null });
+          Object.assign(it, { chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], step: 0, attempt: 1, terminal: false, base: r.throughSeq, deleting: null, seen: 0, reread: false });
         },
-        () => undefined, // still `deleting`: a later attempt retries
+        (e: unknown) => {
+          // still `deleting`: a later attempt retries
+          const code = (e as { code?: string } | null)?.code;
+          if (it.deleting === rec && code === 'CONFLICT') it.reread = true;
+          // The seq came from an ack or a read of the item: never one it did not have (I4).
+          if (guarded && code === 'INVALID_INPUT') violations.push(`guarded delete of ${it.id} through seq ${it.seen} refused: ${(e as Error).message}`);
+        },
       )
       .finally(() => {
         if (!d.settled) {
@@ -321,7 +349,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         const w = wl.pick(liveWriters());
         let it: ItemModel;
         if (items.length < cfg.items && (items.length === 0 || wl.chance(0.3))) {
-          it = { id: `x${items.length}`, chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], inflight: 0, step: 0, attempt: 1, terminal: false, base: 0, deleting: null };
+          it = { id: `x${items.length}`, chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], inflight: 0, step: 0, attempt: 1, terminal: false, base: 0, deleting: null, seen: 0, reread: false };
           items.push(it);
         } else it = wl.pick(items);
         if (it.deleting !== null) return false;
