@@ -353,6 +353,29 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
     expect(await t.direct.get('marker')).toBe('body-2');
   });
 
+  // review12: the surfaced error is the first attempt's (checked), and a put the server itself
+  // refused (S3's SlowDown: nothing landed, nothing can land later) is no longer resent either.
+  it('review12: a lost answer surfaces as the first attempt\'s error (the cause)', async () => {
+    let first = true;
+    const t = scene((r) => (plainPut(r) && first ? ((first = false), 'forward-then-fail') : 'forward'));
+    const err = await t.store.put('marker', 'body-1').catch((e: unknown) => e);
+    // the proxy's lost answer is a 500 InternalError; the refused resend is not what surfaces
+    expect(err).toMatchObject({ name: 'UnavailableError', cause: { name: 'InternalError', message: 'answer lost by the test proxy', $metadata: { httpStatusCode: 500 } } });
+    expect(t.count(plainPut)).toBe(1);
+  });
+
+  it('review12 F3: a plain put refused by the server with SlowDown (never landed) is resent, as before sendOnce', async () => {
+    let first = true;
+    const t = scene((r) => (plainPut(r) && first ? ((first = false), s3Error(503, 'SlowDown', 'Please reduce your request rate.')) : 'forward'));
+    const got = await t.store.put('marker', 'body-1').then(
+      () => 'put',
+      (e: unknown) => `failed: ${(e as Error).message}`,
+    );
+    expect(got).toBe('put');
+    expect(t.count(plainPut)).toBe(2);
+    expect(await t.direct.get('marker')).toBe('body-1');
+  });
+
   it('still resends reads and conditional puts whose answer was lost', async () => {
     let lostGet = true;
     let lostPut = true;
