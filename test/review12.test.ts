@@ -13,12 +13,17 @@
  *     holding the deleted item stay while the projection step keeps failing
  *     (docs/design/projection.md, deletion.md: "a pass that fails after this keeps the
  *     tombstone and redoes it").
+ * F3: S3 plain PUTs are sent once (lib/storage/s3.ts sendOnce), so a transient failure of an
+ *     item marker PUT (S3 SlowDown) failed the whole group; the writer now retries it with a new
+ *     body each time (a body that failed is never trusted, so one landing late is harmless).
  */
 import { mkdtempSync, readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { UnavailableError } from '../lib/errors.ts';
 import { openLog } from '../lib/index.ts';
+import { itemKey } from '../lib/log/layout.ts';
 import { PROJECTION_DIR } from '../lib/log/projection.ts';
 import { createBatch } from './support/batches.ts';
 import { raceFixture } from './support/race-kit.ts';
@@ -114,5 +119,41 @@ describe('review12 F2: a purge pass that stops between its commit and dropping t
     expect(second.purgedItems, 'the tombstone is dropped by the second pass').toBe(1);
     expect(second.failures.map((f) => f.step)).toEqual(['projection']);
     expect(await docsMentioning('the doomed item says hi'), 'no projection document keeps the purged item').toEqual([]);
+  });
+});
+
+describe('review12 F3: a transient failure of an item marker PUT', () => {
+  const { setup } = raceFixture(60_000);
+  it('is retried with a new body, and the group is acked; three in a row fail it', async () => {
+    const { open } = setup();
+    const A = open({ slot: 0, slots: 1 });
+    await A.log.append([createBatch('warm')]);
+    const bodies: string[] = [];
+    let refuse = 1;
+    A.objects.tap.before = (op, key) => {
+      if (op !== 'put' || key !== itemKey('x')) return;
+      if (refuse-- > 0) throw new UnavailableError('SlowDown (refused by the test, nothing landed)');
+    };
+    A.objects.tap.after = (op, key) => {
+      if (op === 'put' && key === itemKey('x')) bodies.push('landed');
+    };
+    const [ack] = await A.log.append([createBatch('x')]);
+    expect(ack!.duplicate).toBe(false);
+    expect(bodies).toEqual(['landed']);
+    const marker = await A.objects.get(itemKey('x'));
+    expect(marker, 'the marker names this writer').toMatch(new RegExp(`^${A.log.writerEpoch} `));
+    expect((await A.log.fold('x')).lastSeq).toBe(ack!.lastSeq);
+
+    A.objects.tap = {};
+    refuse = 3;
+    A.objects.tap.before = (op, key) => {
+      if (op === 'put' && key === itemKey('z') && refuse-- > 0) throw new UnavailableError('SlowDown (refused by the test)');
+    };
+    const failed = await A.log.append([createBatch('z')]).catch((e: unknown) => e);
+    expect(failed).toMatchObject({ code: 'UNAVAILABLE' });
+    expect(refuse, 'three tries, each refused').toBe(0);
+    A.objects.tap = {};
+    const [retried] = await A.log.append([createBatch('z')]);
+    expect(retried!.duplicate, 'nothing of z was committed').toBe(false);
   });
 });

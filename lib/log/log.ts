@@ -61,6 +61,9 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   private getWriter(): ShardWriter {
+    // A log closed before it ever wrote has no writer: one made now would take a slot and keep
+    // renewing its lease for a log nobody closes again (review12 F1).
+    if (this.closed) throw new InternalError('the log is closed: open it again to write');
     this.writer ??= new ShardWriter(this.ctx(), this.o);
     return this.writer;
   }
@@ -225,6 +228,7 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   async mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }> {
+    if (this.closed) throw new InternalError('the log is closed: open it again to merge');
     if (!this.writer) return { mergedRows: 0, shards: [] };
     return this.writer.mergeOwn();
   }

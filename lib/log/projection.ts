@@ -209,17 +209,20 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
 }
 
 /**
- * Delete the documents of these base fragments, whatever their format and row count. The purge
- * rewrote the fragments without a deleted item, whose id and failures their documents hold; a
- * projection step that fails in the same pass (or never runs again) must not keep them. Readers
- * then find the index naming a missing document and scan until the next projection step.
+ * Delete every fragment document that does not describe a fragment of the base as it is now
+ * (fragment gone, or its live rows changed), whatever its format. The purge calls it before it
+ * drops any tombstone: the fragments it rewrote held a deleted item, whose id and failures their
+ * documents hold, and a projection step that fails in the same pass (or a pass that stops after
+ * the purge's commit: the next one finds no rows left to purge) must not keep them. Readers then
+ * find the index naming a missing document and scan until the next projection step. Fragment ids
+ * are never reused, so no current document is deleted.
  */
-export async function dropFragmentDocs(objects: ObjectStore, fragments: readonly number[]): Promise<number> {
-  const ids = new Set(fragments.map(String));
+export async function dropStaleDocs(objects: ObjectStore, base: Table): Promise<number> {
+  const live = await fragmentRows(base);
   let n = 0;
   for (const name of await objects.list(PROJECTION_DIR)) {
-    const m = /^frag-v\d+-(\d+)-\d+\.json$/.exec(name);
-    if (m && ids.has(m[1]!)) {
+    const m = /^frag-v\d+-(\d+)-(\d+)\.json$/.exec(name);
+    if (m && live.get(Number(m[1])) !== Number(m[2])) {
       await objects.delete(`${PROJECTION_DIR}/${name}`);
       n++;
     }

@@ -14,7 +14,7 @@ import type { ObjectStore } from '../storage/objects.ts';
 import { claimKey, META_DIR, parseMetaNames, tombKey, type Tombstone } from './layout.ts';
 import type { LogReader } from './reader.ts';
 import { sqlString, type LanceTables, type Table } from './tables.ts';
-import { dropFragmentDocs } from './projection.ts';
+import { dropStaleDocs } from './projection.ts';
 
 export interface PurgeResult {
   purgedItems: number;
@@ -31,7 +31,8 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
   if (meta.tombNames.length === 0) return out;
   const listing = await ctx.reader.listingOf(meta);
   const base = await ctx.tables.base(listing.baseExists);
-  let purgedRows = false;
+  /** Tombstones whose rows are gone from every dataset: dropped once the pass cleaned up after them. */
+  const done: string[] = [];
   // Tombstones that cannot be read are reported after the others were purged (one must not stop them).
   const unreadable = out.unreadable;
   for (const name of meta.tombNames) {
@@ -60,25 +61,31 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
       continue;
     }
     if (base) {
-      const { checkpoints, fragments } = await purgeBase(base, doomed);
-      purgedRows ||= checkpoints.length > 0;
+      const checkpoints = await purgeBase(base, doomed);
       // The purge commit must outlive a power loss before the tombstone goes (local roots).
       if (checkpoints.length > 0) await ctx.tables.sync('base');
-      // Before the tombstone goes: a pass that fails after this keeps the tombstone and redoes it.
-      await dropFragmentDocs(ctx.objects, fragments);
       for (const cp of checkpoints) await ctx.objects.delete(claimKey(cp));
       if ((await base.countRows(doomed)) > 0) {
         out.pendingDeletions++;
         continue;
       }
     }
+    done.push(key);
+  }
+  if (base && done.length > 0) {
+    // Before any tombstone goes, whether or not this pass purged the rows (a pass that stopped
+    // after its purge commit left this undone, and its tombstone is the only sign): the item_id
+    // index keeps the ids of the rows it indexed (rebuilt without them; its old files go with
+    // the old versions, like the purged fragments), and so do the listing projection's
+    // documents of the rewritten fragments.
+    if ((await base.listIndices()).some((i) => i.columns.includes('item_id'))) {
+      await base.createIndex('item_id', { config: Index.btree(), replace: true });
+    }
+    await dropStaleDocs(ctx.objects, base);
+  }
+  for (const key of done) {
     await ctx.objects.delete(key);
     out.purgedItems++;
-  }
-  // The item_id index keeps the ids of rows it indexed: rebuild it without them (its old files
-  // go with the old versions, like the purged fragments).
-  if (base && purgedRows && (await base.listIndices()).some((i) => i.columns.includes('item_id'))) {
-    await base.createIndex('item_id', { config: Index.btree(), replace: true });
   }
   return out;
 }
@@ -100,11 +107,11 @@ function parseTombstone(body: string, key: string): Tombstone | null {
  * updated, i.e. rewritten into a new fragment) and delete the doomed rows as "not matched by
  * source". Every row of those fragments is then deleted, so Lance drops the fragments and the
  * cleanup of old versions removes their files. Row ids are `fragment << 32 | offset` (the base
- * is created without stable row ids). Returns the purged rows' checkpoint ids and fragments.
+ * is created without stable row ids). Returns the purged rows' checkpoint ids.
  */
-async function purgeBase(base: Table, doomed: string): Promise<{ checkpoints: string[]; fragments: number[] }> {
+async function purgeBase(base: Table, doomed: string): Promise<string[]> {
   const hits = await base.query().where(doomed).withRowId().select(['checkpoint_id']).toArrow();
-  if (hits.numRows === 0) return { checkpoints: [], fragments: [] };
+  if (hits.numRows === 0) return [];
   const rowIds = hits.getChild('_rowid')!.toArray() as BigInt64Array | BigUint64Array;
   const fragments = new Set<bigint>();
   for (const id of rowIds) fragments.add(BigInt(id) >> 32n);
@@ -115,5 +122,5 @@ async function purgeBase(base: Table, doomed: string): Promise<{ checkpoints: st
   const checkpoints = new Set<string>();
   const col = hits.getChild('checkpoint_id')!;
   for (let i = 0; i < hits.numRows; i++) checkpoints.add(col.get(i) as string);
-  return { checkpoints: [...checkpoints], fragments: [...fragments].map(Number) };
+  return [...checkpoints];
 }

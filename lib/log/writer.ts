@@ -71,6 +71,9 @@ interface Request {
 /** Item markers put by deleteItem start with this. */
 const DELETED_MARKER = 'deleted ';
 
+/** Tries of an item marker PUT (each with a new body) before the group fails. */
+const MARKER_PUT_ATTEMPTS = 3;
+
 /** Placeholder epoch for a validation pass before the slot is taken; never written. */
 const PENDING_EPOCH = 'pending';
 
@@ -196,8 +199,7 @@ export class ShardWriter {
         [...writing]
           .filter((id) => plan.markers.get(id) !== plan.ownMarkers.get(id))
           .map(async (id) => {
-            const body = `${st.writerEpoch} ${this.claimNonce} ${++this.markerSeq}`;
-            await this.ctx.objects.put(itemKey(id), body);
+            const body = await this.putMarker(id, st.writerEpoch);
             plan.ownMarkers.set(id, body);
             plan.markers.set(id, body);
           }),
@@ -266,6 +268,24 @@ export class ShardWriter {
         .finally(() => {
           this.merging = null;
         });
+    }
+  }
+
+  /**
+   * PUT the item's marker, retried on a transient failure with a new body each time: the store
+   * sends a PUT once (ObjectStore.put), and a failed one may still land later, which is harmless
+   * only because no failed body is ever trusted. Returns the body that was answered.
+   */
+  private async putMarker(itemId: string, writerEpoch: string): Promise<string> {
+    for (let attempt = 0; ; attempt++) {
+      const body = `${writerEpoch} ${this.claimNonce} ${++this.markerSeq}`;
+      try {
+        await this.ctx.objects.put(itemKey(itemId), body);
+        return body;
+      } catch (e) {
+        if (!(e instanceof UnavailableError) || attempt + 1 >= MARKER_PUT_ATTEMPTS) throw e;
+        await this.opts.clock.sleep(25 * 2 ** attempt);
+      }
     }
   }
 
