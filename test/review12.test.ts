@@ -157,3 +157,34 @@ describe('review12 F3: a transient failure of an item marker PUT', () => {
     expect(retried!.duplicate, 'nothing of z was committed').toBe(false);
   });
 });
+
+describe('review13 F2: a marker PUT retry of a group that fails on another item', () => {
+  const { setup } = raceFixture(60_000);
+  it('ends before the group is answered, so nothing is written after the answer or after close()', async () => {
+    const { open } = setup();
+    const A = open({ slot: 0, slots: 1 });
+    await A.log.append([createBatch('warm')]);
+    const order: string[] = [];
+    let xTries = 0;
+    let closed = false;
+    A.objects.tap.before = (op, key) => {
+      if (op !== 'put') return;
+      if (key === itemKey('y')) throw new Error('AccessDenied (refused by the test): not retried, fails the group');
+      if (key === itemKey('x') && ++xTries === 1) throw new UnavailableError('SlowDown (refused by the test, nothing landed)');
+    };
+    A.objects.tap.after = (op, key) => {
+      if (op === 'put' && key === itemKey('x')) order.push(closed ? 'x landed after close' : 'x landed');
+    };
+    const answer = await A.log.append([createBatch('x'), createBatch('y')]).then(
+      () => 'acked',
+      (e: unknown) => String(e),
+    );
+    order.push('answered');
+    expect(answer).toMatch(/AccessDenied/);
+    await A.log.close();
+    closed = true;
+    await new Promise((r) => setTimeout(r, 50)); // a retry still under way would land now
+    expect(xTries, 'x was tried twice').toBe(2);
+    expect(order).toEqual(['x landed', 'answered']);
+  });
+});

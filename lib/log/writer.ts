@@ -68,8 +68,8 @@ interface Request {
   reject(e: unknown): void;
 }
 
-/** Item markers put by deleteItem start with this. */
-const DELETED_MARKER = 'deleted ';
+/** Item markers put by deleteItem start with this word (writers' start with their epoch). */
+const DELETED_MARKER = 'deleted';
 
 /** Tries of an item marker PUT (each with a new body) before the group fails. */
 const MARKER_PUT_ATTEMPTS = 3;
@@ -195,7 +195,9 @@ export class ShardWriter {
       // Items we begin writing: mark them ours before the commit, so a writer that cached them
       // reads them again instead of trusting its copy. Each PUT has a body of its own (epoch +
       // counter): a PUT that times out and lands later must not pass for a newer one.
-      await Promise.all(
+      // Every PUT ends (its tries included) before the group is answered: one failing must not
+      // leave another's retry writing after the caller was told, or after close() (review13 F2).
+      const puts = await Promise.allSettled(
         [...writing]
           .filter((id) => plan.markers.get(id) !== plan.ownMarkers.get(id))
           .map(async (id) => {
@@ -204,6 +206,7 @@ export class ShardWriter {
             plan.markers.set(id, body);
           }),
       );
+      for (const p of puts) if (p.status === 'rejected') throw p.reason;
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(gen));
       committing = true;
@@ -272,13 +275,14 @@ export class ShardWriter {
   }
 
   /**
-   * PUT the item's marker, retried on a transient failure with a new body each time: the store
+   * PUT the item's marker (`lead`: the writer epoch, or DELETED_MARKER), retried on a transient
+   * failure with a new body each time: the store
    * sends a PUT once (ObjectStore.put), and a failed one may still land later, which is harmless
    * only because no failed body is ever trusted. Returns the body that was answered.
    */
-  private async putMarker(itemId: string, writerEpoch: string): Promise<string> {
+  private async putMarker(itemId: string, lead: string): Promise<string> {
     for (let attempt = 0; ; attempt++) {
-      const body = `${writerEpoch} ${this.claimNonce} ${++this.markerSeq}`;
+      const body = `${lead} ${this.claimNonce} ${++this.markerSeq}`;
       try {
         await this.ctx.objects.put(itemKey(itemId), body);
         return body;
@@ -483,7 +487,7 @@ export class ShardWriter {
     if (this.closing) return Promise.reject(new InternalError('the log is closed (or closing): open it again to delete'));
     return this.exclusive(async () => {
       this.tracks.delete(itemId);
-      await this.ctx.objects.put(itemKey(itemId), `${DELETED_MARKER}${this.claimNonce} ${++this.markerSeq}`);
+      await this.putMarker(itemId, DELETED_MARKER);
       const own = [...this.ownRows.entries()];
       const skip = new Set(own.map(([name]) => name));
       const { rows, tombstones, visible } = await this.ctx.reader.read(
