@@ -195,11 +195,12 @@ describe('review 4: an item marker PUT that times out and lands later', () => {
     const xKey = itemKey('x');
     const acks: Ack[] = await W2.log.append([createBatch('x')]);
 
-    // W's first attempt at step 1: the marker PUT times out (it will land later).
-    let failed = false;
+    // W's first attempt at step 1: the marker PUT times out (it will land later), and so do the
+    // writer's own retries of it (3 tries, a new body each), so the attempt fails.
+    let failed = 0;
     W.objects.tap.before = (op, key) => {
-      if (op === 'put' && key === xKey && !failed) {
-        failed = true;
+      if (op === 'put' && key === xKey && failed < 3) {
+        failed++;
         throw new UnavailableError('marker PUT timed out');
       }
     };
