@@ -2,7 +2,8 @@
  * Error kinds, by what the caller must do (SlateDB style):
  *  - INVALID_INPUT: fix the input; nothing was written.
  *  - FENCED: stop; this writer's epoch was superseded, the batch was NOT acknowledged.
- *  - LEASE_HELD / CONFLICT: retry later (someone else holds it, or a race was lost).
+ *  - LEASE_HELD / CONFLICT: retry later (someone else holds it, or a race was lost); a CONFLICT
+ *    with `retryable: false` (a guarded delete) needs a fresh read first.
  *  - UNAVAILABLE: retry with backoff (storage or lease store did not answer).
  *  - NOT_FOUND: the named experiment/item/field does not exist.
  *  - ITEM_EXISTS / ITEM_NOT_FOUND / ITEM_TERMINAL: a batch does not fit its item's state (a
@@ -117,7 +118,15 @@ export class LeaseHeldError extends DgclError {
 export class ConflictError extends DgclError {
   override readonly name = 'ConflictError';
   readonly code = 'CONFLICT' as const;
-  readonly retryable = true;
+  /**
+   * A lost race (a lease): retrying later may succeed. False where the same call can only get the
+   * same answer (a guarded delete of an item that changed: read it again and decide).
+   */
+  readonly retryable: boolean;
+  constructor(message: string, options?: { cause?: unknown; retryable?: boolean }) {
+    super(message, options);
+    this.retryable = options?.retryable ?? true;
+  }
 }
 
 export class UnavailableError extends DgclError {

@@ -119,7 +119,7 @@ describe('a guarded delete of an item with events the caller did not see', () =>
     const before = await w.fold('c');
     const e = await w.deleteItem('c', { throughSeq: seen }).catch((err: unknown) => err);
     expect(e).toBeInstanceOf(ConflictError);
-    expect(e).toMatchObject({ code: 'CONFLICT' });
+    expect(e, 'the same seq again gets the same answer').toMatchObject({ code: 'CONFLICT', retryable: false });
     const msg = (e as Error).message;
     expect([msg.includes('"c"'), msg.includes(`seq ${seen}`), msg.includes(`last seq is ${last}`)], msg).toEqual([true, true, true]);
     expect([await x.tombs(), await x.floors('c')]).toEqual([[], []]);

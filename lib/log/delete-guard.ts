@@ -73,6 +73,7 @@ export function guardDecision(itemId: string, throughSeq: number, v: DeleteView)
   if (last > throughSeq) {
     throw new ConflictError(
       `item ${JSON.stringify(itemId)} has events after seq ${throughSeq} (its last seq is ${last}): appended since, or a new incarnation; nothing deleted. Read the item again and decide`,
+      { retryable: false },
     );
   }
   throw new InvalidInputError(
