@@ -4,27 +4,14 @@
  * as it was (no `_dgcl/shards/` recreated by a connection, no lease, no marker). A closed log
  * refuses every call.
  */
-import { mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../lib/errors.ts';
 import { openLog } from '../lib/index.ts';
+import { tree } from './support/tree.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
-
-function tree(dir: string): string[] {
-  const out: string[] = [];
-  const walk = (d: string) => {
-    for (const n of readdirSync(d).sort()) {
-      const p = path.join(d, n);
-      const s = statSync(p);
-      out.push(`${path.relative(dir, p)}${s.isDirectory() ? '/' : ` ${s.size}`}`);
-      if (s.isDirectory()) walk(p);
-    }
-  };
-  walk(dir);
-  return out;
-}
 
 describe('reads write nothing', () => {
   it('fold, items, stats and a refused append after the writer closed leave the folder unchanged', async () => {

@@ -17,7 +17,7 @@
  *     item marker PUT (S3 SlowDown) failed the whole group; the writer now retries it with a new
  *     body each time (a body that failed is never trusted, so one landing late is harmless).
  */
-import { mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -25,22 +25,9 @@ import { UnavailableError } from '../lib/errors.ts';
 import { openLog } from '../lib/index.ts';
 import { itemKey } from '../lib/log/layout.ts';
 import { PROJECTION_DIR } from '../lib/log/projection.ts';
+import { tree } from './support/tree.ts';
 import { createBatch } from './support/batches.ts';
 import { raceFixture } from './support/race-kit.ts';
-
-function tree(dir: string): string[] {
-  const out: string[] = [];
-  const walk = (d: string) => {
-    for (const n of readdirSync(d).sort()) {
-      const p = path.join(d, n);
-      const s = statSync(p);
-      out.push(`${path.relative(dir, p)}${s.isDirectory() ? '/' : ` ${s.size}`}`);
-      if (s.isDirectory()) walk(p);
-    }
-  };
-  walk(dir);
-  return out;
-}
 
 describe('review12 F1: a log closed before it ever wrote', () => {
   it('refuses an append of a new item and a delete, and writes nothing', async () => {
