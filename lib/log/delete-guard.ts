@@ -57,7 +57,10 @@ export function deletedSeq(v: DeleteView): number {
 }
 
 /** What a guarded delete does: write the tombstone at `throughSeq`, or answer that it happened. */
-export type GuardDecision = { deleted: true; throughSeq: number } | { deleted: false; throughSeq: number };
+export interface GuardDecision {
+  deleted: boolean;
+  throughSeq: number;
+}
 
 /**
  * The answer table of docs/design/deletion.md ("Guarded deletes"), `throughSeq` already checked

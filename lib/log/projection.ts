@@ -217,17 +217,12 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
  * find the index naming a missing document and scan until the next projection step. Fragment ids
  * are never reused, so no current document is deleted.
  */
-export async function dropStaleDocs(objects: ObjectStore, base: Table): Promise<number> {
+export async function dropStaleDocs(objects: ObjectStore, base: Table): Promise<void> {
   const live = await fragmentRows(base);
-  let n = 0;
   for (const name of await objects.list(PROJECTION_DIR)) {
     const m = /^frag-v\d+-(\d+)-(\d+)\.json$/.exec(name);
-    if (m && live.get(Number(m[1])) !== Number(m[2])) {
-      await objects.delete(`${PROJECTION_DIR}/${name}`);
-      n++;
-    }
+    if (m && live.get(Number(m[1])) !== Number(m[2])) await objects.delete(`${PROJECTION_DIR}/${name}`);
   }
-  return n;
 }
 
 /** A process's copy of the stored projection (read again when it no longer covers the base). */

@@ -33,15 +33,14 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
   const base = await ctx.tables.base(listing.baseExists);
   /** Tombstones whose rows are gone from every dataset: dropped once the pass cleaned up after them. */
   const done: string[] = [];
-  // Tombstones that cannot be read are reported after the others were purged (one must not stop them).
-  const unreadable = out.unreadable;
   for (const name of meta.tombNames) {
     const key = `${META_DIR}/${name}`;
     const body = await ctx.objects.get(key);
     if (body === null) continue;
     const tomb = parseTombstone(body, key);
     if (!tomb) {
-      unreadable.push(key);
+      // reported after the others were purged: one must not stop them
+      out.unreadable.push(key);
       continue;
     }
     if (o.clock.nowMs() - tomb.deletedAtMs < o.deletionRetentionMs) {

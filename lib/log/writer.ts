@@ -276,9 +276,9 @@ export class ShardWriter {
 
   /**
    * PUT the item's marker (`lead`: the writer epoch, or DELETED_MARKER), retried on a transient
-   * failure with a new body each time: the store
-   * sends a PUT once (ObjectStore.put), and a failed one may still land later, which is harmless
-   * only because no failed body is ever trusted. Returns the body that was answered.
+   * failure with a new body each time: the store sends a PUT once (ObjectStore.put), and a failed
+   * one may still land later, which is harmless only because no failed body is ever trusted.
+   * Returns the body that was answered.
    */
   private async putMarker(itemId: string, lead: string): Promise<string> {
     for (let attempt = 0; ; attempt++) {
