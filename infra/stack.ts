@@ -52,6 +52,9 @@ const REQUIRE_SHIM =
   "import { createRequire as __dgclCreateRequire } from 'node:module'; const require = __dgclCreateRequire(import.meta.url);";
 
 /** The append queue's oldest message may be this old before the alarm fires. */
+/** What a writer or maintainer sends to the lease table (leases, item markers, claims). */
+export const LEASE_TABLE_ACTIONS = ['dynamodb:BatchGetItem', 'dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
+
 export const APPEND_QUEUE_AGE_ALARM = Duration.minutes(15);
 
 export type HandlerName = 'append' | 'fold' | 'resume' | 'maintenance';
@@ -342,9 +345,11 @@ export class DgclStack extends Stack {
           conditions: { StringLike: { 's3:prefix': [keyRoot, `${keyRoot}/*`] } },
         }),
       );
-      // The lease store sends GetItem and UpdateItem (conditional) only; read paths take no lease.
+      // The lease store sends GetItem and UpdateItem (conditional); the logs' item markers and
+      // claims in the same table (lib/coord/dynamo.ts) add BatchGetItem, PutItem and DeleteItem.
+      // Read paths take no lease and read no marker.
       if (spec.table === 'lease') {
-        fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], resources: [this.table.tableArn] }));
+        fn.addToRolePolicy(new iam.PolicyStatement({ actions: LEASE_TABLE_ACTIONS, resources: [this.table.tableArn] }));
       }
       return fn;
     };

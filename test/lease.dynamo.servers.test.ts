@@ -24,10 +24,10 @@ import {
 import {
   DEFAULT_TTL_GRACE_MS,
   DynamoLeaseStore,
-  classifyDynamoError,
   createLeaseTable,
   ttlFor,
 } from '../lib/lease/dynamo.ts';
+import { classifyDynamoError } from '../lib/lease/dynamo-errors.ts';
 import { leaseStoreConformance } from './conformance/lease.ts';
 import { type FaultDecision, type FaultRequest, type HttpFaultProxy, startHttpFaultProxy } from './support/http-fault-proxy.ts';
 

@@ -32,16 +32,9 @@ import {
   waitUntilTableExists,
 } from '@aws-sdk/client-dynamodb';
 import { type Clock, systemClock } from '../clock.ts';
-import {
-  ConflictError,
-  CorruptError,
-  type DgclError,
-  InternalError,
-  InvalidInputError,
-  NotFoundError,
-  UnavailableError,
-  isDgclError,
-} from '../errors.ts';
+import { DynamoCoordStore } from '../coord/dynamo.ts';
+import type { CoordStore, CoordTable } from '../coord/types.ts';
+import { ConflictError, CorruptError, type DgclError, InvalidInputError, UnavailableError } from '../errors.ts';
 import {
   LeaseFencedError,
   type LeaseRecord,
@@ -59,6 +52,7 @@ import {
   validateOwner,
   validateTtl,
 } from './rules.ts';
+import { classifyDynamoError } from './dynamo-errors.ts';
 import type { Lease, LeaseStore } from './types.ts';
 
 /**
@@ -109,7 +103,7 @@ export const conditions = {
   leaseIsCurrent: 'attribute_exists(#pk) AND #owner = :owner AND #epoch = :epoch',
 } as const;
 
-export class DynamoLeaseStore implements LeaseStore {
+export class DynamoLeaseStore implements LeaseStore, CoordTable {
   readonly table: string;
   private readonly client: DynamoDBClient;
   private readonly clock: Clock;
@@ -251,6 +245,14 @@ export class DynamoLeaseStore implements LeaseStore {
     if (!isCurrent(record, l)) throw new LeaseFencedError(l, record, { nowMs: this.clock.nowMs() });
   }
 
+  /**
+   * A log's item markers and claims in this table, under `scope` (lib/coord/dynamo.ts). Same
+   * client, table and clock: the claims' `ttl` is stamped from the clock leases use.
+   */
+  coordStore(scope: string): CoordStore {
+    return new DynamoCoordStore({ client: this.client, table: this.table, scope, clock: this.clock });
+  }
+
   /** The client is the caller's: nothing to close here. */
   async close(): Promise<void> {}
 
@@ -326,67 +328,6 @@ export class DynamoLeaseStore implements LeaseStore {
 /** The `ttl` attribute value (epoch seconds) for an item written at `nowMs`. */
 export function ttlFor(expiresAtMs: number, nowMs: number, graceSec: number): number {
   return Math.ceil(Math.max(expiresAtMs, nowMs) / 1000) + graceSec;
-}
-
-const UNAVAILABLE_NAMES = new Set([
-  'ProvisionedThroughputExceededException',
-  'ThrottlingException',
-  'Throttling',
-  'RequestLimitExceeded',
-  'InternalServerError',
-  'ServiceUnavailable',
-  'ServiceUnavailableException',
-  'TransactionConflictException',
-  'LimitExceededException',
-  'TimeoutError',
-  'RequestTimeout',
-  'RequestTimeoutException',
-  'CredentialsProviderError',
-]);
-const NETWORK_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EPIPE',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'UND_ERR_SOCKET',
-]);
-
-/**
- * Maps an SDK error to a domain error: throttling, server faults and network failures ->
- * UnavailableError (retry with backoff); a missing table -> NotFoundError; anything else
- * (validation, access denied) -> InternalError (a bug or a deployment mistake, not retryable).
- */
-export function classifyDynamoError(e: unknown, what: string): DgclError {
-  if (isDgclError(e)) return e;
-  const err = e as {
-    name?: string;
-    code?: string;
-    message?: string;
-    $retryable?: unknown;
-    $fault?: string;
-    $metadata?: { httpStatusCode?: number };
-    errors?: Array<{ code?: string }>;
-  } | null;
-  const name = err?.name ?? '';
-  const message = `${what}: ${name || 'error'}${err?.message ? `: ${err.message}` : ''}`;
-  if (name === 'ResourceNotFoundException') {
-    return new NotFoundError(`${message} (does the lease table exist? create it with createLeaseTable)`, { cause: e });
-  }
-  const codes = [err?.code, ...(err?.errors ?? []).map((x) => x.code)].filter((c): c is string => !!c);
-  if (
-    UNAVAILABLE_NAMES.has(name) ||
-    codes.some((c) => NETWORK_CODES.has(c)) ||
-    err?.$retryable !== undefined ||
-    err?.$fault === 'server' ||
-    (err?.$metadata?.httpStatusCode ?? 0) >= 500
-  ) {
-    return new UnavailableError(message, { cause: e });
-  }
-  return new InternalError(message, { cause: e });
 }
 
 /**

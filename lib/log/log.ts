@@ -17,6 +17,8 @@ import { deletedThrough } from './deleted.ts';
 import { listItems } from './listing.ts';
 import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
+import { chooseCoordStore, coordTableOf } from '../coord/choose.ts';
+import type { CoordStore } from '../coord/types.ts';
 import { LogReader, type ShardListing } from './reader.ts';
 import { projectedAggregates, ProjectionCache } from './projection.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
@@ -31,7 +33,6 @@ export interface LanceLogOptions extends WriterOptions {
   storageOptions: Record<string, string> | undefined;
   leases: LeaseStore;
   versionRetentionMs: number;
-  claimRetentionMs: number;
   deletionRetentionMs: number;
   /** Called by close() after the log's own resources (e.g. to close a lease store it owns). */
   onClose?: () => Promise<void>;
@@ -48,6 +49,8 @@ export class LanceCheckpointLog implements CheckpointLog {
   private writer: ShardWriter | null = null;
   private closed = false;
   private readonly projection: ProjectionCache;
+  /** The log's coordination store, once chosen (lib/coord/choose.ts); cleared if choosing failed. */
+  private coordStore: Promise<CoordStore> | null = null;
 
   constructor(private readonly o: LanceLogOptions) {
     this.uri = o.uri;
@@ -57,7 +60,22 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   private ctx() {
-    return { tables: this.tables, objects: this.o.objects, reader: this.reader, leases: this.o.leases };
+    return { tables: this.tables, objects: this.o.objects, reader: this.reader, leases: this.o.leases, coord: (o?: { create: boolean }) => this.coord(o) };
+  }
+
+  /**
+   * Chosen on first use by a write or maintenance (reads never need it), then kept. `create:
+   * false` never writes the choice record (see chooseCoordStore) and keeps nothing if there is none.
+   */
+  private coord(o: { create: boolean } = { create: true }): Promise<CoordStore> {
+    if (this.coordStore) return this.coordStore;
+    const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, o);
+    if (!o.create) return chosen;
+    this.coordStore = chosen.catch((e: unknown) => {
+      this.coordStore = null;
+      throw e;
+    });
+    return this.coordStore;
   }
 
   private getWriter(): ShardWriter {

@@ -13,10 +13,11 @@ import { isFree } from '../lease/rules.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { MaintenanceReport, MaintenanceStep } from '../api.ts';
-import { CLAIMS_DIR, fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from './layout.ts';
+import { fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from './layout.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
 import { refreshProjection } from './projection.ts';
 import { purgeDeleted } from './purge.ts';
+import type { CoordStore } from '../coord/types.ts';
 import type { LogReader, ShardListing } from './reader.ts';
 import type { LanceTables } from './tables.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
@@ -47,7 +48,7 @@ const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zomb
 
 export const INDEXED_COLUMNS = ['item_id', 'event_id'] as const;
 
-type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore };
+type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore; coord: () => Promise<CoordStore> };
 
 export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<MaintenanceReport> {
   const report: MaintenanceReport = {
@@ -175,7 +176,7 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
 
     // 5. Clean-up of small objects.
     await step('claims', async () => {
-      report.deletedClaims = await ctx.objects.deleteOlderThan(CLAIMS_DIR, o.clock.nowMs() - o.claimRetentionMs);
+      report.deletedClaims = await (await ctx.coord()).deleteClaimsOlderThan(o.clock.nowMs() - o.claimRetentionMs);
     });
     await step('meta', () => cleanupMeta(ctx));
     return report;

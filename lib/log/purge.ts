@@ -12,6 +12,7 @@ import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../clock.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { claimKey, META_DIR, parseMetaNames, tombKey, type Tombstone } from './layout.ts';
+import type { CoordStore } from '../coord/types.ts';
 import type { LogReader } from './reader.ts';
 import { sqlString, type LanceTables, type Table } from './tables.ts';
 import { dropStaleDocs } from './projection.ts';
@@ -23,7 +24,7 @@ export interface PurgeResult {
   unreadable: string[];
 }
 
-type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader };
+type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; coord: () => Promise<CoordStore> };
 
 export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentionMs: number }): Promise<PurgeResult> {
   const out: PurgeResult = { purgedItems: 0, pendingDeletions: 0, unreadable: [] };
@@ -63,7 +64,7 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
       const checkpoints = await purgeBase(base, doomed);
       // The purge commit must outlive a power loss before the tombstone goes (local roots).
       if (checkpoints.length > 0) await ctx.tables.sync('base');
-      for (const cp of checkpoints) await ctx.objects.delete(claimKey(cp));
+      for (const cp of checkpoints) await (await ctx.coord()).delete(claimKey(cp));
       if ((await base.countRows(doomed)) > 0) {
         out.pendingDeletions++;
         continue;

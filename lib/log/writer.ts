@@ -17,6 +17,7 @@ import type { Clock } from '../clock.ts';
 import { CorruptError, DgclError, FencedError, InternalError, UnavailableError } from '../errors.ts';
 import { acquireWriterSlot, LeaseKeeper } from '../lease/slots.ts';
 import { randomUUID } from 'node:crypto';
+import type { CoordStore } from '../coord/types.ts';
 import type { Lease, LeaseStore } from '../lease/types.ts';
 import { rowsToArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
@@ -45,6 +46,8 @@ export interface WriterOptions {
   maxBatchesPerCommit: number;
   /** Items whose state the writer keeps in memory between batches. */
   cachedItems: number;
+  /** Claims only matter while duplicates of a batch are in flight: kept this long. */
+  claimRetentionMs: number;
   clock: Clock;
   hooks?: WriterHooks;
 }
@@ -114,7 +117,7 @@ export class ShardWriter {
   private exclusiveJobs: Array<() => Promise<void>> = [];
 
   constructor(
-    private readonly ctx: { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore },
+    private readonly ctx: { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore; coord: (o?: { create: boolean }) => Promise<CoordStore> },
     private readonly opts: WriterOptions,
   ) {}
 
@@ -281,10 +284,11 @@ export class ShardWriter {
    * Returns the body that was answered.
    */
   private async putMarker(itemId: string, lead: string): Promise<string> {
+    const coord = await this.ctx.coord();
     for (let attempt = 0; ; attempt++) {
       const body = `${lead} ${this.claimNonce} ${++this.markerSeq}`;
       try {
-        await this.ctx.objects.put(itemKey(itemId), body);
+        await coord.put(itemKey(itemId), body);
         return body;
       } catch (e) {
         if (!(e instanceof UnavailableError) || attempt + 1 >= MARKER_PUT_ATTEMPTS) throw e;
@@ -317,11 +321,10 @@ export class ShardWriter {
   private async claim(ack: Ack, writerEpoch: string): Promise<void> {
     const by = `${writerEpoch}/${this.claimNonce}`;
     const key = claimKey(ack.checkpointId);
+    const coord = await this.ctx.coord();
     for (let attempt = 0; attempt < 3; attempt++) {
-      // Not durable on a local folder: a claim only settles commits racing each other now, and a
-      // power loss stops every process on the machine; later duplicates are answered by the log.
-      if (await this.ctx.objects.putIfAbsent(key, JSON.stringify({ ...ack, claimedBy: by }), { durable: false })) return;
-      const body = await this.ctx.objects.get(key);
+      if (await coord.putIfAbsent(key, JSON.stringify({ ...ack, claimedBy: by }), { expiresAfterMs: this.opts.claimRetentionMs })) return;
+      const body = await coord.get(key);
       if (body === null) continue; // deleted by maintenance meanwhile: claim again
       const first = JSON.parse(body) as Ack & { claimedBy?: string };
       if (first.claimedBy === by) return; // our own earlier attempt landed
@@ -363,23 +366,25 @@ export class ShardWriter {
     const ownMarkers = new Map<string, string>();
     const tracks = new Map<string, ItemTrack>();
     const toRead: string[] = [];
-    await Promise.all(
-      itemIds.map(async (id) => {
-        const marker = await this.ctx.objects.get(itemKey(id));
-        markers.set(id, marker);
-        const cached = this.tracks.get(id);
-        if (cached && marker === cached.marker && writerEpoch !== PENDING_EPOCH && marker.startsWith(`${writerEpoch} `)) {
-          tracks.set(id, cached.track);
-          ownMarkers.set(id, marker);
-          return;
-        }
-        // Not (or no longer) ours alone: forget the copy before anything else can fail, so no
-        // later attempt trusts it once our marker is back.
-        this.tracks.delete(id);
-        if (marker === null) tracks.set(id, cloneTrack(undefined));
-        else toRead.push(id);
-      }),
-    );
+    // One request for the group's markers in the lease table; one GET each as objects. The
+    // validation pass before the slot is taken must write nothing, not even the choice record.
+    const coord = await this.ctx.coord({ create: writerEpoch !== PENDING_EPOCH });
+    const bodies = await coord.getMany(itemIds.map(itemKey));
+    for (const id of itemIds) {
+      const marker = bodies.get(itemKey(id)) ?? null;
+      markers.set(id, marker);
+      const cached = this.tracks.get(id);
+      if (cached && marker === cached.marker && writerEpoch !== PENDING_EPOCH && marker.startsWith(`${writerEpoch} `)) {
+        tracks.set(id, cached.track);
+        ownMarkers.set(id, marker);
+        continue;
+      }
+      // Not (or no longer) ours alone: forget the copy before anything else can fail, so no
+      // later attempt trusts it once our marker is back.
+      this.tracks.delete(id);
+      if (marker === null) tracks.set(id, cloneTrack(undefined));
+      else toRead.push(id);
+    }
     if (toRead.length > 0) {
       const wanted = new Set(toRead);
       // Snapshot the own rows before reading storage: a background merge that finishes during

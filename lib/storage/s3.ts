@@ -7,6 +7,7 @@
  * UnavailableError (retryable) whose message names the operation, the object and the server's
  * error, with the SDK error as `cause`.
  */
+import { sendOnce } from './send-once.ts';
 import {
   DeleteObjectCommand,
   DeleteObjectsCommand,
@@ -63,7 +64,7 @@ export class S3ObjectStore implements ObjectStore {
     const k = this.key(checkObjectKey(key, 'key'));
     const bytes = Buffer.from(body, 'utf8');
     try {
-      await sendOnce(this.client, new PutObjectCommand({ Bucket: this.bucket, Key: k, Body: bytes, ContentLength: bytes.length }));
+      await sendOnce(new PutObjectCommand({ Bucket: this.bucket, Key: k, Body: bytes, ContentLength: bytes.length }), (c) => this.client.send(c));
     } catch (e) {
       throw this.fail('put', k, e);
     }
@@ -274,39 +275,6 @@ export class S3ObjectStore implements ObjectStore {
 
   private fail(op: string, fullKey: string, cause: unknown): UnavailableError {
     return new UnavailableError(`S3 ${op} ${this.uri(fullKey)} failed: ${describe(cause)}`, { cause });
-  }
-}
-
-/** Thrown by the send-once middleware at the SDK's second attempt, which it does not send. */
-class ResendRefused extends Error {}
-
-/**
- * Sends `cmd` at most once. The SDK resends a request whose answer it did not get (a timeout, a
- * reset, a 5xx), but the first copy may only be slow: a resent PUT can then land after a later
- * PUT of the same key and bring an old body back (an item marker restored that way made a
- * writer trust a stale cached item: I5). The SDK's retry middleware calls the middleware below
- * once per attempt; it refuses the second, and the call fails with the first attempt's error.
- */
-async function sendOnce(client: S3Client, cmd: PutObjectCommand): Promise<void> {
-  let attempts = 0;
-  let first: unknown;
-  cmd.middlewareStack.add(
-    (next) => async (args) => {
-      if (attempts++ > 0) throw new ResendRefused('not resent');
-      try {
-        return await next(args);
-      } catch (e) {
-        first = e;
-        throw e;
-      }
-    },
-    // inside the retry middleware (finalizeRequest, high): called for every attempt
-    { step: 'finalizeRequest', priority: 'low', name: 'dgclSendOnce' },
-  );
-  try {
-    await client.send(cmd);
-  } catch (e) {
-    throw e instanceof ResendRefused ? first : e;
   }
 }
 

@@ -285,7 +285,7 @@ describe('IAM', () => {
     }
   });
 
-  it('grants GetItem and UpdateItem on the lease table to append and maintenance, and nothing on it to fold and resume', () => {
+  it('grants the lease table actions (leases, item markers, claims) to append and maintenance, and nothing on it to fold and resume', () => {
     const tableArn = { 'Fn::GetAtt': [logicalIdOf(stack.table), 'Arn'] };
     expect(NAMES.filter((n) => HANDLERS[n].table === 'lease')).toEqual(['append', 'maintenance']);
     for (const name of NAMES) {
@@ -296,7 +296,7 @@ describe('IAM', () => {
         expect(JSON.stringify(statementsOf(name)), name).not.toContain(logicalIdOf(stack.table));
         continue;
       }
-      expect(ddb, name).toEqual([{ Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], Resource: tableArn }]);
+      expect(ddb, name).toEqual([{ Effect: 'Allow', Action: ['dynamodb:BatchGetItem', 'dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], Resource: tableArn }]);
     }
   });
 

@@ -40,6 +40,7 @@ import { SimClock } from './clock.ts';
 import { installLancePatches, installRandomPatch, simTableWrapper } from './lance.ts';
 import { MemLeaseStore, SimLeaseStore } from './leases.ts';
 import { SimObjectStore } from './objects.ts';
+import { MemCoordRecords, SimTableLeaseStore } from './coord.ts';
 import { Rng } from './prng.ts';
 import { REGRESSION_SEEDS } from './regressions.ts';
 import { Scheduler } from './scheduler.ts';
@@ -60,6 +61,8 @@ export interface SimConfig {
   /** Set in seeds with deletions (drawn apart from the rest, see runSchedule). */
   deletions?: number;
   deletionRetentionMs?: number;
+  /** Set in seeds whose markers and claims live in the simulated lease table (see runSchedule). */
+  coord?: 'table';
 }
 
 export interface ScheduleResult {
@@ -157,6 +160,10 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   const deletions = !REGRESSION_SEEDS.some((r) => r.seed === seed) && dl.chance(0.4) ? dl.between(1, 3) : 0;
   // Retention 0: maintenance purges while writers, readers and faults run.
   const deletionRetentionMs = deletions > 0 ? dl.pick([0, 3_600_000]) : 3_600_000;
+  // Half the seeds keep item markers and claims in the (simulated) lease table, as logs on S3
+  // with DynamoDB leases do; the rest as objects. Drawn apart from every other stream, and never
+  // for a regression seed, so those replay the schedules they were found with.
+  const coordInTable = !REGRESSION_SEEDS.some((r) => r.seed === seed) && new Rng(seed + 0x5eed).chance(0.5);
   const clock = new SimClock();
   clock.sched = sched;
   const root = await mkdtemp(path.join(tmpBase(), 'dgcl-sim-'));
@@ -167,6 +174,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   const inner = new LocalObjectStore(logLoc.dir);
   const written = new Map<string, number>();
   const leases = new MemLeaseStore(() => clock.nowMs());
+  const coordRecords = new MemCoordRecords(() => clock.nowMs());
   const storageOptions = lanceStorageOptions(loc, {});
   const makeLog = (owner: string) =>
     new LanceCheckpointLog({
@@ -175,7 +183,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
       uri,
       objects: new SimObjectStore(inner, sched, written, () => clock.nowMs()),
       storageOptions,
-      leases: new SimLeaseStore(leases, sched),
+      leases: coordInTable ? new SimTableLeaseStore(leases, sched, coordRecords) : new SimLeaseStore(leases, sched),
       owner,
       clock,
       slots: cfg.slots,
@@ -607,7 +615,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   }
   const result: ScheduleResult = {
     seed,
-    config: deletions > 0 ? { ...cfg, deletions, deletionRetentionMs } : cfg,
+    config: { ...cfg, ...(deletions > 0 ? { deletions, deletionRetentionMs } : {}), ...(coordInTable ? { coord: 'table' as const } : {}) },
     violations,
     trace: sched.trace,
     counts: { ...history.counts(), steps: sched.step },

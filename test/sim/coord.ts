@@ -1,0 +1,99 @@
+/**
+ * The lease table's coordination records in the simulation (lib/coord/types.ts, as
+ * lib/coord/dynamo.ts keeps them in DynamoDB): an in-memory map with DynamoDB's semantics, every
+ * call a scheduling and fault point, and a lease store that offers it (CoordTable). A put that
+ * times out may land later, as a PutItem sent once may; a claim past its TTL is gone (DynamoDB
+ * deletes it some time after: the earliest is the hardest case for duplicate answers).
+ */
+import { UnavailableError } from '../../lib/errors.ts';
+import type { CoordKind, CoordStore, CoordTable } from '../../lib/coord/types.ts';
+import type { LeaseStore } from '../../lib/lease/types.ts';
+import type { Scheduler } from './scheduler.ts';
+import { SimLeaseStore } from './leases.ts';
+
+interface Rec {
+  body: string;
+  expiresAtMs: number | null;
+}
+
+/** The table's records, shared by every process of a schedule. */
+export class MemCoordRecords {
+  readonly records = new Map<string, Rec>();
+  constructor(readonly nowMs: () => number) {}
+
+  read(pk: string): string | null {
+    const r = this.records.get(pk);
+    if (!r) return null;
+    if (r.expiresAtMs !== null && r.expiresAtMs <= this.nowMs()) {
+      this.records.delete(pk);
+      return null;
+    }
+    return r.body;
+  }
+}
+
+const unavailable = (m: string) => new UnavailableError(m);
+
+class SimCoordStore implements CoordStore {
+  readonly kind: CoordKind = 'table';
+  constructor(
+    private readonly recs: MemCoordRecords,
+    private readonly sched: Scheduler,
+    private readonly scope: string,
+  ) {}
+
+  private op<T>(kind: string, key: string, mutating: boolean, run: () => Promise<T>): Promise<T> {
+    return this.sched.op({ kind: `coord.${kind}`, target: key, mutating, faultable: true, run, error: unavailable });
+  }
+
+  private pk(key: string): string {
+    return `${this.scope}/${key}`;
+  }
+
+  get(key: string): Promise<string | null> {
+    return this.op('get', key, false, async () => this.recs.read(this.pk(key)));
+  }
+
+  getMany(keys: readonly string[]): Promise<Map<string, string | null>> {
+    return this.op('getMany', keys.join(','), false, async () => new Map(keys.map((k) => [k, this.recs.read(this.pk(k))])));
+  }
+
+  put(key: string, body: string): Promise<void> {
+    return this.op('put', key, true, async () => {
+      this.recs.records.set(this.pk(key), { body, expiresAtMs: null });
+    });
+  }
+
+  putIfAbsent(key: string, body: string, o: { expiresAfterMs: number }): Promise<boolean> {
+    return this.op('putIfAbsent', key, true, async () => {
+      if (this.recs.read(this.pk(key)) !== null) return false;
+      this.recs.records.set(this.pk(key), { body, expiresAtMs: this.recs.nowMs() + o.expiresAfterMs });
+      return true;
+    });
+  }
+
+  delete(key: string): Promise<void> {
+    return this.op('delete', key, true, async () => {
+      this.recs.records.delete(this.pk(key));
+    });
+  }
+
+  async deleteClaimsOlderThan(_cutoffMs: number): Promise<number> {
+    return 0;
+  }
+}
+
+/** A simulated lease store whose table also holds the logs' coordination records. */
+export class SimTableLeaseStore extends SimLeaseStore implements CoordTable {
+  constructor(
+    inner: LeaseStore,
+    private readonly sched2: Scheduler,
+    private readonly recs: MemCoordRecords,
+  ) {
+    super(inner, sched2);
+  }
+
+  coordStore(scope: string): CoordStore {
+    return new SimCoordStore(this.recs, this.sched2, scope);
+  }
+}
