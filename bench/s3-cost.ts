@@ -27,20 +27,24 @@ export const PRICES = {
 
 export const PRICES_TEXT =
   'S3 Standard us-east-1: PUT/COPY/POST/LIST $0.005 per 1,000, GET/HEAD/other $0.0004 per 1,000, DELETE free; ' +
-  'DynamoDB on-demand: $0.125 per 10^6 read units, $0.625 per 10^6 write units (one unit per request: lease items are < 1 KB, reads strongly consistent)';
+  'DynamoDB on-demand: $0.125 per 10^6 read units, $0.625 per 10^6 write units (one unit per request, and per key of a BatchGetItem: lease items, item markers and claims are < 1 KB, reads strongly consistent)';
 
 const CLASS_A: readonly S3Op[] = ['PUT', 'PUT-if', 'COPY', 'POST', 'LIST'];
 /** Print order of the S3 classes. */
 const OPS: readonly S3Op[] = ['GET', 'HEAD', 'LIST', 'PUT', 'PUT-if', 'COPY', 'POST', 'DELETE', 'other'];
-const DDB_READS = new Set(['GetItem', 'BatchGetItem', 'Query', 'Scan']);
+/** Reads billed one unit per request (items < 4 KB); a BatchGetItem is billed per key (KEYS). */
+const DDB_READS = new Set(['GetItem', 'Query', 'Scan']);
+/** Suffix of the counters of keys read by BatchGetItem requests (one read unit each): not requests. */
+export const KEYS = '.keys';
 const DDB_WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem']);
 
 export function s3Total(r: Requests): number {
   return Object.values(r.s3).reduce((a, b) => a + (b ?? 0), 0);
 }
 
+/** Read units: single-item reads, and every key of a BatchGetItem. */
 export function ddbReads(r: Requests): number {
-  return Object.entries(r.ddb).reduce((a, [k, v]) => a + (DDB_READS.has(k) ? v : 0), 0);
+  return Object.entries(r.ddb).reduce((a, [k, v]) => a + (DDB_READS.has(k) || k === `BatchGetItem${KEYS}` ? v : 0), 0);
 }
 
 export function ddbWrites(r: Requests): number {
@@ -75,7 +79,7 @@ const num = (x: number): string => (Number.isInteger(x) ? String(x) : x < 0.1 ? 
 /** "7.00 S3 (GET 1.00, PUT 2.00, PUT-if 4.00) + 1.00 DynamoDB (GetItem 1.00)", each divided by `per`. */
 export function perText(r: Requests, per = 1): string {
   const s3 = OPS.filter((op) => r.s3[op]).map((op) => `${op} ${num(r.s3[op]! / per)}`);
-  const ddbTotal = Object.values(r.ddb).reduce((a, b) => a + b, 0);
+  const ddbTotal = Object.entries(r.ddb).reduce((a, [k, v]) => a + (k.endsWith(KEYS) ? 0 : v), 0);
   const ddb = Object.keys(r.ddb)
     .sort()
     .map((k) => `${k} ${num(r.ddb[k]! / per)}`);
@@ -89,16 +93,22 @@ export function perJson(r: Requests, per = 1): { s3: Record<string, number>; s3T
 }
 
 /**
- * Counts every DynamoDB HTTP request `client` sends, by command name, into `into`. The
- * middleware sits in the finalizeRequest step at low priority, i.e. inside the SDK's retry
- * middleware (high priority in the same step): a retried request counts once per attempt,
- * as DynamoDB bills it.
+ * Counts every DynamoDB HTTP request `client` sends, by command name, into `into`, and the keys
+ * each BatchGetItem asks for under `BatchGetItem.keys` (billed per key). The middleware sits in
+ * the finalizeRequest step at low priority, i.e. inside the SDK's retry middleware (high
+ * priority in the same step): a retried request counts once per attempt, as DynamoDB bills it.
  */
 export function countDynamo(client: DynamoDBClient, into: Record<string, number>): void {
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const name = (context.commandName ?? 'unknown').replace(/Command$/, '');
       into[name] = (into[name] ?? 0) + 1;
+      if (name === 'BatchGetItem') {
+        const body = (args.request as { body?: unknown }).body;
+        const asked = JSON.parse(typeof body === 'string' ? body : '{}') as { RequestItems?: Record<string, { Keys?: unknown[] }> };
+        const keys = Object.values(asked.RequestItems ?? {}).reduce((a, t) => a + (t.Keys?.length ?? 0), 0);
+        into[`${name}${KEYS}`] = (into[`${name}${KEYS}`] ?? 0) + keys;
+      }
       return next(args);
     },
     { step: 'finalizeRequest', priority: 'low', name: 'dgclBenchCountRequests' },

@@ -14,7 +14,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { S3Client } from '@aws-sdk/client-s3';
+import { CHOICE_KEY } from '../lib/coord/choose.ts';
 import { DgclError } from '../lib/errors.ts';
+import { logLocation, parseRoot, s3ClientConfig } from '../lib/storage/location.ts';
+import { S3ObjectStore } from '../lib/storage/s3.ts';
 import { slotKey } from '../lib/lease/slots.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
 import type { Ack } from '../lib/types.ts';
@@ -66,6 +70,12 @@ interface Target {
   /** The first request of the kind hit (default 1). */
   nth?: number;
   what: string;
+  /**
+   * 'objects': the log keeps its item markers and claims as S3 objects (a log with data from
+   * before the lease table held them: its choice record says so, lib/coord/choose.ts). Default:
+   * a new log, whose markers and claims are in the lease table.
+   */
+  coord?: 'objects';
 }
 
 const TARGETS: Target[] = [
@@ -79,10 +89,13 @@ const TARGETS: Target[] = [
     what: 'the Lance commit and Lance reading its manifest back',
   },
   { proxy: 's3', kind: 'lance-data', scenario: 'warm-append', what: 'a Lance data / transaction PUT' },
-  { proxy: 's3', kind: 'claim', scenario: 'warm-append', what: 'the claim PUT' },
-  { proxy: 's3', kind: 'get', scenario: 'warm-append', what: 'the item marker GET' },
+  { proxy: 'ddb', kind: 'ddb:PutItem', scenario: 'warm-append', what: 'the claim (conditional PutItem)' },
+  { proxy: 'ddb', kind: 'ddb:BatchGetItem', scenario: 'warm-append', what: 'the item marker read (BatchGetItem)' },
   { proxy: 'ddb', kind: 'ddb:GetItem', scenario: 'warm-append', what: 'the epoch check (GetItem)' },
-  { proxy: 's3', kind: 'item-marker', scenario: 'new-item', what: 'the item marker PUT' },
+  { proxy: 'ddb', kind: 'ddb:PutItem', scenario: 'new-item', what: 'the item marker PutItem' },
+  { proxy: 's3', kind: 'claim', scenario: 'warm-append', what: 'the claim PUT', coord: 'objects' },
+  { proxy: 's3', kind: 'get', scenario: 'warm-append', what: 'the item marker GET', coord: 'objects' },
+  { proxy: 's3', kind: 'item-marker', scenario: 'new-item', what: 'the item marker PUT', coord: 'objects' },
   { proxy: 's3', kind: 'list', scenario: 'foreign-item', what: 'the meta listing' },
   { proxy: 's3', kind: 'gen-marker', scenario: 'new-generation', what: 'the generation marker PUT' },
   { proxy: 's3', kind: 'seal', scenario: 'takeover', what: "the predecessor's seal PUT" },
@@ -92,6 +105,14 @@ const TARGETS: Target[] = [
   { proxy: 's3', kind: 'retired-marker', scenario: 'merge', what: 'the retired marker PUT' },
   { proxy: 's3', kind: 'delete', scenario: 'merge', what: 'the deletion of the merged generation' },
 ];
+
+const s3 = new S3Client(s3ClientConfig(process.env));
+/** The experiment's log folder on the server itself (never faulted). */
+const objectsOf = (experiment: string) => {
+  const loc = logLocation(parseRoot(bench.root), 'p', experiment);
+  if (loc.kind !== 's3') throw new Error('an s3:// root');
+  return S3ObjectStore.at(s3, loc);
+};
 
 type Outcome<T> = { ok: T } | { error: unknown };
 
@@ -120,8 +141,8 @@ function expectFired(a: ArmedFault, label: string): void {
   expect(a.hits.length, `${label}: requests of kind ${a.kind} hit`).toBe(Math.min(a.count, a.seen - a.nth + 1));
 }
 
+let bench: FaultBench;
 describe.concurrent('s3:// root through fault proxies: each request kind, each fault', () => {
-  let bench: FaultBench;
   beforeAll(async () => {
     bench = await startFaultBench('faults');
   });
@@ -171,11 +192,12 @@ describe.concurrent('s3:// root through fault proxies: each request kind, each f
   }
 
   for (const t of TARGETS.filter((x) => x.scenario !== 'merge')) {
-    describe.concurrent(`${t.what} [${[t.kind, ...(t.also ?? [])].join('+')}, ${t.scenario}]`, () => {
+    describe.concurrent(`${t.what} [${[t.kind, ...(t.also ?? [])].join('+')}, ${t.scenario}${t.coord ? `, ${t.coord}` : ''}]`, () => {
       for (const f of FAULTS) {
         it(f.name, () => withCase(async ({ experiment, s, arm, heal }) => {
           const label = `${t.kind}/${t.scenario}/${f.name}`;
           const ledger = new AckLedger();
+          if (t.coord) expect(await objectsOf(experiment).putIfAbsent(CHOICE_KEY, t.coord)).toBe(true);
           const pinned = t.scenario === 'takeover' || t.scenario === 'first-append';
           const w = s.log(experiment, pinned ? { slot: 0, owner: 'writer-w' } : { owner: 'writer-w' });
           const item = 'x';

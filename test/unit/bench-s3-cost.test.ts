@@ -40,4 +40,11 @@ describe('request accounting', () => {
     expect(perText({ s3: { GET: 1 }, ddb: {} }, 4)).toBe('0.25 S3 (GET 0.25)');
     expect(perJson({ s3: { GET: 3 }, ddb: { GetItem: 1 } }, 2)).toEqual({ s3: { GET: 1.5 }, s3Total: 1.5, ddb: { GetItem: 0.5 } });
   });
+
+  it('bills a BatchGetItem per key, and counts its keys apart from the requests', () => {
+    const b: Requests = { s3: {}, ddb: { BatchGetItem: 2, 'BatchGetItem.keys': 150, PutItem: 10 } };
+    // 150 read units x $0.125/1e6 + 10 write units x $0.625/1e6
+    expect(dollars(b)).toBeCloseTo(150 * 0.125e-6 + 10 * 0.625e-6, 12);
+    expect(perText(b, 2)).toBe('0 S3 + 6 DynamoDB (BatchGetItem 1, BatchGetItem.keys 75, PutItem 5)');
+  });
 });
