@@ -51,10 +51,10 @@ export const WRITER_SLOTS = DEFAULT_SLOTS;
 const REQUIRE_SHIM =
   "import { createRequire as __dgclCreateRequire } from 'node:module'; const require = __dgclCreateRequire(import.meta.url);";
 
-/** The append queue's oldest message may be this old before the alarm fires. */
 /** What a writer or maintainer sends to the lease table (leases, item markers, claims). */
 export const LEASE_TABLE_ACTIONS = ['dynamodb:BatchGetItem', 'dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
 
+/** The append queue's oldest message may be this old before the alarm fires. */
 export const APPEND_QUEUE_AGE_ALARM = Duration.minutes(15);
 
 export type HandlerName = 'append' | 'fold' | 'resume' | 'maintenance';

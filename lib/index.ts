@@ -24,6 +24,7 @@ import type { MergeHooks } from './log/merge.ts';
 import type { MaintainProgress } from './log/maintain.ts';
 import type { WriterHooks } from './log/writer.ts';
 import { validateName } from './names.ts';
+import type { CoordPreference } from './coord/choose.ts';
 import { LocalObjectStore } from './storage/local.ts';
 import { lanceStorageOptions, logLocation, logUri, parseRoot, s3ClientConfig, type Env } from './storage/location.ts';
 import type { ObjectStore } from './storage/objects.ts';
@@ -73,10 +74,17 @@ export interface OpenLogOptions {
   cachedItems?: number;
   /** Base versions younger than this survive maintenance (default 1 h). */
   versionRetentionMs?: number;
-  /** Claims older than this are deleted by maintenance (default 1 h). */
+  /** Claims older than this are deleted (by maintenance, or the lease table's TTL) (default 1 h). */
   claimRetentionMs?: number;
   /** Deleted items' rows are purged by maintenance once the deletion is this old (default 1 h). */
   deletionRetentionMs?: number;
+  /**
+   * Where a new log keeps its item markers and claims when its lease store is DynamoDB: 'table'
+   * (default; env `DGCL_COORDINATION`) or 'objects' (S3 objects beside the log: one request per
+   * batch more; while processes of a version before 0.2.0, which knows no such choice, still write). A log keeps
+   * what its first writer chose (README "Leases"); this only decides for a new log.
+   */
+  coordination?: CoordPreference;
   clock?: Clock;
   env?: Env;
   /** Fault injection for crash tests. */
@@ -125,6 +133,16 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
   if (o.slot !== undefined && (!Number.isSafeInteger(o.slot) || o.slot < 0 || o.slot >= slots)) {
     throw new InvalidInputError(`slot must be an integer from 0 to ${slots - 1}, got ${o.slot}`, { field: 'slot' });
   }
+  for (const field of ['versionRetentionMs', 'claimRetentionMs', 'deletionRetentionMs'] as const) {
+    const v = o[field];
+    if (v !== undefined && (!Number.isSafeInteger(v) || v < 1)) {
+      throw new InvalidInputError(`${field} must be a positive whole number of milliseconds, got ${v}`, { field });
+    }
+  }
+  const coordination = o.coordination ?? env.DGCL_COORDINATION ?? 'table';
+  if (coordination !== 'table' && coordination !== 'objects') {
+    throw new InvalidInputError(`coordination must be 'table' or 'objects', got ${JSON.stringify(coordination)}`, { field: o.coordination !== undefined ? 'coordination' : 'DGCL_COORDINATION' });
+  }
   let objects: ObjectStore;
   if (loc.kind === 'file') {
     objects = new LocalObjectStore(loc.dir);
@@ -156,6 +174,7 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     versionRetentionMs: o.versionRetentionMs ?? DEFAULTS.versionRetentionMs,
     claimRetentionMs: o.claimRetentionMs ?? DEFAULTS.claimRetentionMs,
     deletionRetentionMs: o.deletionRetentionMs ?? DEFAULTS.deletionRetentionMs,
+    coordination,
     ...(o.hooks ? { hooks: o.hooks } : {}),
     ...(onClose ? { onClose } : {}),
   };

@@ -3,52 +3,103 @@
  * the log itself (`_dgcl/coordination`), so every process agrees whatever it was configured
  * with, and an upgrade never moves records a running writer trusts:
  *  - `table <logId>`: the lease table (lib/coord/dynamo.ts), keys scoped by the log's id. Chosen
- *    for a log that has nothing committed yet, when the lease store can hold records;
- *  - `objects`: objects beside the log. Chosen for local lease files, and for a log that already
- *    has data written before the table held them (its markers are objects: a writer that looked
- *    only in the table would take an item with events for a new one).
+ *    for a log that has nothing committed yet, when the lease store can hold records and the
+ *    opener did not ask for objects;
+ *  - `objects`: objects beside the log. Chosen for local lease files, on request
+ *    (`coordination: 'objects'`, e.g. while processes of a version before this record still
+ *    write), and for a log that already has data written before the table held them (its markers
+ *    are objects: a writer that looked only in the table would take an item with events for a
+ *    new one).
  * The record is created with a conditional put: two processes proposing at once both read the
  * winner's. A log deleted and made again gets a new id, so no record of the old one is met.
+ *
+ * A table log's records are part of the log. Before its choice record, a log writes a sentinel
+ * record in the table naming the log's location (`_dgcl/log`); a process that finds the record
+ * but not the sentinel (another table, or the table replaced), or a sentinel naming another
+ * location (a copy of the log, which would share the original's records), refuses with CORRUPT
+ * instead of taking every item for a new one. A record this version does not know (a later
+ * layout) is CORRUPT too, so a process never writes a log it does not understand.
  */
 import { randomUUID } from 'node:crypto';
 import { CorruptError, InvalidInputError, UnavailableError } from '../errors.ts';
-import { META_DIR } from '../log/layout.ts';
+import { META_DIR, parseMetaNames } from '../log/layout.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { ObjectCoordStore } from './objects.ts';
 import type { CoordStore, CoordTable } from './types.ts';
 
 export const CHOICE_KEY = '_dgcl/coordination';
+/** The table record naming the location of the log whose id scopes it. */
+export const SENTINEL_KEY = '_dgcl/log';
+
+/** What a new log proposes: the table when the lease store has one (default), or objects. */
+export type CoordPreference = 'table' | 'objects';
 
 export function coordTableOf(leases: LeaseStore): CoordTable | null {
   const t = leases as Partial<CoordTable>;
   return typeof t.coordStore === 'function' ? (t as CoordTable) : null;
 }
 
+export interface ChooseOptions {
+  /** false (a write's validation pass, which must write nothing): see chooseCoordStore. */
+  create: boolean;
+  prefer: CoordPreference;
+}
+
 /**
  * The log's coordination store, creating its choice record if the log has none yet; or, with
- * `create: false` (a write's validation pass, which must write nothing), the objects store when
- * there is no record: no record in the table can exist before the choice record names it.
+ * `create: false`, the objects store when there is no record: no record in the table can exist
+ * before the choice record names it.
  */
-export async function chooseCoordStore(objects: ObjectStore, table: CoordTable | null, logName: string, o: { create: boolean }): Promise<CoordStore> {
+export async function chooseCoordStore(objects: ObjectStore, table: CoordTable | null, logName: string, o: ChooseOptions): Promise<CoordStore> {
   let body = await objects.get(CHOICE_KEY);
   if (body === null) {
     if (!o.create) return new ObjectCoordStore(objects);
-    // Nothing listed in the meta folder: no generation was ever created (a commit's first step)
-    // and there is no base, so no item has an event anywhere.
-    const fresh = table !== null && (await objects.list(META_DIR)).length === 0;
-    await objects.putIfAbsent(CHOICE_KEY, fresh ? `table ${randomUUID()}` : 'objects');
+    await objects.putIfAbsent(CHOICE_KEY, table && o.prefer === 'table' && (await isFresh(objects)) ? await newTableLog(table, logName, objects.baseUri) : 'objects');
     body = await objects.get(CHOICE_KEY);
     if (body === null) throw new UnavailableError(`the coordination record ${CHOICE_KEY} of ${objects.baseUri} vanished after it was written`);
   }
   if (body === 'objects') return new ObjectCoordStore(objects);
   const m = /^table ([0-9a-f-]{36})$/.exec(body);
-  if (!m) throw new CorruptError(`the coordination record ${CHOICE_KEY} of ${objects.baseUri} is neither "objects" nor "table <id>": ${JSON.stringify(body.slice(0, 80))}`);
+  if (!m) {
+    throw new CorruptError(
+      `the coordination record ${CHOICE_KEY} of ${objects.baseUri} is neither "objects" nor "table <id>" (a later version's layout?): ${JSON.stringify(body.slice(0, 80))}`,
+    );
+  }
   if (!table) {
     throw new InvalidInputError(
       `the log ${objects.baseUri} keeps its item markers and claims in the DynamoDB lease table; open it with that table's lease store (DGCL_LEASE_TABLE) to write or maintain it`,
       { field: 'leases' },
     );
   }
-  return table.coordStore(`${logName}/${m[1]}`);
+  const store = table.coordStore(`${logName}/${m[1]}`);
+  const sentinel = await store.get(SENTINEL_KEY);
+  if (sentinel === null) {
+    throw new CorruptError(
+      `the lease table holds no records of the log ${objects.baseUri} (id ${m[1]}): is it another table than the one the log was written with, or was the table replaced? Its item markers and claims are there; writing without them would take every item for a new one`,
+    );
+  }
+  if (sentinel !== objects.baseUri) {
+    throw new CorruptError(
+      `the log ${objects.baseUri} is a copy of ${sentinel} (same id ${m[1]}): its item markers and claims in the lease table are the original's, so the copy cannot be written (read it, or write to the original)`,
+    );
+  }
+  return store;
+}
+
+/**
+ * Nothing was ever committed: no base (listed for good once created) and no generation (a
+ * commit's first step creates its `gen.` entry, removed only once its rows are in the base).
+ * Fences, seals and tombstones without either hold no event.
+ */
+async function isFresh(objects: ObjectStore): Promise<boolean> {
+  const meta = parseMetaNames(await objects.list(META_DIR));
+  return !meta.baseExists && meta.gens.length === 0;
+}
+
+/** A new log id whose sentinel is in the table: the choice record may name it from now on. */
+async function newTableLog(table: CoordTable, logName: string, location: string): Promise<string> {
+  const id = randomUUID();
+  await table.coordStore(`${logName}/${id}`).put(SENTINEL_KEY, location);
+  return `table ${id}`;
 }

@@ -14,6 +14,9 @@
  * Readers learn everything but the data from ONE listing of the flat meta folder (listing the
  * shard folders would list every data file on servers without delimiter skipping).
  *   log.lance/_dgcl/claims/<checkpointId>.json  first acknowledgement of a checkpoint (dup detection)
+ *   log.lance/_dgcl/coordination               where the log keeps item markers and claims: `objects`
+ *                                              (these folders) or `table <id>` (the lease table,
+ *                                              same keys under `<pipeline>/<experiment>/<id>/`)
  *   log.lance/_dgcl/items/<hash of itemId>      the writer epoch that last began writing the item
  *
  * `<shard>` is `<writerEpoch>-g<generation>`, e.g. `s03-e000007-g000002`.

@@ -17,7 +17,7 @@ import { deletedThrough } from './deleted.ts';
 import { listItems } from './listing.ts';
 import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
-import { chooseCoordStore, coordTableOf } from '../coord/choose.ts';
+import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { LogReader, type ShardListing } from './reader.ts';
 import { projectedAggregates, ProjectionCache } from './projection.ts';
@@ -34,6 +34,8 @@ export interface LanceLogOptions extends WriterOptions {
   leases: LeaseStore;
   versionRetentionMs: number;
   deletionRetentionMs: number;
+  /** Where a new log keeps its item markers and claims (lib/coord/choose.ts); default 'table'. */
+  coordination?: CoordPreference;
   /** Called by close() after the log's own resources (e.g. to close a lease store it owns). */
   onClose?: () => Promise<void>;
   /** Wraps every Lance table handle (the simulation harness's fault and scheduling point). */
@@ -69,7 +71,7 @@ export class LanceCheckpointLog implements CheckpointLog {
    */
   private coord(o: { create: boolean } = { create: true }): Promise<CoordStore> {
     if (this.coordStore) return this.coordStore;
-    const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, o);
+    const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, { ...o, prefer: this.o.coordination ?? 'table' });
     if (!o.create) return chosen;
     this.coordStore = chosen.catch((e: unknown) => {
       this.coordStore = null;

@@ -317,18 +317,29 @@ export class ShardWriter {
     });
   }
 
-  /** Claim a checkpoint's first ack; turns `ack` into the winner's duplicate if another writer won. */
+  /**
+   * Claim a checkpoint's first ack; turns `ack` into the winner's duplicate if another writer won.
+   * The claim holds the ack's seqs and its number of events, not the event ids: those follow from
+   * the batch, which the checkpoint id names, so every claimant has the same ones, and a claim
+   * stays a few hundred bytes for any batch (a table item holds at most 400 KB). Claims written
+   * before hold the ids too.
+   */
   private async claim(ack: Ack, writerEpoch: string): Promise<void> {
     const by = `${writerEpoch}/${this.claimNonce}`;
     const key = claimKey(ack.checkpointId);
     const coord = await this.ctx.coord();
+    const body = JSON.stringify({ itemId: ack.itemId, checkpointId: ack.checkpointId, events: ack.eventIds.length, firstSeq: ack.firstSeq, lastSeq: ack.lastSeq, claimedBy: by });
     for (let attempt = 0; attempt < 3; attempt++) {
-      if (await coord.putIfAbsent(key, JSON.stringify({ ...ack, claimedBy: by }), { expiresAfterMs: this.opts.claimRetentionMs })) return;
-      const body = await coord.get(key);
-      if (body === null) continue; // deleted by maintenance meanwhile: claim again
-      const first = JSON.parse(body) as Ack & { claimedBy?: string };
+      if (await coord.putIfAbsent(key, body, { expiresAfterMs: this.opts.claimRetentionMs })) return;
+      const got = await coord.get(key);
+      if (got === null) continue; // deleted by maintenance meanwhile: claim again
+      const first = JSON.parse(got) as Partial<Ack> & { events?: number; claimedBy?: string };
       if (first.claimedBy === by) return; // our own earlier attempt landed
-      Object.assign(ack, { itemId: first.itemId, checkpointId: first.checkpointId, eventIds: first.eventIds, firstSeq: first.firstSeq, lastSeq: first.lastSeq, duplicate: true });
+      const events = first.eventIds?.length ?? first.events;
+      if (first.checkpointId !== ack.checkpointId || events !== ack.eventIds.length || typeof first.firstSeq !== 'number' || typeof first.lastSeq !== 'number') {
+        throw new CorruptError(`the claim of checkpoint ${ack.checkpointId} is not one of its batch (${events} events, expected ${ack.eventIds.length}): ${got.slice(0, 200)}`);
+      }
+      Object.assign(ack, { firstSeq: first.firstSeq, lastSeq: first.lastSeq, duplicate: true });
       return;
     }
     throw new UnavailableError(`claim of checkpoint ${ack.checkpointId} kept vanishing`);
