@@ -14,7 +14,7 @@ import { InvalidInputError, NotFoundError, UnavailableError } from '../lib/error
 import { DynamoLeaseStore, createLeaseTable } from '../lib/lease/dynamo.ts';
 import { claimKey, itemKey } from '../lib/log/layout.ts';
 import { coordStoreConformance } from './conformance/coord.ts';
-import { type FaultDecision, type FaultRequest, type HttpFaultProxy, startHttpFaultProxy } from './support/http-fault-proxy.ts';
+import { DYNAMO_LOST_ANSWER, dynamoOp, dynamoTries, type FaultDecision, type FaultRequest, type HttpFaultProxy, startHttpFaultProxy } from './support/http-fault-proxy.ts';
 
 const endpoint = process.env.AWS_ENDPOINT_URL_DYNAMODB;
 if (!endpoint) {
@@ -192,12 +192,7 @@ describe('DynamoCoordStore through a fault proxy', () => {
     await ready();
     proxy = await startHttpFaultProxy({
       target: endpoint!,
-      // a DynamoDB server fault as the JSON protocol sends it: the SDK retries any 5xx
-      lostAnswer: {
-        status: 500,
-        headers: { 'content-type': 'application/x-amz-json-1.0' },
-        body: JSON.stringify({ __type: 'com.amazonaws.dynamodb.v20120810#InternalServerError', message: 'answer lost' }),
-      },
+      lostAnswer: DYNAMO_LOST_ANSWER,
     });
     // the SDK's default retries (3 attempts): what a deployment gets
     proxied = new DynamoDBClient({ endpoint: proxy.endpoint, region: 'us-east-1', credentials });
@@ -208,7 +203,7 @@ describe('DynamoCoordStore through a fault proxy', () => {
     await proxy?.close();
   });
 
-  const op = (r: FaultRequest) => String(r.headers['x-amz-target'] ?? '').replace('DynamoDB_20120810.', '');
+  const op = dynamoOp;
 
   /** `decision` for the first request of kind `kind`; forwards everything else. */
   function onFirst(kind: string, decision: FaultDecision): void {
@@ -222,17 +217,7 @@ describe('DynamoCoordStore through a fault proxy', () => {
     });
   }
 
-  /** What the server answered to each try of kind `kind` (undefined: never forwarded). */
-  function tries(kind: string): Array<{ status?: number; error?: string }> {
-    return proxy.log
-      .filter((e) => op(e.req) === kind)
-      .map((e) => ({
-        status: e.upstreamStatus,
-        ...(e.upstreamStatus === undefined || e.upstreamStatus === 200
-          ? {}
-          : { error: String(JSON.parse(e.upstreamBody ?? '{}').__type).split('#')[1] }),
-      }));
-  }
+  const tries = (kind: string) => dynamoTries(proxy, kind);
 
   function scene() {
     const scope = newScope();

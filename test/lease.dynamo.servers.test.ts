@@ -29,7 +29,7 @@ import {
 } from '../lib/lease/dynamo.ts';
 import { classifyDynamoError } from '../lib/lease/dynamo-errors.ts';
 import { leaseStoreConformance } from './conformance/lease.ts';
-import { type FaultDecision, type FaultRequest, type HttpFaultProxy, startHttpFaultProxy } from './support/http-fault-proxy.ts';
+import { DYNAMO_LOST_ANSWER, dynamoOp, dynamoTries, type FaultDecision, type FaultRequest, type HttpFaultProxy, startHttpFaultProxy } from './support/http-fault-proxy.ts';
 
 const endpoint = process.env.AWS_ENDPOINT_URL_DYNAMODB;
 if (!endpoint) {
@@ -171,12 +171,7 @@ describe('DynamoLeaseStore when an answer is lost and the SDK resends', () => {
   beforeAll(async () => {
     proxy = await startHttpFaultProxy({
       target: endpoint!,
-      // a DynamoDB server fault as the JSON protocol sends it: the SDK retries any 5xx
-      lostAnswer: {
-        status: 500,
-        headers: { 'content-type': 'application/x-amz-json-1.0' },
-        body: JSON.stringify({ __type: 'com.amazonaws.dynamodb.v20120810#InternalServerError', message: 'answer lost' }),
-      },
+      lostAnswer: DYNAMO_LOST_ANSWER,
     });
     proxied = new DynamoDBClient({
       endpoint: proxy.endpoint,
@@ -191,7 +186,7 @@ describe('DynamoLeaseStore when an answer is lost and the SDK resends', () => {
     await proxy?.close();
   });
 
-  const op = (r: FaultRequest) => String(r.headers['x-amz-target'] ?? '').replace('DynamoDB_20120810.', '');
+  const op = dynamoOp;
 
   /** Loses the answer to the first request of kind `kind`; forwards everything else. */
   function loseFirst(kind: string): void {
@@ -205,15 +200,7 @@ describe('DynamoLeaseStore when an answer is lost and the SDK resends', () => {
     });
   }
 
-  /** What the server answered to each try of kind `kind`: status and error type. */
-  function tries(kind: string): Array<{ status?: number; error?: string }> {
-    return proxy.log
-      .filter((e) => op(e.req) === kind)
-      .map((e) => ({
-        status: e.upstreamStatus,
-        ...(e.upstreamStatus === 200 ? {} : { error: String(JSON.parse(e.upstreamBody ?? '{}').__type).split('#')[1] }),
-      }));
-  }
+  const tries = (kind: string) => dynamoTries(proxy, kind);
 
   async function scene() {
     const table = await freshTable();

@@ -4,6 +4,7 @@
  * log and the lease table are held to the same semantics. Keys look like the log's own
  * (`_dgcl/items/<hash>`, `_dgcl/claims/<checkpointId>.json`, lib/log/layout.ts).
  */
+import { rejection } from '../support/rejection.ts';
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CoordKind, CoordStore } from '../../lib/coord/types.ts';
@@ -25,14 +26,6 @@ export interface CoordFixture {
 
 const EXPIRY = { expiresAfterMs: 7 * 24 * 3600 * 1000 };
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('expected a rejection, got a result');
-}
 
 export function coordStoreConformance(label: string, fixture: CoordFixture): void {
   describe(`CoordStore conformance: ${label}`, () => {

@@ -3,6 +3,7 @@
  * exactly these tests through a tiny initializer. Expiry is driven by the injected ManualClock,
  * never by sleeping. Each test gets a fresh store (own folder / own table).
  */
+import { rejection } from '../support/rejection.ts';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ManualClock } from '../../lib/clock.ts';
 import { FencedError, InvalidInputError, LeaseHeldError } from '../../lib/errors.ts';
@@ -32,14 +33,6 @@ export interface LeaseStoreFactory {
 const TTL = 10_000;
 const KEY = 'pipe/exp/slot/3';
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('expected a rejection, got a result');
-}
 
 export function leaseStoreConformance(name: string, factory: LeaseStoreFactory): void {
   describe(`LeaseStore conformance: ${name}`, () => {

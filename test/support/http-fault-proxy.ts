@@ -154,3 +154,23 @@ export async function startHttpFaultProxy(o: HttpFaultProxyOptions): Promise<Htt
       }),
   };
 }
+
+/** The DynamoDB operation of a request (`PutItem`, ...), from its X-Amz-Target header. */
+export const dynamoOp = (r: FaultRequest): string => String(r.headers['x-amz-target'] ?? '').replace('DynamoDB_20120810.', '');
+
+/** What DynamoDB answered to each try of operation `kind` through `proxy`: status, and the error type unless 200 (none: never forwarded). */
+export function dynamoTries(proxy: HttpFaultProxy, kind: string): Array<{ status?: number; error?: string }> {
+  return proxy.log
+    .filter((e) => dynamoOp(e.req) === kind)
+    .map((e) => ({
+      status: e.upstreamStatus,
+      ...(e.upstreamStatus === undefined || e.upstreamStatus === 200 ? {} : { error: String(JSON.parse(e.upstreamBody ?? '{}').__type).split('#')[1] }),
+    }));
+}
+
+/** A DynamoDB server fault as its JSON protocol sends it (the SDK retries any 5xx): what a proxy answers for a lost answer. */
+export const DYNAMO_LOST_ANSWER: FaultAnswer = {
+  status: 500,
+  headers: { 'content-type': 'application/x-amz-json-1.0' },
+  body: JSON.stringify({ __type: 'com.amazonaws.dynamodb.v20120810#InternalServerError', message: 'answer lost' }),
+};
