@@ -28,6 +28,12 @@ export interface DgclConfig {
   layerDir: string | undefined;
   /** Strip the native module's symbol table: 'auto' (if `strip` exists), true or false. */
   stripNative: boolean | 'auto';
+  /**
+   * Where new logs keep item markers and claims (DGCL_COORDINATION of append and maintenance):
+   * 'table' (the lease table) or 'objects'. Deploy with 'objects' while functions of a version
+   * before 0.2.0 may still run (a deploy overlaps old and new invocations), then 'table'.
+   */
+  coordination: 'table' | 'objects';
 }
 
 export const DEFAULT_CONFIG: DgclConfig = {
@@ -41,6 +47,7 @@ export const DEFAULT_CONFIG: DgclConfig = {
   functionsDir: 'functions',
   layerDir: undefined,
   stripNative: 'auto',
+  coordination: 'table',
 };
 
 function str(node: Node, key: string): string | undefined {
@@ -78,6 +85,11 @@ export function normalizePrefix(prefix: string): string {
   return prefix;
 }
 
+function coordination(s: string): DgclConfig['coordination'] {
+  if (s === 'table' || s === 'objects') return s;
+  throw new Error(`context dgcl:coordination must be table or objects, got ${JSON.stringify(s)}`);
+}
+
 export function readConfig(node: Node): DgclConfig {
   const d = DEFAULT_CONFIG;
   const strip = str(node, 'stripNative');
@@ -92,5 +104,6 @@ export function readConfig(node: Node): DgclConfig {
     functionsDir: str(node, 'functionsDir') || d.functionsDir,
     layerDir: str(node, 'layerDir') || undefined,
     stripNative: strip === undefined || strip === '' || strip === 'auto' ? 'auto' : bool(node, 'stripNative', true),
+    coordination: coordination(str(node, 'coordination') || d.coordination),
   };
 }

@@ -70,7 +70,7 @@ interface HandlerSpec {
    */
   table: 'lease' | 'none';
   /** Environment variables the handler reads beyond DGCL_ROOT and the Powertools ones. */
-  env: ReadonlyArray<'DGCL_LEASE_TABLE' | 'DGCL_RESUME_QUEUE_URL'>;
+  env: ReadonlyArray<'DGCL_LEASE_TABLE' | 'DGCL_COORDINATION' | 'DGCL_RESUME_QUEUE_URL'>;
   /** Publishes Powertools metrics (sets POWERTOOLS_METRICS_NAMESPACE). */
   metrics: boolean;
   description: string;
@@ -86,7 +86,7 @@ export const HANDLERS: Record<HandlerName, HandlerSpec> = {
     timeout: Duration.seconds(60),
     s3: 'readwrite',
     table: 'lease',
-    env: ['DGCL_LEASE_TABLE'],
+    env: ['DGCL_LEASE_TABLE', 'DGCL_COORDINATION'],
     metrics: true,
     description: 'Appends checkpoint batches (direct invocation or the append FIFO queue)',
   },
@@ -113,7 +113,7 @@ export const HANDLERS: Record<HandlerName, HandlerSpec> = {
     timeout: Duration.minutes(15),
     s3: 'readwrite',
     table: 'lease',
-    env: ['DGCL_LEASE_TABLE'],
+    env: ['DGCL_LEASE_TABLE', 'DGCL_COORDINATION'],
     metrics: true,
     description: 'Scheduled maintenance: merge orphaned shards, compact, index, clean up',
   },
@@ -257,6 +257,7 @@ export class DgclStack extends Stack {
     // CONTRACT.md, "Lambda handlers": each function gets only the variables it reads (HANDLERS).
     const optionalEnv: Record<HandlerSpec['env'][number], string> = {
       DGCL_LEASE_TABLE: this.table.tableName,
+      DGCL_COORDINATION: cfg.coordination,
       DGCL_RESUME_QUEUE_URL: this.resumeQueue.queueUrl,
     };
     const functionsDir = path.resolve(props.projectRoot, cfg.functionsDir);

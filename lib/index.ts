@@ -139,7 +139,7 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
       throw new InvalidInputError(`${field} must be a positive whole number of milliseconds, got ${v}`, { field });
     }
   }
-  const coordination = o.coordination ?? env.DGCL_COORDINATION ?? 'table';
+  const coordination = o.coordination ?? (env.DGCL_COORDINATION || 'table');
   if (coordination !== 'table' && coordination !== 'objects') {
     throw new InvalidInputError(`coordination must be 'table' or 'objects', got ${JSON.stringify(coordination)}`, { field: o.coordination !== undefined ? 'coordination' : 'DGCL_COORDINATION' });
   }

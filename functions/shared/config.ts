@@ -4,6 +4,8 @@
  *  - DGCL_LEASE_TABLE: DynamoDB lease table (append and maintenance on s3:// roots, which take
  *    writer / maintainer leases; the read paths fold and resume take none and are not given it;
  *    local roots keep their leases beside the logs);
+ *  - DGCL_COORDINATION: where new logs keep item markers and claims, `table` (default) or
+ *    `objects` (append and maintenance; read by openLog itself, README "Configuration");
  *  - DGCL_RESUME_QUEUE_URL: where the resume handler sends instructions (resume only);
  *  - the AWS standard variables (region, credentials, AWS_ENDPOINT_URL_S3/_DYNAMODB/_SQS).
  * Tuning (optional, milliseconds): DGCL_LEASE_TTL_MS, DGCL_MERGE_EVERY_MS.

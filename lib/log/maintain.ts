@@ -66,6 +66,12 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
     projection: null,
     failures: [],
   };
+  // The log's coordination store first: a process that may not write this log (another lease
+  // table than its records', a copy of the log, no table for a table log) must stop before it
+  // takes a slot or merges anything, not at the claims step (review15 F4: a maintainer on
+  // another table sealed and merged away a live writer's generation, whose writer still held its
+  // slot in the right table and acked a batch nobody could see).
+  await ctx.coord();
   let lease;
   try {
     lease = await acquireMaintainer(ctx.leases, { pipeline: o.pipeline, experiment: o.experiment, owner: o.owner, ttlMs: o.leaseTtlMs });

@@ -319,16 +319,18 @@ export class ShardWriter {
 
   /**
    * Claim a checkpoint's first ack; turns `ack` into the winner's duplicate if another writer won.
-   * The claim holds the ack's seqs and its number of events, not the event ids: those follow from
-   * the batch, which the checkpoint id names, so every claimant has the same ones, and a claim
-   * stays a few hundred bytes for any batch (a table item holds at most 400 KB). Claims written
-   * before hold the ids too.
+   * A claim in the table holds the ack's seqs and its number of events, not the event ids: those
+   * follow from the batch, which the checkpoint id names, so every claimant has the same ones,
+   * and a claim stays a few hundred bytes for any batch (a table item holds at most 400 KB).
    */
   private async claim(ack: Ack, writerEpoch: string): Promise<void> {
     const by = `${writerEpoch}/${this.claimNonce}`;
     const key = claimKey(ack.checkpointId);
     const coord = await this.ctx.coord();
-    const body = JSON.stringify({ itemId: ack.itemId, checkpointId: ack.checkpointId, events: ack.eventIds.length, firstSeq: ack.firstSeq, lastSeq: ack.lastSeq, claimedBy: by });
+    // As objects, claims keep the ids too: versions before 0.2.0 (which only use objects) read a
+    // claim as a whole ack (review15 F1).
+    const ids = coord.kind === 'objects' ? { eventIds: ack.eventIds } : {};
+    const body = JSON.stringify({ itemId: ack.itemId, checkpointId: ack.checkpointId, ...ids, events: ack.eventIds.length, firstSeq: ack.firstSeq, lastSeq: ack.lastSeq, claimedBy: by });
     for (let attempt = 0; attempt < 3; attempt++) {
       if (await coord.putIfAbsent(key, body, { expiresAfterMs: this.opts.claimRetentionMs })) return;
       const got = await coord.get(key);

@@ -183,11 +183,11 @@ describe('functions', () => {
     const queue = { Ref: logicalIdOf(stack.resumeQueue) };
     const expectedEnv: Record<(typeof NAMES)[number], Record<string, unknown>> = {
       // Leases: only the functions that take them get the table.
-      append: { DGCL_ROOT: root, DGCL_LEASE_TABLE: table, POWERTOOLS_SERVICE_NAME: 'dgcl-append', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
+      append: { DGCL_ROOT: root, DGCL_LEASE_TABLE: table, DGCL_COORDINATION: 'table', POWERTOOLS_SERVICE_NAME: 'dgcl-append', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
       // Fold publishes no metrics and takes no lease.
       fold: { DGCL_ROOT: root, POWERTOOLS_SERVICE_NAME: 'dgcl-fold' },
       resume: { DGCL_ROOT: root, DGCL_RESUME_QUEUE_URL: queue, POWERTOOLS_SERVICE_NAME: 'dgcl-resume', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
-      maintenance: { DGCL_ROOT: root, DGCL_LEASE_TABLE: table, POWERTOOLS_SERVICE_NAME: 'dgcl-maintenance', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
+      maintenance: { DGCL_ROOT: root, DGCL_LEASE_TABLE: table, DGCL_COORDINATION: 'table', POWERTOOLS_SERVICE_NAME: 'dgcl-maintenance', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
     };
     for (const name of NAMES) {
       const p = resources[logicalIdOf(stack.functions[name])]!.Properties!;
@@ -534,10 +534,12 @@ describe('configuration', () => {
         'dgcl:maintenanceRateMinutes': '5',
         'dgcl:bucketVersioning': 'true',
         'dgcl:appendMaxConcurrency': 4,
+        'dgcl:coordination': 'objects',
       },
     });
     const c = readConfig(app.node);
-    expect(c).toMatchObject({ prefix: 'team/a', maintenanceRateMinutes: 5, bucketVersioning: true, appendMaxConcurrency: 4 });
+    expect(c).toMatchObject({ prefix: 'team/a', maintenanceRateMinutes: 5, bucketVersioning: true, appendMaxConcurrency: 4, coordination: 'objects' });
+    expect(() => readConfig(new App({ context: { 'dgcl:coordination': 'dynamo' } }).node)).toThrow(/coordination/);
     expect(readConfig(new App().node)).toEqual(DEFAULT_CONFIG);
     expect(() => readConfig(new App({ context: { 'dgcl:maintenanceRateMinutes': '0' } }).node)).toThrow(/maintenanceRateMinutes/);
     expect(() => readConfig(new App({ context: { 'dgcl:bucketVersioning': 'yes' } }).node)).toThrow(/bucketVersioning/);
