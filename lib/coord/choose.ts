@@ -21,7 +21,7 @@
  * layout) is CORRUPT too, so a process never writes a log it does not understand.
  */
 import { randomUUID } from 'node:crypto';
-import { realpath } from 'node:fs/promises';
+import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { CorruptError, InvalidInputError, UnavailableError } from '../errors.ts';
@@ -58,7 +58,7 @@ export async function chooseCoordStore(objects: ObjectStore, table: CoordTable |
   let body = await objects.get(CHOICE_KEY);
   if (body === null) {
     if (!o.create) return new ObjectCoordStore(objects);
-    await objects.putIfAbsent(CHOICE_KEY, table && o.prefer === 'table' && (await isFresh(objects)) ? await newTableLog(table, logName, await canonicalLocation(objects.baseUri)) : 'objects');
+    await objects.putIfAbsent(CHOICE_KEY, table && o.prefer === 'table' && (await isFresh(objects)) ? await newTableLog(table, logName, canonicalLocation(objects.baseUri)) : 'objects');
     body = await objects.get(CHOICE_KEY);
     if (body === null) throw new UnavailableError(`the coordination record ${CHOICE_KEY} of ${objects.baseUri} vanished after it was written`);
   }
@@ -82,7 +82,7 @@ export async function chooseCoordStore(objects: ObjectStore, table: CoordTable |
       `the lease table holds no records of the log ${objects.baseUri} (id ${m[1]}): is it another table than the one the log was written with, or was the table replaced? Its item markers and claims are there; writing without them would take every item for a new one`,
     );
   }
-  if (sentinel !== (await canonicalLocation(objects.baseUri))) {
+  if (sentinel !== canonicalLocation(objects.baseUri)) {
     throw new CorruptError(
       `the log ${objects.baseUri} is a copy of ${sentinel} (same id ${m[1]}): its item markers and claims in the lease table are the original's, so the copy cannot be written (read it, or write to the original)`,
     );
@@ -104,15 +104,17 @@ async function isFresh(objects: ObjectStore): Promise<boolean> {
  * The log's location as the sentinel names it: an S3 URI as it is (bucket and key are canonical
  * already); a local path with its symlinks resolved (the deepest existing folder: a new log's
  * own folders may not exist yet), so a log reached through a link is not taken for a copy of
- * itself (review15 F3).
+ * itself (review15 F3). Synchronous on purpose: it runs once per log and process, and an await
+ * on I/O outside the log's stores would be the one step of a write the simulation cannot
+ * schedule (it made its schedules depend on the machine's timing).
  */
-async function canonicalLocation(uri: string): Promise<string> {
+function canonicalLocation(uri: string): string {
   if (!uri.startsWith('file:')) return uri;
   let dir = fileURLToPath(uri);
   const rest: string[] = [];
   for (;;) {
     try {
-      return pathToFileURL(path.join(await realpath(dir), ...rest)).href;
+      return pathToFileURL(path.join(realpathSync(dir), ...rest)).href;
     } catch (e) {
       const parent = path.dirname(dir);
       if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || parent === dir) throw e;

@@ -77,7 +77,7 @@ function wrapBuilder(builder: object, label: string, mutating: boolean, sched: S
       const fn = value as Fn;
       if (TERMINAL.has(prop)) {
         return (...args: unknown[]) =>
-          sched.op({ kind: `lance.${label.split('.').pop()}.${prop}`, target: label.split('.')[0]!, mutating, faultable: true, run: () => fn.apply(target, args) as Promise<unknown>, error: lanceError });
+          sched.op({ kind: `lance.${label.split('.').pop()}.${prop}`, target: label.split('.')[0]!, mutating, faultable: true, run: () => runTerminal(fn, target, args, prop === 'execute' && !mutating), error: lanceError });
       }
       return (...args: unknown[]) => {
         const out = fn.apply(target, args);
@@ -87,6 +87,24 @@ function wrapBuilder(builder: object, label: string, mutating: boolean, sched: S
       };
     },
   });
+}
+
+/**
+ * A query's `execute` answers a stream whose batches Lance reads on each `next()`: native I/O the
+ * scheduler would not see, taking real time between two released operations (schedules then
+ * depended on the machine's speed, and a stream still reading at the end looked like a hang).
+ * Here the released operation reads the whole stream, and the caller iterates what it read.
+ */
+async function runTerminal(fn: Fn, target: object, args: unknown[], drain: boolean): Promise<unknown> {
+  const out = await (fn.apply(target, args) as Promise<unknown>);
+  if (!drain) return out;
+  const batches: unknown[] = [];
+  for await (const b of out as AsyncIterable<unknown>) batches.push(b);
+  return {
+    async *[Symbol.asyncIterator]() {
+      yield* batches;
+    },
+  };
 }
 
 let installed = false;
