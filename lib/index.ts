@@ -133,10 +133,11 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
   if (o.slot !== undefined && (!Number.isSafeInteger(o.slot) || o.slot < 0 || o.slot >= slots)) {
     throw new InvalidInputError(`slot must be an integer from 0 to ${slots - 1}, got ${o.slot}`, { field: 'slot' });
   }
-  for (const field of ['versionRetentionMs', 'claimRetentionMs', 'deletionRetentionMs'] as const) {
+  // 0 is allowed where it means "at once"; a claim must outlive its own commit.
+  for (const [field, min] of [['versionRetentionMs', 0], ['claimRetentionMs', 1], ['deletionRetentionMs', 0]] as const) {
     const v = o[field];
-    if (v !== undefined && (!Number.isSafeInteger(v) || v < 1)) {
-      throw new InvalidInputError(`${field} must be a positive whole number of milliseconds, got ${v}`, { field });
+    if (v !== undefined && (!Number.isSafeInteger(v) || v < min)) {
+      throw new InvalidInputError(`${field} must be a whole number of milliseconds >= ${min}, got ${v}`, { field });
     }
   }
   const coordination = o.coordination ?? (env.DGCL_COORDINATION || 'table');

@@ -69,6 +69,11 @@ export function readConfig(env: Env = process.env, options: ReadConfigOptions = 
   } catch (e) {
     throw new ConfigurationError('DGCL_ROOT', e instanceof Error ? e.message : String(e), { cause: e });
   }
+  const coordination = nonEmpty(env.DGCL_COORDINATION);
+  if (coordination !== undefined && coordination !== 'table' && coordination !== 'objects') {
+    // openLog would refuse it too, but as bad input: the append handler would count every record invalid.
+    throw new ConfigurationError('DGCL_COORDINATION', `must be table or objects, got ${JSON.stringify(coordination)}`);
+  }
   const leaseTable = nonEmpty(env.DGCL_LEASE_TABLE);
   if (options.leases === true && location.kind === 's3' && leaseTable === undefined) {
     throw new ConfigurationError('DGCL_LEASE_TABLE', `is not set; the s3:// root ${root} needs a DynamoDB lease table (partition key pk String, TTL attribute ttl)`);

@@ -1,24 +1,25 @@
 /**
- * Which store a log keeps its item markers and claims in, decided once per log and recorded in
- * the log itself (`_dgcl/coordination`), so every process agrees whatever it was configured
- * with, and an upgrade never moves records a running writer trusts:
- *  - `table <logId>`: the lease table (lib/coord/dynamo.ts), keys scoped by the log's id. Chosen
- *    for a log that has nothing committed yet, when the lease store can hold records and the
- *    opener did not ask for objects;
- *  - `objects`: objects beside the log. Chosen for local lease files, on request
- *    (`coordination: 'objects'`, e.g. while processes of a version before this record still
- *    write), and for a log that already has data written before the table held them (its markers
- *    are objects: a writer that looked only in the table would take an item with events for a
- *    new one).
+ * Which store a log keeps its item markers and claims in, and which lease store it belongs to,
+ * decided once per log by its first writer and recorded in the log (`_dgcl/coordination`), so
+ * every process agrees whatever it was configured with:
+ *  - `table <logId>`: markers and claims in the lease table (lib/coord/dynamo.ts), keys scoped by
+ *    the log's id. Chosen by a writer whose lease store is a DynamoDB table, not told
+ *    `coordination: 'objects'`, for a log with nothing committed yet;
+ *  - `objects <logId>`: markers and claims as objects beside the log, leases in a DynamoDB table
+ *    (on request: while processes of a version before 0.2.0, which know no record, still write;
+ *    or a log with data from before, whose markers are objects: a writer that looked only in the
+ *    table would take an item with events for a new one);
+ *  - `objects`: objects beside the log, leases in local lease files.
  * The record is created with a conditional put: two processes proposing at once both read the
  * winner's. A log deleted and made again gets a new id, so no record of the old one is met.
  *
- * A table log's records are part of the log. Before its choice record, a log writes a sentinel
- * record in the table naming the log's location (`_dgcl/log`); a process that finds the record
- * but not the sentinel (another table, or the table replaced), or a sentinel naming another
- * location (a copy of the log, which would share the original's records), refuses with CORRUPT
- * instead of taking every item for a new one. A record this version does not know (a later
- * layout) is CORRUPT too, so a process never writes a log it does not understand.
+ * A log with an id belongs to one lease table: before its record, the log puts a sentinel in the
+ * table under its id, naming the log's location (`_dgcl/log`). A process that finds the record
+ * but not the sentinel (another table: its leases would not fence the log's writers, and its
+ * markers would be missing), or a sentinel naming another location (a copy of the log, sharing
+ * the original's records), refuses with CORRUPT before it writes anything; a process whose lease
+ * store does not match the record's kind refuses with INVALID_INPUT; a record this version does
+ * not know (a later layout) is CORRUPT.
  */
 import { randomUUID } from 'node:crypto';
 import { realpathSync } from 'node:fs';
@@ -44,50 +45,64 @@ export function coordTableOf(leases: LeaseStore): CoordTable | null {
 }
 
 export interface ChooseOptions {
-  /** false (a write's validation pass, which must write nothing): see chooseCoordStore. */
+  /** false (maintenance, and a write's validation pass): never write the record; see below. */
   create: boolean;
   prefer: CoordPreference;
 }
 
 /**
- * The log's coordination store, creating its choice record if the log has none yet; or, with
- * `create: false`, the objects store when there is no record: no record in the table can exist
- * before the choice record names it.
+ * The log's coordination store, with `recorded` telling whether it comes from the log's record
+ * (it never changes then). Without a record: a writer (`create`) makes it; otherwise the objects
+ * store, unrecorded: no table record can exist before the record naming the table.
  */
-export async function chooseCoordStore(objects: ObjectStore, table: CoordTable | null, logName: string, o: ChooseOptions): Promise<CoordStore> {
+export async function chooseCoordStore(
+  objects: ObjectStore,
+  table: CoordTable | null,
+  logName: string,
+  o: ChooseOptions,
+): Promise<{ store: CoordStore; recorded: boolean }> {
   let body = await objects.get(CHOICE_KEY);
   if (body === null) {
-    if (!o.create) return new ObjectCoordStore(objects);
-    await objects.putIfAbsent(CHOICE_KEY, table && o.prefer === 'table' && (await isFresh(objects)) ? await newTableLog(table, logName, canonicalLocation(objects.baseUri)) : 'objects');
+    if (!o.create) return { store: new ObjectCoordStore(objects), recorded: false };
+    await objects.putIfAbsent(CHOICE_KEY, table ? await newTableLog(table, logName, objects, o.prefer === 'table' && (await isFresh(objects)) ? 'table' : 'objects') : 'objects');
     body = await objects.get(CHOICE_KEY);
     if (body === null) throw new UnavailableError(`the coordination record ${CHOICE_KEY} of ${objects.baseUri} vanished after it was written`);
   }
-  if (body === 'objects') return new ObjectCoordStore(objects);
-  const m = /^table ([0-9a-f-]{36})$/.exec(body);
+  if (body === 'objects') {
+    if (table) {
+      throw new InvalidInputError(
+        `the log ${objects.baseUri} takes its leases from local lease files (its ${CHOICE_KEY} says "objects"); this process uses a DynamoDB lease table, whose leases would not fence the log's writers`,
+        { field: 'leases' },
+      );
+    }
+    return { store: new ObjectCoordStore(objects), recorded: true };
+  }
+  const m = /^(table|objects) ([0-9a-f-]{36})$/.exec(body);
   if (!m) {
     throw new CorruptError(
-      `the coordination record ${CHOICE_KEY} of ${objects.baseUri} is neither "objects" nor "table <id>" (a later version's layout?): ${JSON.stringify(body.slice(0, 80))}`,
+      `the coordination record ${CHOICE_KEY} of ${objects.baseUri} is not "objects", "objects <id>" or "table <id>" (a later version's layout?): ${JSON.stringify(body.slice(0, 80))}`,
     );
   }
+  const [, kind, id] = m as unknown as [string, 'table' | 'objects', string];
   if (!table) {
     throw new InvalidInputError(
-      `the log ${objects.baseUri} keeps its item markers and claims in the DynamoDB lease table; open it with that table's lease store (DGCL_LEASE_TABLE) to write or maintain it`,
+      `the log ${objects.baseUri} takes its leases from a DynamoDB lease table${kind === 'table' ? ', which also holds its item markers and claims' : ''}; open it with that table's lease store (DGCL_LEASE_TABLE) to write or maintain it`,
       { field: 'leases' },
     );
   }
-  const store = table.coordStore(`${logName}/${m[1]}`);
-  const sentinel = await store.get(SENTINEL_KEY);
+  const scoped = table.coordStore(`${logName}/${id}`);
+  const sentinel = await scoped.get(SENTINEL_KEY);
   if (sentinel === null) {
     throw new CorruptError(
-      `the lease table holds no records of the log ${objects.baseUri} (id ${m[1]}): is it another table than the one the log was written with, or was the table replaced? Its item markers and claims are there; writing without them would take every item for a new one`,
+      `the lease table holds no record of the log ${objects.baseUri} (id ${id}): is it another table than the one the log was written with, or was the table replaced? Its leases${kind === 'table' ? ', item markers and claims' : ''} are there; writing beside them would break the log`,
     );
   }
   if (sentinel !== canonicalLocation(objects.baseUri)) {
     throw new CorruptError(
-      `the log ${objects.baseUri} is a copy of ${sentinel} (same id ${m[1]}): its item markers and claims in the lease table are the original's, so the copy cannot be written (read it, or write to the original)`,
+      `the log ${objects.baseUri} is a copy of ${sentinel} (same id ${id}): its records in the lease table are the original's, so the copy cannot be written or maintained (read it, or write to the original)`,
     );
   }
-  return store;
+  return { store: kind === 'table' ? scoped : new ObjectCoordStore(objects), recorded: true };
 }
 
 /**
@@ -117,7 +132,9 @@ function canonicalLocation(uri: string): string {
       return pathToFileURL(path.join(realpathSync(dir), ...rest)).href;
     } catch (e) {
       const parent = path.dirname(dir);
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || parent === dir) throw e;
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || parent === dir) {
+        throw new UnavailableError(`cannot resolve the location of the log ${uri}: ${(e as Error).message}`, { cause: e });
+      }
       rest.unshift(path.basename(dir));
       dir = parent;
     }
@@ -125,8 +142,8 @@ function canonicalLocation(uri: string): string {
 }
 
 /** A new log id whose sentinel is in the table: the choice record may name it from now on. */
-async function newTableLog(table: CoordTable, logName: string, location: string): Promise<string> {
+async function newTableLog(table: CoordTable, logName: string, objects: ObjectStore, kind: 'table' | 'objects'): Promise<string> {
   const id = randomUUID();
-  await table.coordStore(`${logName}/${id}`).put(SENTINEL_KEY, location);
-  return `table ${id}`;
+  await table.coordStore(`${logName}/${id}`).put(SENTINEL_KEY, canonicalLocation(objects.baseUri));
+  return `${kind} ${id}`;
 }

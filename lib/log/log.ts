@@ -66,18 +66,25 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   /**
-   * Chosen on first use by a write or maintenance (reads never need it), then kept. `create:
-   * false` never writes the choice record (see chooseCoordStore) and keeps nothing if there is none.
+   * Chosen by the log's first write (reads never need it), then kept once the log's record says
+   * it. `create: false` (maintenance, a write's validation pass) never writes the record (see
+   * chooseCoordStore).
    */
   private coord(o: { create: boolean } = { create: true }): Promise<CoordStore> {
     if (this.coordStore) return this.coordStore;
     const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, { ...o, prefer: this.o.coordination ?? 'table' });
-    if (!o.create) return chosen;
-    this.coordStore = chosen.catch((e: unknown) => {
-      this.coordStore = null;
-      throw e;
+    const store = chosen.then((c) => {
+      // Kept only from a record: an unrecorded answer (no record yet) must never reach a writer.
+      if (c.recorded) this.coordStore ??= Promise.resolve(c.store);
+      return c.store;
     });
-    return this.coordStore;
+    if (o.create) {
+      this.coordStore = store;
+      store.catch(() => {
+        if (this.coordStore === store) this.coordStore = null;
+      });
+    }
+    return store;
   }
 
   private getWriter(): ShardWriter {

@@ -48,7 +48,7 @@ const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zomb
 
 export const INDEXED_COLUMNS = ['item_id', 'event_id'] as const;
 
-type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore; coord: () => Promise<CoordStore> };
+type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore; coord: (o?: { create: boolean }) => Promise<CoordStore> };
 
 export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<MaintenanceReport> {
   const report: MaintenanceReport = {
@@ -71,7 +71,8 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
   // takes a slot or merges anything, not at the claims step (review15 F4: a maintainer on
   // another table sealed and merged away a live writer's generation, whose writer still held its
   // slot in the right table and acked a batch nobody could see).
-  await ctx.coord();
+  // Only looks: a pass over an experiment with no log must not make one (review16 F2).
+  await ctx.coord({ create: false });
   let lease;
   try {
     lease = await acquireMaintainer(ctx.leases, { pipeline: o.pipeline, experiment: o.experiment, owner: o.owner, ttlMs: o.leaseTtlMs });
@@ -182,7 +183,7 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
 
     // 5. Clean-up of small objects.
     await step('claims', async () => {
-      report.deletedClaims = await (await ctx.coord()).deleteClaimsOlderThan(o.clock.nowMs() - o.claimRetentionMs);
+      report.deletedClaims = await (await ctx.coord({ create: false })).deleteClaimsOlderThan(o.clock.nowMs() - o.claimRetentionMs);
     });
     await step('meta', () => cleanupMeta(ctx));
     return report;

@@ -24,7 +24,7 @@ export interface PurgeResult {
   unreadable: string[];
 }
 
-type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; coord: () => Promise<CoordStore> };
+type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; coord: (o?: { create: boolean }) => Promise<CoordStore> };
 
 export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentionMs: number }): Promise<PurgeResult> {
   const out: PurgeResult = { purgedItems: 0, pendingDeletions: 0, unreadable: [] };
@@ -64,7 +64,7 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
       const checkpoints = await purgeBase(base, doomed);
       // The purge commit must outlive a power loss before the tombstone goes (local roots).
       if (checkpoints.length > 0) await ctx.tables.sync('base');
-      for (const cp of checkpoints) await (await ctx.coord()).delete(claimKey(cp));
+      for (const cp of checkpoints) await (await ctx.coord({ create: false })).delete(claimKey(cp));
       if ((await base.countRows(doomed)) > 0) {
         out.pendingDeletions++;
         continue;

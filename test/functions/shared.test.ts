@@ -35,6 +35,9 @@ describe('readConfig', () => {
     expect(cfgError({ DGCL_ROOT: 's3://bucket/prefix' }, true).variable).toBe('DGCL_LEASE_TABLE');
     expect(readConfig({ DGCL_ROOT: 's3://bucket/prefix' }).leaseTable).toBeUndefined();
     expect(cfgError({ DGCL_ROOT: '/tmp/x', DGCL_LEASE_TTL_MS: '-3' }).variable).toBe('DGCL_LEASE_TTL_MS');
+    // A deployment mistake, not bad input (openLog alone would call it INVALID_INPUT).
+    expect(cfgError({ DGCL_ROOT: '/tmp/x', DGCL_COORDINATION: 'dynamo' }).variable).toBe('DGCL_COORDINATION');
+    expect(readConfig({ DGCL_ROOT: '/tmp/x', DGCL_COORDINATION: 'objects' }).root).toBe('/tmp/x');
     const e = cfgError({});
     expect([e.name, e.code, e.retryable]).toEqual(['ConfigurationError', 'INTERNAL', false]);
   });

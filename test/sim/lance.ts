@@ -77,7 +77,10 @@ function wrapBuilder(builder: object, label: string, mutating: boolean, sched: S
       const fn = value as Fn;
       if (TERMINAL.has(prop)) {
         return (...args: unknown[]) =>
-          sched.op({ kind: `lance.${label.split('.').pop()}.${prop}`, target: label.split('.')[0]!, mutating, faultable: true, run: () => runTerminal(fn, target, args, prop === 'execute' && !mutating), error: lanceError });
+          // (`execute` answers its stream without a promise; `direct` mode passes that through)
+          Promise.resolve(
+            sched.op({ kind: `lance.${label.split('.').pop()}.${prop}`, target: label.split('.')[0]!, mutating, faultable: true, run: () => fn.apply(target, args) as Promise<unknown>, error: lanceError }),
+          ).then((out) => (prop === 'execute' && !mutating ? scheduledStream(out as AsyncIterable<unknown>, label, sched) : out));
       }
       return (...args: unknown[]) => {
         const out = fn.apply(target, args);
@@ -90,19 +93,21 @@ function wrapBuilder(builder: object, label: string, mutating: boolean, sched: S
 }
 
 /**
- * A query's `execute` answers a stream whose batches Lance reads on each `next()`: native I/O the
- * scheduler would not see, taking real time between two released operations (schedules then
- * depended on the machine's speed, and a stream still reading at the end looked like a hang).
- * Here the released operation reads the whole stream, and the caller iterates what it read.
+ * A query's `execute` answers a stream whose batches Lance reads on each `next()`: native I/O
+ * that, unscheduled, took real time between two released operations (schedules then depended on
+ * the machine's speed, and a stream still reading at the end looked like a hang). Each batch is
+ * a released operation of its own here, a fault point like any read, and other operations
+ * interleave between two batches.
  */
-async function runTerminal(fn: Fn, target: object, args: unknown[], drain: boolean): Promise<unknown> {
-  const out = await (fn.apply(target, args) as Promise<unknown>);
-  if (!drain) return out;
-  const batches: unknown[] = [];
-  for await (const b of out as AsyncIterable<unknown>) batches.push(b);
+function scheduledStream(stream: AsyncIterable<unknown>, label: string, sched: Scheduler): AsyncIterable<unknown> {
+  const it = stream[Symbol.asyncIterator]();
+  const [table, builder] = label.split('.');
   return {
-    async *[Symbol.asyncIterator]() {
-      yield* batches;
+    [Symbol.asyncIterator]() {
+      return {
+        next: () => Promise.resolve(sched.op({ kind: `lance.${builder}.next`, target: table!, mutating: false, faultable: true, run: () => it.next(), error: lanceError })),
+        return: async (v?: unknown) => (await it.return?.(v)) ?? { done: true as const, value: v },
+      };
     },
   };
 }
