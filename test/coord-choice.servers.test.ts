@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { DeleteTableCommand, DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
+import { DeleteItemCommand, DeleteTableCommand, DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CHOICE_KEY } from '../lib/coord/choose.ts';
 import { CorruptError, InvalidInputError } from '../lib/errors.ts';
@@ -46,12 +46,13 @@ function experiment() {
   const loc = logLocation(parseRoot(root), 'p', name);
   if (loc.kind !== 'file') throw new Error('a local root');
   const objects = new LocalObjectStore(loc.dir);
-  const newLog = async (owner: string, o: { local?: boolean; objects?: boolean } = {}) => {
+  const newLog = async (owner: string, o: { local?: boolean; objects?: boolean; slot?: number } = {}) => {
     const log = await openLog({
       root,
       pipeline: 'p',
       experiment: name,
       owner,
+      ...(o.slot !== undefined ? { slot: o.slot } : {}),
       ...(o.objects ? { coordination: 'objects' as const } : {}),
       leases: o.local ? new LocalLeaseStore({ dir: path.join(rootDir, '.dgcl', 'leases') }) : leases,
     });
@@ -143,6 +144,18 @@ describe('where a log keeps its item markers and claims', () => {
     await expect(a.append([stepBatch('nobody', 1)])).rejects.toMatchObject({ code: 'ITEM_NOT_FOUND' });
     expect(await x.objects.get(CHOICE_KEY)).toBeNull();
     expect(await tableRecords(x.name)).toEqual(new Map());
+  });
+
+  it('a lease record gone from the table (TTL) restarts its epochs: the slot is refused (CORRUPT), nothing written', async () => {
+    const x = experiment();
+    const a = await x.newLog('a', { slot: 1 });
+    await a.append([createBatch('i1')]);
+    await a.close(); // seals epoch 1 of slot 1
+    await ddb.send(new DeleteItemCommand({ TableName: table, Key: { pk: { S: `p/${x.name}/slot/1` } } }));
+    const before = tree(x.dir);
+    const b = await x.newLog('b', { slot: 1 });
+    await expect(b.append([stepBatch('i1', 1)])).rejects.toMatchObject({ code: 'CORRUPT', message: expect.stringContaining('already sealed') });
+    expect(tree(x.dir)).toEqual(before);
   });
 
   it('a log deleted and made again at the same place does not meet the old claims', async () => {

@@ -14,11 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { S3Client } from '@aws-sdk/client-s3';
-import { CHOICE_KEY } from '../lib/coord/choose.ts';
 import { DgclError } from '../lib/errors.ts';
-import { logLocation, parseRoot, s3ClientConfig } from '../lib/storage/location.ts';
-import { S3ObjectStore } from '../lib/storage/s3.ts';
 import { slotKey } from '../lib/lease/slots.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
 import type { Ack } from '../lib/types.ts';
@@ -71,9 +67,9 @@ interface Target {
   nth?: number;
   what: string;
   /**
-   * 'objects': the log keeps its item markers and claims as S3 objects (a log with data from
-   * before the lease table held them: its choice record says so, lib/coord/choose.ts). Default:
-   * a new log, whose markers and claims are in the lease table.
+   * 'objects': the log keeps its item markers and claims as S3 objects (its first writer was told
+   * `coordination: 'objects'`, as logs with data from before 0.2.0 are kept). Default: a new
+   * log, whose markers and claims are in the lease table.
    */
   coord?: 'objects';
 }
@@ -105,14 +101,6 @@ const TARGETS: Target[] = [
   { proxy: 's3', kind: 'retired-marker', scenario: 'merge', what: 'the retired marker PUT' },
   { proxy: 's3', kind: 'delete', scenario: 'merge', what: 'the deletion of the merged generation' },
 ];
-
-const s3 = new S3Client(s3ClientConfig(process.env));
-/** The experiment's log folder on the server itself (never faulted). */
-const objectsOf = (experiment: string) => {
-  const loc = logLocation(parseRoot(bench.root), 'p', experiment);
-  if (loc.kind !== 's3') throw new Error('an s3:// root');
-  return S3ObjectStore.at(s3, loc);
-};
 
 type Outcome<T> = { ok: T } | { error: unknown };
 
@@ -197,9 +185,9 @@ describe.concurrent('s3:// root through fault proxies: each request kind, each f
         it(f.name, () => withCase(async ({ experiment, s, arm, heal }) => {
           const label = `${t.kind}/${t.scenario}/${f.name}`;
           const ledger = new AckLedger();
-          if (t.coord) expect(await objectsOf(experiment).putIfAbsent(CHOICE_KEY, t.coord)).toBe(true);
           const pinned = t.scenario === 'takeover' || t.scenario === 'first-append';
-          const w = s.log(experiment, pinned ? { slot: 0, owner: 'writer-w' } : { owner: 'writer-w' });
+          // The log's first writer decides where its markers and claims live.
+          const w = s.log(experiment, { ...(pinned ? { slot: 0, owner: 'writer-w' } : { owner: 'writer-w' }), ...(t.coord ? { coordination: t.coord } : {}) });
           const item = 'x';
           let before = 0;
           let batch: Record<string, unknown> = createBatch(item);

@@ -5,6 +5,7 @@
  * no request timeouts, so a held answer would hang an append there; a deployment that wants
  * appends to end sets them, and that is what the "timeout" faults exercise.
  */
+import type { CoordPreference } from '../../lib/coord/choose.ts';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { DEFAULTS } from '../../lib/index.ts';
@@ -31,6 +32,8 @@ export interface FaultLogOptions {
   mergeEveryCommits?: number;
   leaseTtlMs?: number;
   hooks?: WriterHooks;
+  /** Where a new log keeps its item markers and claims (default: the lease table). */
+  coordination?: CoordPreference;
 }
 
 export function openFaultLog(o: FaultLogOptions): LanceCheckpointLog {
@@ -67,6 +70,7 @@ export function openFaultLog(o: FaultLogOptions): LanceCheckpointLog {
     claimRetentionMs: DEFAULTS.claimRetentionMs,
     deletionRetentionMs: DEFAULTS.deletionRetentionMs,
     ...(o.hooks ? { hooks: o.hooks } : {}),
+    ...(o.coordination ? { coordination: o.coordination } : {}),
     onClose: async () => {
       s3.destroy();
       ddb.destroy();
