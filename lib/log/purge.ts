@@ -64,7 +64,10 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
       const checkpoints = await purgeBase(base, doomed);
       // The purge commit must outlive a power loss before the tombstone goes (local roots).
       if (checkpoints.length > 0) await ctx.tables.sync('base');
-      for (const cp of checkpoints) await (await ctx.coord({ create: false })).delete(claimKey(cp));
+      if (checkpoints.length > 0) {
+        const coord = await ctx.coord({ create: false });
+        for (const cp of checkpoints) await coord.delete(claimKey(cp));
+      }
       if ((await base.countRows(doomed)) > 0) {
         out.pendingDeletions++;
         continue;
