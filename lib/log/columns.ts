@@ -2,6 +2,9 @@
  * Fast cell reads from Arrow record batches, for aggregations over millions of rows: int64
  * without allocating a BigInt per cell, strings decoded by Node's native UTF-8 slicer, and a
  * cheap "same string as row j" test so runs of one item id are decoded once.
+ *
+ * apache-arrow slices a chunk's offsets and fixed-width values with the chunk; only bitmaps
+ * (validity) are indexed from its `offset`.
  */
 import * as arrow from 'apache-arrow';
 
@@ -42,15 +45,14 @@ export class Utf8Column {
 
   get(i: number): string | null {
     if (!this.d || !validAt(this.d, i)) return null;
-    const j = this.d.offset + i;
-    return this.bytes!.toString('utf8', this.offsets![j]!, this.offsets![j + 1]!);
+    return this.bytes!.toString('utf8', this.offsets![i]!, this.offsets![i + 1]!);
   }
 
   /** Whether row i holds exactly these bytes (no decoding). */
   is(i: number, bytes: Uint8Array): boolean {
     if (!this.d || !validAt(this.d, i)) return false;
-    const a = this.offsets![this.d.offset + i]!;
-    if (this.offsets![this.d.offset + i + 1]! - a !== bytes.length) return false;
+    const a = this.offsets![i]!;
+    if (this.offsets![i + 1]! - a !== bytes.length) return false;
     const mine = this.bytes!;
     for (let x = 0; x < bytes.length; x++) if (mine[a + x] !== bytes[x]) return false;
     return true;
@@ -60,10 +62,10 @@ export class Utf8Column {
   same(i: number, k: number): boolean {
     if (!this.d || !validAt(this.d, i) || !validAt(this.d, k)) return false;
     const o = this.offsets!;
-    const a = o[this.d.offset + i]!;
-    const aEnd = o[this.d.offset + i + 1]!;
-    const c = o[this.d.offset + k]!;
-    const cEnd = o[this.d.offset + k + 1]!;
+    const a = o[i]!;
+    const aEnd = o[i + 1]!;
+    const c = o[k]!;
+    const cEnd = o[k + 1]!;
     if (aEnd - a !== cEnd - c) return false;
     const bytes = this.bytes!;
     for (let x = 0; x < aEnd - a; x++) if (bytes[a + x] !== bytes[c + x]) return false;
@@ -84,7 +86,7 @@ export class Int64Column {
 
   get(i: number): number | null {
     if (!this.d || !validAt(this.d, i)) return null;
-    const j = (this.d.offset + i) * 2;
+    const j = i * 2;
     // Little-endian: low word first.
     return this.words![j + 1]! * 4294967296 + (this.words![j]! >>> 0);
   }
@@ -101,6 +103,6 @@ export class Int32Column {
 
   get(i: number): number | null {
     if (!this.d || !validAt(this.d, i)) return null;
-    return this.values![this.d.offset + i]!;
+    return this.values![i]!;
   }
 }
