@@ -89,37 +89,35 @@ export const SUMMARY_COLUMNS: readonly (keyof EventRow)[] = LIGHT_COLUMNS.filter
 
 /** Build an Arrow table in EVENT_SCHEMA from rows (int64 columns written exactly, as bigints). */
 export function rowsToArrow(rows: readonly EventRow[]): arrow.Table {
-  const children: Record<string, arrow.Vector> = {};
-  for (const [name, kind] of COLUMNS) {
-    const values = rows.map((r) => r[name]);
-    children[name] = buildVector(kind, values);
-  }
-  return new arrow.Table(EVENT_SCHEMA, children);
+  // One record batch assembled from each column's buffers: apache-arrow's builders compile a
+  // validity function per builder and its Table constructor re-slices the columns into batches,
+  // which together were most of encoding a small commit (~0.6 ms for 10 rows).
+  const children = COLUMNS.map(([name, kind], i) => columnData(EVENT_SCHEMA.fields[i]!.type, kind, rows.map((r) => r[name])));
+  const struct = arrow.makeData({ type: new arrow.Struct(EVENT_SCHEMA.fields), length: rows.length, nullCount: 0, children });
+  return new arrow.Table([new arrow.RecordBatch(EVENT_SCHEMA, struct)]);
 }
 
-function buildVector(kind: ColumnKind, values: unknown[]): arrow.Vector {
-  if (kind === 'i64' || kind === 'ts') {
-    // vectorFromArray treats timestamp input as milliseconds; build the raw int64 data instead.
-    const data = new BigInt64Array(values.length);
-    const valid = new Uint8Array(Math.ceil(values.length / 8));
-    let nulls = 0;
-    values.forEach((v, i) => {
-      if (v === null || v === undefined) {
-        nulls++;
-        return;
-      }
-      data[i] = typeof v === 'bigint' ? v : BigInt(v as number);
-      valid[i >> 3]! |= 1 << (i & 7);
-    });
-    const type = kind === 'ts' ? tsUs() : i64();
-    return arrow.makeVector(
-      arrow.makeData({ type, length: values.length, nullCount: nulls, data, nullBitmap: nulls ? valid : undefined } as never),
-    );
+function columnData(type: arrow.DataType, kind: ColumnKind, values: unknown[]): arrow.Data {
+  if (kind === 'str' || kind === 'bin') return varBinaryVector(kind, values).data[0]!;
+  const n = values.length;
+  const valid = new Uint8Array(Math.ceil(n / 8));
+  let nulls = 0;
+  const data =
+    kind === 'i64' || kind === 'ts' ? new BigInt64Array(n) : kind === 'i32' ? new Int32Array(n) : kind === 'f64' ? new Float64Array(n) : new Uint8Array(Math.ceil(n / 8));
+  for (let i = 0; i < n; i++) {
+    const v = values[i];
+    if (v === null || v === undefined) {
+      nulls++;
+      continue;
+    }
+    valid[i >> 3]! |= 1 << (i & 7);
+    // int64 and timestamps raw (vectorFromArray would take timestamps as milliseconds).
+    if (data instanceof BigInt64Array) data[i] = typeof v === 'bigint' ? v : BigInt(v as number);
+    else if (kind === 'bool') {
+      if (v) data[i >> 3]! |= 1 << (i & 7);
+    } else data[i] = v as number;
   }
-  if (kind === 'str' || kind === 'bin') return varBinaryVector(kind, values);
-  const builder = arrow.makeBuilder({ type: arrowType(kind), nullValues: [null, undefined] });
-  for (const v of values) builder.append(v as never);
-  return builder.finish().toVector();
+  return arrow.makeData({ type, length: n, nullCount: nulls, data, nullBitmap: nulls ? valid : undefined } as never);
 }
 
 /**

@@ -19,7 +19,6 @@ import { acquireWriterSlot, LeaseKeeper } from '../lease/slots.ts';
 import { randomUUID } from 'node:crypto';
 import type { CoordStore } from '../coord/types.ts';
 import type { Lease, LeaseStore } from '../lease/types.ts';
-import { rowsToArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
 import { guardDecision } from './delete-guard.ts';
@@ -27,6 +26,7 @@ import { deletedThrough } from './deleted.ts';
 import { claimKey, floorDir, floorKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
+import { EncodedRows } from './lance-add.ts';
 import { mergeGeneration, type MergeHooks } from './merge.ts';
 import type { LogReader } from './reader.ts';
 import { sqlIn, type LanceTables, type Table } from './tables.ts';
@@ -213,7 +213,7 @@ export class ShardWriter {
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(gen));
       committing = true;
-      await table.add(rowsToArrow(rows) as never);
+      await table.add(new EncodedRows(rows) as never);
       st.commitsInGen++;
       if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(gen, await table.version());
       // Durable (fsync; a no-op on object stores) and confirmed before the claims and the ack.
@@ -382,9 +382,10 @@ export class ShardWriter {
     // One request for the group's markers in the lease table; one GET each as objects. The
     // validation pass before the slot is taken must write nothing, not even the choice record.
     const coord = await this.ctx.coord({ create: writerEpoch !== PENDING_EPOCH });
-    const bodies = await coord.getMany(itemIds.map(itemKey));
-    for (const id of itemIds) {
-      const marker = bodies.get(itemKey(id)) ?? null;
+    const keys = itemIds.map(itemKey);
+    const bodies = await coord.getMany(keys);
+    for (const [i, id] of itemIds.entries()) {
+      const marker = bodies.get(keys[i]!) ?? null;
       markers.set(id, marker);
       const cached = this.tracks.get(id);
       if (cached && marker === cached.marker && writerEpoch !== PENDING_EPOCH && marker.startsWith(`${writerEpoch} `)) {

@@ -1,0 +1,65 @@
+/**
+ * A shard commit's rows, encoded once, added without LanceDB's per-call preparation.
+ *
+ * LanceDB 0.39's `Table.add(arrowTable)` reads the table's schema (a native call), rebuilds the
+ * whole Arrow table in its own copy of apache-arrow (`sanitizeTable`), then encodes it. For a
+ * 10-event commit that was ~1.5-2.5 ms of a ~9 ms add, on the ack's path (bench/results).
+ * The rows already have the log's schema (EVENT_SCHEMA, lib/schema.ts), and Lance checks an
+ * appended batch's schema against the dataset's on its side, so `add` of an `EncodedRows` hands
+ * the IPC bytes straight to the native table.
+ *
+ * The entry point stays `table.add(...)`: whatever wraps a table (the simulation's fault and
+ * scheduling proxy) sees the same call. LanceDB's `LocalTable.add` is patched once per process
+ * to recognise an `EncodedRows`; anything else goes to the original. A LanceDB whose table has no
+ * native `add` of that shape gets the Arrow table through the original `add`
+ * (test/lance-add.test.ts fails then, so an upgrade cannot lose the fast path unnoticed).
+ */
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { tableToIPC } from 'apache-arrow';
+import { rowsToArrow } from '../schema.ts';
+import type { EventRow } from '../types.ts';
+
+export class EncodedRows {
+  readonly ipc: Buffer;
+  readonly table: ReturnType<typeof rowsToArrow>;
+  readonly numRows: number;
+
+  constructor(rows: readonly EventRow[]) {
+    this.table = rowsToArrow(rows);
+    this.numRows = rows.length;
+    // The IPC file format: what LanceDB's own add() hands its native side.
+    const bytes = tableToIPC(this.table, 'file');
+    this.ipc = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+}
+
+interface NativeTable {
+  add?: (ipc: Buffer, mode: string, progress: undefined) => Promise<unknown>;
+}
+interface LocalTableProto {
+  add(this: { inner?: NativeTable }, data: unknown, options?: { mode?: string }): Promise<unknown>;
+  __dgclFastAdd?: boolean;
+}
+
+/** Adds that took the fast path in this process (tests check the patch is live). */
+export const fastAddCount = { n: 0 };
+
+function patch(proto: LocalTableProto): void {
+  if (proto.__dgclFastAdd) return;
+  const original = proto.add;
+  proto.add = async function (this: { inner?: NativeTable }, data: unknown, options?: { mode?: string }) {
+    if (!(data instanceof EncodedRows)) return original.call(this, data, options);
+    const inner = this.inner;
+    if (typeof inner?.add !== 'function') return original.call(this, data.table, options);
+    fastAddCount.n++;
+    return inner.add(data.ipc, options?.mode ?? 'append', undefined);
+  };
+  proto.__dgclFastAdd = true;
+}
+
+// LanceDB is CommonJS and does not export LocalTable: its connections create the class of this
+// file (the package's "exports" hide the subpath, so it is required by path).
+const require = createRequire(import.meta.url);
+const tableModule = require(path.join(path.dirname(require.resolve('@lancedb/lancedb')), 'table.js')) as { LocalTable?: { prototype: LocalTableProto } };
+if (tableModule.LocalTable) patch(tableModule.LocalTable.prototype);

@@ -1,0 +1,43 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import * as lancedb from '@lancedb/lancedb';
+import * as arrow from 'apache-arrow';
+import { describe, expect, it } from 'vitest';
+import { EncodedRows, fastAddCount } from '../lib/log/lance-add.ts';
+import { EVENT_SCHEMA, rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
+import { rowsOf, newItemBatch } from '../bench/common.ts';
+
+const tmp = () => mkdtempSync(path.join(tmpdir(), 'dgcl-lance-add-'));
+
+describe('EncodedRows: a shard commit handed to the native add', () => {
+  it('takes the fast path on the pinned LanceDB and stores exactly the rows', async () => {
+    const db = await lancedb.connect(tmp());
+    const t = await db.createEmptyTable('log', EVENT_SCHEMA);
+    const rows = [...rowsOf(newItemBatch('a'), 'a'), ...rowsOf(newItemBatch('b'), 'b')];
+    const before = fastAddCount.n;
+    await t.add(new EncodedRows(rows) as never);
+    expect(fastAddCount.n).toBe(before + 1);
+    const back = rowsFromArrow(await t.query().toArrow());
+    expect(back.sort((x, y) => x.event_id.localeCompare(y.event_id))).toEqual([...rows].sort((x, y) => x.event_id.localeCompare(y.event_id)));
+  });
+
+  it('a table of another schema rejects the rows and keeps its own (Lance checks the schema, not LanceDB)', async () => {
+    const db = await lancedb.connect(tmp());
+    const other = new arrow.Schema([new arrow.Field('event_id', new arrow.Utf8(), false), new arrow.Field('n', new arrow.Int32(), true)]);
+    const t = await db.createEmptyTable('other', other);
+    const before = await t.version();
+    await expect(t.add(new EncodedRows(rowsOf(newItemBatch('a'), 'a')) as never)).rejects.toThrow();
+    expect(await t.countRows()).toBe(0);
+    expect(await t.version()).toBe(before);
+  });
+
+  it('anything else goes through LanceDB’s own add', async () => {
+    const db = await lancedb.connect(tmp());
+    const t = await db.createEmptyTable('log', EVENT_SCHEMA);
+    const before = fastAddCount.n;
+    await t.add(rowsToArrow(rowsOf(newItemBatch('a'), 'a')) as never);
+    expect(fastAddCount.n).toBe(before);
+    expect(await t.countRows()).toBe(rowsOf(newItemBatch('a'), 'a').length);
+  });
+});
