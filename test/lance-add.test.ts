@@ -4,7 +4,8 @@ import path from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
-import { EncodedRows, fastAddCount } from '../lib/log/lance-add.ts';
+import { commitData, EncodedRows, fastAddCount } from '../lib/log/lance-add.ts';
+import { InternalError } from '../lib/errors.ts';
 import { EVENT_SCHEMA, rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import { rowsOf, newItemBatch } from '../bench/common.ts';
 
@@ -39,5 +40,10 @@ describe('EncodedRows: a shard commit handed to the native add', () => {
     await t.add(rowsToArrow(rowsOf(newItemBatch('a'), 'a')) as never);
     expect(fastAddCount.n).toBe(before);
     expect(await t.countRows()).toBe(rowsOf(newItemBatch('a'), 'a').length);
+  });
+
+  it('the writer gets EncodedRows on the pinned LanceDB (an upgrade that loses the patch fails here), never for no rows', () => {
+    expect(commitData(rowsOf(newItemBatch('a'), 'a'))).toBeInstanceOf(EncodedRows);
+    expect(() => new EncodedRows([])).toThrow(InternalError);
   });
 });

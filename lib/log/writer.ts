@@ -26,7 +26,7 @@ import { deletedThrough } from './deleted.ts';
 import { claimKey, floorDir, floorKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
-import { EncodedRows } from './lance-add.ts';
+import { commitData } from './lance-add.ts';
 import { mergeGeneration, type MergeHooks } from './merge.ts';
 import type { LogReader } from './reader.ts';
 import { sqlIn, type LanceTables, type Table } from './tables.ts';
@@ -213,7 +213,7 @@ export class ShardWriter {
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(gen));
       committing = true;
-      await table.add(new EncodedRows(rows) as never);
+      await table.add(commitData(rows) as never);
       st.commitsInGen++;
       if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(gen, await table.version());
       // Durable (fsync; a no-op on object stores) and confirmed before the claims and the ack.
