@@ -18,7 +18,8 @@ import path from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import * as arrow from 'apache-arrow';
 import { describe, expect, it, vi } from 'vitest';
-import { CorruptError } from '../lib/errors.ts';
+import { CorruptError, NotFoundError } from '../lib/errors.ts';
+import { openLog } from '../lib/index.ts';
 import { EncodedRows, fastAddCount } from '../lib/log/lance-add.ts';
 import { EVENT_SCHEMA, rowsFromArrow } from '../lib/schema.ts';
 import type { EventRow } from '../lib/types.ts';
@@ -120,5 +121,20 @@ describe('review17: EncodedRows and the patched LocalTable.add', () => {
     const table = new arrow.Table([...good.batches, ...bad.batches]);
     expect(() => rowsFromArrow(table)).toThrow(CorruptError);
     expect(() => rowsFromArrow(table)).toThrow('column writer_epoch is null in a stored event (row 3)');
+  });
+
+  it('a deleted item whose id starts with U+FEFF keeps its blobs hidden (loadBlob matched tombstones by the id get() returned)', async () => {
+    const log = await openLog({ root: tmp(), pipeline: 'p', experiment: 'bom' });
+    try {
+      const id = '\uFEFFitem';
+      const bytes = Buffer.from('a blob of a BOM item');
+      await log.append([{ itemId: id, runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { img: { $blob: bytes.toString('base64') } } }]);
+      const ref = (await log.fold(id)).fields.img as { $blobRef: { eventId: string } };
+      expect(Buffer.from((await log.loadBlob(ref.$blobRef.eventId))!)).toEqual(bytes);
+      expect((await log.deleteItem(id)).deleted).toBe(true);
+      await expect(log.loadBlob(ref.$blobRef.eventId)).rejects.toThrow(NotFoundError);
+    } finally {
+      await log.close();
+    }
   });
 });

@@ -8,7 +8,7 @@ import { verifyBlob } from '../codec.ts';
 import { InternalError, InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
 import { foldItem, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
-import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
+import { LIGHT_COLUMNS, rowsFromArrow, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { item, type DurableItem, type ItemOptions } from '../steps.ts';
 import type { Ack, BlobRef, EventRow, FieldsQuery, ItemFields, ItemQuery, ItemState, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
@@ -234,7 +234,9 @@ export class LanceCheckpointLog implements CheckpointLog {
         const hit = await t.query().where(filter).withRowId().select(['event_id', 'item_id', 'item_seq', 'payload_size', 'payload_checksum']).limit(1).toArrow();
         if (hit.numRows === 0) continue;
         // A deleted item's blobs are gone for readers like its other events.
-        if (Number(hit.getChild('item_seq')!.get(0)) <= deletedThrough(listing.tombstones, hit.getChild('item_id')!.get(0) as string)) return null;
+        // (rowsFromArrow, not get(): apache-arrow's get() drops a leading U+FEFF of an id.)
+        const [row] = rowsFromArrow(hit);
+        if (row!.item_seq <= deletedThrough(listing.tombstones, row!.item_id)) return null;
         const rowId = hit.getChild('_rowid')!.get(0) as bigint;
         const checksum = hit.getChild('payload_checksum')!.get(0) as string | null;
         const size = hit.getChild('payload_size')!.get(0) as bigint | number | null;
