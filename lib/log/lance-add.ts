@@ -41,13 +41,11 @@ export class EncodedRows implements Branded {
   readonly [BRAND] = true as const;
   readonly ipc: Buffer;
   readonly table: ReturnType<typeof rowsToArrow>;
-  readonly numRows: number;
 
   constructor(rows: readonly EventRow[]) {
     // An empty add would commit an empty Lance version; the writer never makes one.
     if (rows.length === 0) throw new InternalError('EncodedRows: no rows to commit');
     this.table = rowsToArrow(rows);
-    this.numRows = rows.length;
     // The IPC file format: what LanceDB's own add() hands its native side.
     const bytes = tableToIPC(this.table, 'file');
     this.ipc = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -76,7 +74,7 @@ function patch(proto: LocalTableProto): void {
     if (!isEncoded(data)) return original.call(this, data, options);
     const inner = this.inner;
     if (typeof inner?.add !== 'function') return original.call(this, data.table, options);
-    (g[COUNTER] ??= { n: 0 }).n++;
+    fastAddCount.n++;
     return inner.add(data.ipc, options?.mode ?? 'append', undefined);
   };
   proto.__dgclFastAdd = true;
