@@ -98,7 +98,7 @@ export function rowsToArrow(rows: readonly EventRow[]): arrow.Table {
 }
 
 function columnData(type: arrow.DataType, kind: ColumnKind, values: unknown[]): arrow.Data {
-  if (kind === 'str' || kind === 'bin') return varBinaryVector(kind, values).data[0]!;
+  if (kind === 'str' || kind === 'bin') return varBinaryData(type, kind, values);
   const n = values.length;
   const valid = new Uint8Array(Math.ceil(n / 8));
   let nulls = 0;
@@ -124,7 +124,7 @@ function columnData(type: arrow.DataType, kind: ColumnKind, values: unknown[]): 
  * Utf8 / Binary columns written straight into one buffer with Node's native UTF-8 encoder: the
  * Arrow builders encode string by string and were most of an append's JavaScript time.
  */
-function varBinaryVector(kind: 'str' | 'bin', values: unknown[]): arrow.Vector {
+function varBinaryData(type: arrow.DataType, kind: 'str' | 'bin', values: unknown[]): arrow.Data {
   const n = values.length;
   const offsets = new Int32Array(n + 1);
   const valid = new Uint8Array(Math.ceil(n / 8));
@@ -150,16 +150,14 @@ function varBinaryVector(kind: 'str' | 'bin', values: unknown[]): arrow.Vector {
     }
     offsets[i + 1] = at;
   }
-  return arrow.makeVector(
-    arrow.makeData({
-      type: kind === 'str' ? utf8() : new arrow.Binary(),
-      length: n,
-      nullCount: nulls,
-      valueOffsets: offsets,
-      data: new Uint8Array(data.buffer, data.byteOffset, at),
-      nullBitmap: nulls ? valid : undefined,
-    } as never),
-  );
+  return arrow.makeData({
+    type,
+    length: n,
+    nullCount: nulls,
+    valueOffsets: offsets,
+    data: new Uint8Array(data.buffer, data.byteOffset, at),
+    nullBitmap: nulls ? valid : undefined,
+  } as never);
 }
 
 /**
@@ -175,7 +173,8 @@ function arrowToRows(table: arrow.Table): EventRow[] {
   const c = COLUMNS.map((spec) => columnCells(table, spec, n));
   const rows = new Array<EventRow>(n);
   // One literal in schema order: every row gets the same shape at once (adding 33 properties
-  // one by one cost more than reading the cells).
+  // one by one cost more than reading the cells). Keep it in COLUMNS' order: c[k] is column k
+  // (the round-trip tests compare whole rows, so a column left out or swapped fails them).
   for (let i = 0; i < n; i++) {
     rows[i] = {
       event_id: c[0]![i],
