@@ -79,10 +79,12 @@ export interface OpenLogOptions {
   /** Deleted items' rows are purged by maintenance once the deletion is this old (default 1 h). */
   deletionRetentionMs?: number;
   /**
-   * Where a new log keeps its item markers and claims when its lease store is DynamoDB: 'table'
-   * (default; env `DGCL_COORDINATION`) or 'objects' (S3 objects beside the log: one request per
-   * batch more; while processes of a version before 0.2.0, which knows no such choice, still write). A log keeps
-   * what its first writer chose (README "Leases"); this only decides for a new log.
+   * Where a new log keeps its item markers and claims: 'table' (default; env `DGCL_COORDINATION`):
+   * in the lease table when it is DynamoDB, in one SQLite file beside a log on a local root; or
+   * 'objects': one object (file) per record beside the log, what versions before 0.2.0 (S3) and
+   * 0.3.0 (local roots) do, for while such processes still write the log (on S3 one request per
+   * batch more). A log keeps what its first writer chose (README "Leases"); this only decides
+   * for a new log.
    */
   coordination?: CoordPreference;
   clock?: Clock;

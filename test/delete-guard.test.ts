@@ -17,6 +17,7 @@ import { LocalObjectStore } from '../lib/storage/local.ts';
 import { logLocation, parseRoot } from '../lib/storage/location.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
+import { localCoord } from './support/coord.ts';
 
 const open: LanceCheckpointLog[] = [];
 afterEach(async () => {
@@ -41,7 +42,14 @@ function experiment(extra: Partial<OpenLogOptions> = {}) {
     tombs: async () => (await objects.list(META_DIR)).filter((n) => n.startsWith('tomb.')),
     /** The item's deleted-seq records. */
     floors: async (itemId: string) => objects.list(floorDir(itemId)),
-    marker: (itemId: string) => objects.get(itemKey(itemId)),
+    marker: async (itemId: string) => {
+      const coord = await localCoord(objects);
+      try {
+        return await coord.get(itemKey(itemId));
+      } finally {
+        coord.close?.();
+      }
+    },
     objects,
   };
 }

@@ -9,7 +9,11 @@
  *    (on request: while processes of a version before 0.2.0, which know no record, still write;
  *    or a log with data from before, whose markers are objects: a writer that looked only in the
  *    table would take an item with events for a new one);
- *  - `objects`: objects beside the log, leases in local lease files.
+ *  - `sqlite`: one SQLite file beside the log (lib/coord/sqlite.ts), leases in local lease files.
+ *    Chosen by a writer on a local root for a log with nothing committed yet, unless told
+ *    `coordination: 'objects'` (processes before 0.3.0 write the log too: they know only files);
+ *  - `objects`: objects beside the log, leases in local lease files (logs created before 0.3.0,
+ *    or on request as above).
  * The record is created with a conditional put: two processes proposing at once both read the
  * winner's. A log deleted and made again gets a new id, so no record of the old one is met.
  *
@@ -29,7 +33,9 @@ import { CorruptError, InvalidInputError, UnavailableError } from '../errors.ts'
 import { META_DIR, parseMetaNames } from '../log/layout.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
+import { LocalObjectStore } from '../storage/local.ts';
 import { ObjectCoordStore } from './objects.ts';
+import { COORD_DB, SqliteCoordStore } from './sqlite.ts';
 import type { CoordStore, CoordTable } from './types.ts';
 
 export const CHOICE_KEY = '_dgcl/coordination';
@@ -64,23 +70,34 @@ export async function chooseCoordStore(
   let body = await objects.get(CHOICE_KEY);
   if (body === null) {
     if (!o.create) return { store: new ObjectCoordStore(objects), recorded: false };
-    await objects.putIfAbsent(CHOICE_KEY, table ? await newTableLog(table, logName, objects, o.prefer === 'table' && (await isFresh(objects)) ? 'table' : 'objects') : 'objects');
+    const fresh = await isFresh(objects);
+    const localDir = o.prefer === 'table' && fresh && !table ? localDirOf(objects) : null;
+    // The database exists before the record names it: a process that finds the record and not
+    // the file refuses (the markers it held are gone) instead of making an empty one.
+    if (localDir !== null) (await SqliteCoordStore.open(localDir, { create: true })).close();
+    const record = table ? await newTableLog(table, logName, objects, o.prefer === 'table' && fresh ? 'table' : 'objects') : localDir !== null ? 'sqlite' : 'objects';
+    await objects.putIfAbsent(CHOICE_KEY, record);
     body = await objects.get(CHOICE_KEY);
     if (body === null) throw new UnavailableError(`the coordination record ${CHOICE_KEY} of ${objects.baseUri} vanished after it was written`);
   }
-  if (body === 'objects') {
+  if (body === 'objects' || body === 'sqlite') {
     if (table) {
       throw new InvalidInputError(
-        `the log ${objects.baseUri} takes its leases from local lease files (its ${CHOICE_KEY} says "objects"); this process uses a DynamoDB lease table, whose leases would not fence the log's writers`,
+        `the log ${objects.baseUri} takes its leases from local lease files (its ${CHOICE_KEY} says "${body}"); this process uses a DynamoDB lease table, whose leases would not fence the log's writers`,
         { field: 'leases' },
       );
     }
-    return { store: new ObjectCoordStore(objects), recorded: true };
+    if (body === 'objects') return { store: new ObjectCoordStore(objects), recorded: true };
+    // Opened through any store of a local folder (a wrapper of the real one too); only the real
+    // one chooses it (above), so the simulation's logs keep objects, which it schedules.
+    const dir = objects.baseUri.startsWith('file:') ? fileURLToPath(objects.baseUri) : null;
+    if (dir === null) throw new InvalidInputError(`the log ${objects.baseUri} keeps its item markers and claims in a SQLite file beside it (${COORD_DB}), which only a local root can open`, { field: 'root' });
+    return { store: await SqliteCoordStore.open(dir, { create: false }), recorded: true };
   }
   const m = /^(table|objects) ([0-9a-f-]{36})$/.exec(body);
   if (!m) {
     throw new CorruptError(
-      `the coordination record ${CHOICE_KEY} of ${objects.baseUri} is not "objects", "objects <id>" or "table <id>" (a later version's layout?): ${JSON.stringify(body.slice(0, 80))}`,
+      `the coordination record ${CHOICE_KEY} of ${objects.baseUri} is not "objects", "sqlite", "objects <id>" or "table <id>" (a later version's layout?): ${JSON.stringify(body.slice(0, 80))}`,
     );
   }
   const [, kind, id] = m as unknown as [string, 'table' | 'objects', string];
@@ -103,6 +120,11 @@ export async function chooseCoordStore(
     );
   }
   return { store: kind === 'table' ? scoped : new ObjectCoordStore(objects), recorded: true };
+}
+
+/** The folder of a new log on a local root: only through the real store, not a wrapper such as the simulation's. */
+function localDirOf(objects: ObjectStore): string | null {
+  return objects instanceof LocalObjectStore ? objects.dir : null;
 }
 
 /**

@@ -4,15 +4,16 @@
  * one per checkpoint. Keys are the log's object keys (`_dgcl/items/<hash>`,
  * `_dgcl/claims/<checkpointId>.json`, lib/log/layout.ts) in either store.
  *
- * Two stores with the same semantics:
- *  - objects (lib/coord/objects.ts): objects beside the log, in its root (local folders, and S3
- *    logs created before the lease table held them);
+ * Three stores with the same semantics:
+ *  - objects (lib/coord/objects.ts): objects beside the log, in its root (local logs created
+ *    before 0.3.0, and S3 logs created before the lease table held them);
+ *  - sqlite (lib/coord/sqlite.ts): one SQLite file beside a log on a local root (from 0.3.0);
  *  - the lease table (lib/coord/dynamo.ts): one DynamoDB item per record, so a group commit reads
  *    every marker it needs in one request and no per-batch request goes to S3.
  * Which one a log uses is recorded once in the log (lib/coord/choose.ts) and never changes.
  */
 export interface CoordStore {
-  /** 'objects' or 'table': what the log's choice record says. */
+  /** 'objects', 'sqlite' or 'table': what the log's choice record says. */
   readonly kind: CoordKind;
   /** Strongly consistent read of one record; null if absent. */
   get(key: string): Promise<string | null>;
@@ -39,9 +40,17 @@ export interface CoordStore {
    * here: the table's claims carry a TTL and DynamoDB deletes them.
    */
   deleteClaimsOlderThan(cutoffMs: number): Promise<number>;
+  /**
+   * Makes every write answered so far survive a power cut, where a write is not durable when
+   * answered (a local file store that does not fsync each commit). Optional: absent, writes are
+   * as durable when answered as they will be.
+   */
+  sync?(): Promise<void>;
+  /** Releases what the store holds open (a database connection); later calls fail. Optional. */
+  close?(): void;
 }
 
-export type CoordKind = 'objects' | 'table';
+export type CoordKind = 'objects' | 'table' | 'sqlite';
 
 /** A store that can hold a log's coordination records in the lease table (DynamoLeaseStore). */
 export interface CoordTable {

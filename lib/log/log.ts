@@ -326,6 +326,10 @@ export class LanceCheckpointLog implements CheckpointLog {
       this.reader.close();
       this.projection.clear();
       this.tables.close();
+      // After the writer: its close() may still claim. A store that failed to open has nothing to close.
+      const coord = this.coordStore;
+      this.coordStore = null;
+      await coord?.then((c) => c.close?.(), () => undefined);
       await this.o.onClose?.();
     }
   }

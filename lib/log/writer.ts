@@ -200,16 +200,19 @@ export class ShardWriter {
       // counter): a PUT that times out and lands later must not pass for a newer one.
       // Every PUT ends (its tries included) before the group is answered: one failing must not
       // leave another's retry writing after the caller was told, or after close() (review13 F2).
+      const begun = [...writing].filter((id) => plan.markers.get(id) !== plan.ownMarkers.get(id));
       const puts = await Promise.allSettled(
-        [...writing]
-          .filter((id) => plan.markers.get(id) !== plan.ownMarkers.get(id))
-          .map(async (id) => {
-            const body = await this.putMarker(id, st.writerEpoch);
-            plan.ownMarkers.set(id, body);
-            plan.markers.set(id, body);
-          }),
+        begun.map(async (id) => {
+          const body = await this.putMarker(id, st.writerEpoch);
+          plan.ownMarkers.set(id, body);
+          plan.markers.set(id, body);
+        }),
       );
       for (const p of puts) if (p.status === 'rejected') throw p.reason;
+      // Durable before the rows: a power cut that kept the rows but lost a new item's marker
+      // would make the item look new (no marker: never written) and its next batch reuse its
+      // seqs. A store whose answered writes are durable has no sync.
+      if (begun.length > 0) await (await this.ctx.coord()).sync?.();
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(gen));
       committing = true;
@@ -328,9 +331,11 @@ export class ShardWriter {
     const key = claimKey(ack.checkpointId);
     const coord = await this.ctx.coord();
     // As objects, claims keep the ids too: versions before 0.2.0 (which only use objects) read a
-    // claim as a whole ack (review15 F1).
-    const ids = coord.kind === 'objects' ? { eventIds: ack.eventIds } : {};
-    const body = JSON.stringify({ itemId: ack.itemId, checkpointId: ack.checkpointId, ...ids, events: ack.eventIds.length, firstSeq: ack.firstSeq, lastSeq: ack.lastSeq, claimedBy: by });
+    // claim as a whole ack (review15 F1). Elsewhere no id at all: nothing reads the item id back,
+    // and a SQLite file keeps a deleted row's bytes until they are overwritten, where a purged
+    // item's id must not stay (docs/design/deletion.md, "Purge").
+    const ids = coord.kind === 'objects' ? { itemId: ack.itemId, eventIds: ack.eventIds } : {};
+    const body = JSON.stringify({ checkpointId: ack.checkpointId, ...ids, events: ack.eventIds.length, firstSeq: ack.firstSeq, lastSeq: ack.lastSeq, claimedBy: by });
     for (let attempt = 0; attempt < 3; attempt++) {
       if (await coord.putIfAbsent(key, body, { expiresAfterMs: this.opts.claimRetentionMs })) return;
       const got = await coord.get(key);

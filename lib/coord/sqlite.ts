@@ -1,0 +1,326 @@
+/**
+ * Coordination records of a log on a local root in one SQLite file beside it
+ * (`log.lance/_dgcl/coord.sqlite`), instead of one file per item marker and per claim.
+ *
+ * Why: as files, a batch of a new item cost a marker GET, a marker PUT (temp file + rename) and a
+ * claim (temp file + link + unlink): about a dozen file-system calls, each a trip through libuv's
+ * thread pool and a journaled metadata change. With many batches in flight they bounded a local
+ * writer (docs/design/performance.md, "Local coordination in SQLite"). Here the writes a writer
+ * makes in one turn of the event loop (a group's marker PUTs, then its claims) are one
+ * transaction, and reads are point lookups.
+ *
+ * Semantics are CoordStore's (lib/coord/types.ts), across every process of the machine: SQLite
+ * serializes writers (WAL; a writer waits up to BUSY_TIMEOUT_MS for the lock), `INSERT OR IGNORE`
+ * creates a claim only if absent, and a transaction lands whole or not at all. Durability is that
+ * of the files it replaces (not fsynced per commit: `synchronous = NORMAL` in WAL mode never
+ * corrupts the file on power loss, but may lose the last transactions; docs/design/invariants.md,
+ * "Power loss on a local root").
+ *
+ * One connection per file and process, shared by every log handle of it and closed with the last.
+ * `node:sqlite` ships with Node 22 (experimental there: its warning is kept off the output).
+ */
+import { existsSync, mkdirSync, promises as fs, statSync } from 'node:fs';
+import path from 'node:path';
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import { CorruptError, DgclError, UnavailableError } from '../errors.ts';
+import { errCode, syncDir } from '../fsutil.ts';
+import { CLAIMS_DIR } from '../log/layout.ts';
+import { checkObjectKey } from '../storage/location.ts';
+import type { CoordKind, CoordStore } from './types.ts';
+
+/** The file, below the log's folder. */
+export const COORD_DB = '_dgcl/coord.sqlite';
+/** `PRAGMA user_version` of the layout below; a file of another version is refused. */
+const LAYOUT_VERSION = 1;
+/** How long a write waits for another process's transaction before it fails (UNAVAILABLE). */
+const BUSY_TIMEOUT_MS = 10_000;
+/** Tries to open the file while another process holds it (5, 10, 15 ... ms apart: ~2.5 s in all). */
+const OPEN_ATTEMPTS = 30;
+
+type Sqlite = typeof import('node:sqlite');
+let sqlite: Sqlite | undefined;
+
+function loadSqlite(): Sqlite {
+  if (sqlite) return sqlite;
+  // Node 22 prints an ExperimentalWarning when node:sqlite is first loaded; a CLI user would see
+  // it on every command. Only that one warning is dropped.
+  const emit = process.emitWarning;
+  process.emitWarning = function (this: NodeJS.Process, w: string | Error, ...rest: unknown[]) {
+    if (/SQLite is an experimental feature/.test(typeof w === 'string' ? w : w.message)) return;
+    return (emit as (...a: unknown[]) => void).call(this, w, ...rest);
+  } as typeof process.emitWarning;
+  try {
+    sqlite = process.getBuiltinModule('node:sqlite') as Sqlite;
+  } finally {
+    process.emitWarning = emit;
+  }
+  return sqlite;
+}
+
+function sqliteCode(e: unknown): number | undefined {
+  const c = (e as { errcode?: unknown } | null)?.errcode;
+  return typeof c === 'number' ? c & 0xff : undefined; // primary result code
+}
+
+/** SQLITE_CORRUPT (11) and SQLITE_NOTADB (26) are CORRUPT; every other failure may pass. */
+function failure(file: string, op: string, e: unknown): DgclError {
+  if (e instanceof DgclError) return e;
+  const code = sqliteCode(e);
+  const msg = `coordination database ${file}: ${op} failed: ${(e as Error)?.message ?? e}`;
+  return code === 11 || code === 26 ? new CorruptError(msg, { cause: e }) : new UnavailableError(msg, { cause: e });
+}
+
+interface Connection {
+  db: DatabaseSync;
+  ino: number;
+  refs: number;
+  get: StatementSync;
+  put: StatementSync;
+  insert: StatementSync;
+  del: StatementSync;
+  expire: StatementSync;
+  /** Writes waiting for this turn's transaction. */
+  pending: Array<{ run: () => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }>;
+}
+
+const connections = new Map<string, Connection>();
+
+function open(file: string, create: boolean): Connection {
+  const { DatabaseSync } = loadSqlite();
+  if (!create && !existsSync(file)) throw missing(file);
+  mkdirSync(path.dirname(file), { recursive: true });
+  const db = new DatabaseSync(file, { timeout: BUSY_TIMEOUT_MS });
+  try {
+    db.exec('PRAGMA journal_mode = WAL');
+    db.exec('PRAGMA synchronous = NORMAL');
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      const v = (db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
+      if (v === 0 && !create) throw missing(file);
+      if (v === 0) {
+        db.exec('CREATE TABLE records (key TEXT PRIMARY KEY, body TEXT NOT NULL, written_ms INTEGER NOT NULL) WITHOUT ROWID');
+        db.exec(`PRAGMA user_version = ${LAYOUT_VERSION}`);
+      } else if (v !== LAYOUT_VERSION) {
+        throw new CorruptError(`coordination database ${file} has layout ${v}, this version knows ${LAYOUT_VERSION} (a later version's?)`);
+      }
+      db.exec('COMMIT');
+    } catch (e) {
+      db.exec('ROLLBACK');
+      throw e;
+    }
+    return {
+      db,
+      ino: statSync(file).ino,
+      refs: 0,
+      get: db.prepare('SELECT body FROM records WHERE key = ?'),
+      put: db.prepare('INSERT OR REPLACE INTO records (key, body, written_ms) VALUES (?, ?, ?)'),
+      insert: db.prepare('INSERT OR IGNORE INTO records (key, body, written_ms) VALUES (?, ?, ?)'),
+      del: db.prepare('DELETE FROM records WHERE key = ?'),
+      expire: db.prepare('DELETE FROM records WHERE key > ? AND key < ? AND written_ms < ?'),
+      pending: [],
+    };
+  } catch (e) {
+    db.close();
+    throw e;
+  }
+}
+
+/**
+ * The log's record says its markers and claims are here, but the file is gone (or was made empty):
+ * without its markers every item would look new and its next batch would reuse seqs.
+ */
+function missing(file: string): CorruptError {
+  return new CorruptError(
+    `the coordination database ${file} is missing or empty, while the log's _dgcl/coordination says its item markers and claims are there: writing without them would reuse seqs of existing items (restore the file, or copy the log's events into a new log)`,
+  );
+}
+
+/** SQLITE_BUSY (5) and SQLITE_LOCKED (6): another connection holds a lock the busy handler does not wait for. */
+const isBusy = (e: unknown) => sqliteCode(e) === 5 || sqliteCode(e) === 6;
+
+/**
+ * The process's connection to `file`, opened if needed. A cached one whose file was replaced (the
+ * log deleted and made again) is not reused: it would coordinate through the deleted file.
+ * Opening may meet another process creating the file or switching it to WAL, which SQLite
+ * answers with "database is locked" at once (its busy handler does not wait there): retried.
+ */
+async function acquire(file: string, create: boolean): Promise<Connection> {
+  let c = connections.get(file);
+  if (c) {
+    let ino: number | undefined;
+    try {
+      ino = statSync(file).ino;
+    } catch {
+      // gone: open a new one below
+    }
+    if (ino !== c.ino) {
+      connections.delete(file);
+      if (c.refs === 0) c.db.close();
+      c = undefined;
+    }
+  }
+  for (let attempt = 1; !c; attempt++) {
+    try {
+      c = open(file, create);
+    } catch (e) {
+      if (!isBusy(e) || attempt >= OPEN_ATTEMPTS) throw failure(file, 'open', e);
+      await new Promise((r) => setTimeout(r, 5 * attempt));
+      c = connections.get(file); // opened by another call meanwhile
+      continue;
+    }
+    const raced = connections.get(file);
+    if (raced) {
+      c.db.close();
+      c = raced;
+    } else connections.set(file, c);
+  }
+  c.refs++;
+  return c;
+}
+
+export class SqliteCoordStore implements CoordStore {
+  readonly kind: CoordKind = 'sqlite';
+  private conn: Connection | null;
+
+  private constructor(
+    private readonly file: string,
+    conn: Connection,
+  ) {
+    this.conn = conn;
+  }
+
+  /**
+   * The coordination database of the log in `logDir` (`.../log.lance`). `create`: made if missing
+   * (only by the writer about to record the log's choice, before the record); otherwise a missing
+   * one is CORRUPT.
+   */
+  static async open(logDir: string, o: { create: boolean }): Promise<SqliteCoordStore> {
+    const file = path.join(logDir, ...COORD_DB.split('/'));
+    return new SqliteCoordStore(file, await acquire(file, o.create));
+  }
+
+  /**
+   * Makes every write answered so far durable: fsync of the write-ahead log (where a commit lives
+   * until a checkpoint copies it) and of its folder (the file is made again after the last
+   * connection closed). The writer calls it after a group's item markers, before its commit: a
+   * marker lost to a power cut while the item's rows survived would make the item look new.
+   */
+  async sync(): Promise<void> {
+    const wal = `${this.file}-wal`;
+    try {
+      const fh = await fs.open(wal, 'r');
+      try {
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      await syncDir(path.dirname(this.file));
+    } catch (e) {
+      if (errCode(e) === 'ENOENT') return; // checkpointed into the database file and removed (which SQLite syncs)
+      throw failure(this.file, 'sync', e);
+    }
+  }
+
+  private c(): Connection {
+    if (!this.conn) throw new UnavailableError(`coordination database ${this.file}: used after the log was closed`);
+    return this.conn;
+  }
+
+  async get(key: string): Promise<string | null> {
+    const k = checkObjectKey(key, 'key');
+    return this.read('get', () => this.one(k));
+  }
+
+  async getMany(keys: readonly string[]): Promise<Map<string, string | null>> {
+    const ks = keys.map((k) => checkObjectKey(k, 'key'));
+    return this.read('getMany', () => new Map(ks.map((k) => [k, this.one(k)])));
+  }
+
+  async put(key: string, body: string): Promise<void> {
+    const k = checkObjectKey(key, 'key');
+    return this.write(() => {
+      this.c().put.run(k, body, Date.now());
+    });
+  }
+
+  async putIfAbsent(key: string, body: string, _o: { expiresAfterMs: number }): Promise<boolean> {
+    const k = checkObjectKey(key, 'key');
+    return this.write(() => Number(this.c().insert.run(k, body, Date.now()).changes) === 1);
+  }
+
+  async delete(key: string): Promise<void> {
+    const k = checkObjectKey(key, 'key');
+    return this.write(() => {
+      this.c().del.run(k);
+    });
+  }
+
+  /** Claims are judged by the time they were written (this machine's clock, as a file's mtime). */
+  deleteClaimsOlderThan(cutoffMs: number): Promise<number> {
+    return this.write(() => Number(this.c().expire.run(`${CLAIMS_DIR}/`, `${CLAIMS_DIR}0`, Math.floor(cutoffMs)).changes));
+  }
+
+  /** Releases this handle's share of the connection (the last one closes it). */
+  close(): void {
+    const c = this.conn;
+    if (!c) return;
+    this.conn = null;
+    if (--c.refs > 0) return;
+    if (connections.get(this.file) === c) connections.delete(this.file);
+    if (c.pending.length === 0) c.db.close();
+    else setImmediate(() => c.db.close()); // after the queued transaction
+  }
+
+  private one(k: string): string | null {
+    const row = this.c().get.get(k) as { body: string } | undefined;
+    return row?.body ?? null;
+  }
+
+  private async read<T>(op: string, f: () => T): Promise<T> {
+    try {
+      return f();
+    } catch (e) {
+      throw failure(this.file, op, e);
+    }
+  }
+
+  /**
+   * Queues `run` for the transaction that ends this turn of the event loop: every write queued
+   * meanwhile (a group's claims, by any log handle of this file in the process) commits together,
+   * or fails together, before any caller is answered.
+   */
+  private write<T>(run: () => T): Promise<T> {
+    let c: Connection;
+    try {
+      c = this.c();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return new Promise<T>((resolve, reject) => {
+      c.pending.push({ run, resolve: resolve as (v: unknown) => void, reject });
+      if (c.pending.length === 1) setImmediate(() => flush(c, this.file));
+    });
+  }
+}
+
+function flush(c: Connection, file: string): void {
+  const batch = c.pending;
+  c.pending = [];
+  const results: unknown[] = [];
+  try {
+    c.db.exec('BEGIN IMMEDIATE');
+    try {
+      for (const w of batch) results.push(w.run());
+      c.db.exec('COMMIT');
+    } catch (e) {
+      if (c.db.isTransaction) c.db.exec('ROLLBACK');
+      throw e;
+    }
+  } catch (e) {
+    const err = failure(file, 'write', e);
+    for (const w of batch) w.reject(err);
+    return;
+  }
+  batch.forEach((w, i) => w.resolve(results[i]));
+}
+

@@ -1,0 +1,171 @@
+/**
+ * The CoordStore conformance suite on lib/coord/sqlite.ts (one SQLite file beside a log on a
+ * local root), and what only this store has: one transaction per turn of the event loop, claims
+ * expired by age, a connection shared and closed with its last handle, and exclusive claims
+ * between processes.
+ */
+import { spawn } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { COORD_DB, SqliteCoordStore } from '../lib/coord/sqlite.ts';
+import { CorruptError, UnavailableError } from '../lib/errors.ts';
+import { claimKey, itemKey } from '../lib/log/layout.ts';
+import { coordStoreConformance } from './conformance/coord.ts';
+import { rejection } from './support/rejection.ts';
+
+const root = await fs.mkdtemp(path.join(os.tmpdir(), 'dgcl-coord-sqlite-'));
+afterAll(async () => {
+  await fs.rm(root, { recursive: true, force: true });
+});
+const EXPIRY = { expiresAfterMs: 3_600_000 };
+
+let n = 0;
+const newDir = () => path.join(root, `t${n++}`, 'log.lance');
+
+coordStoreConformance('sqlite beside a local log', {
+  kind: 'sqlite',
+  async create() {
+    const dir = path.join(root, `t${n++}`);
+    const store = await SqliteCoordStore.open(path.join(dir, 'a', 'log.lance'), { create: true });
+    const other = await SqliteCoordStore.open(path.join(dir, 'b', 'log.lance'), { create: true });
+    return {
+      store,
+      other,
+      destroy: async () => {
+        store.close();
+        other.close();
+        await fs.rm(dir, { recursive: true, force: true });
+      },
+    };
+  },
+});
+
+describe('SqliteCoordStore', () => {
+  it('two handles of one log share the records; closing one leaves the other working', async () => {
+    const dir = newDir();
+    const a = await SqliteCoordStore.open(dir, { create: true });
+    const b = await SqliteCoordStore.open(dir, { create: true });
+    expect(await a.putIfAbsent(claimKey('cp'), 'from a', EXPIRY)).toBe(true);
+    expect(await b.putIfAbsent(claimKey('cp'), 'from b', EXPIRY)).toBe(false);
+    a.close();
+    expect(await b.get(claimKey('cp'))).toBe('from a');
+    await expect(rejection(a.get(claimKey('cp')))).resolves.toBeInstanceOf(UnavailableError);
+    b.close();
+    // reopened from the file
+    const c = await SqliteCoordStore.open(dir, { create: true });
+    expect(await c.get(claimKey('cp'))).toBe('from a');
+    c.close();
+  });
+
+  it('writes of one turn commit together: a failing transaction fails every write queued with it, and none landed', async () => {
+    const dir = newDir();
+    const s = await SqliteCoordStore.open(dir, { create: true });
+    await s.put(itemKey('before'), 'kept');
+    // A trigger (from another connection) aborts the third write of the turn.
+    const { DatabaseSync } = process.getBuiltinModule('node:sqlite') as typeof import('node:sqlite');
+    const side = new DatabaseSync(path.join(dir, ...COORD_DB.split('/')));
+    side.exec(`CREATE TRIGGER no_c BEFORE INSERT ON records WHEN NEW.key = '${claimKey('c')}' BEGIN SELECT RAISE(ABORT, 'refused'); END`);
+    side.close();
+    const results = await Promise.allSettled([
+      s.putIfAbsent(claimKey('a'), 'a', EXPIRY),
+      s.put(itemKey('b'), 'b'),
+      s.putIfAbsent(claimKey('c'), 'c', EXPIRY),
+    ]);
+    for (const r of results) {
+      expect(r.status).toBe('rejected');
+      expect((r as PromiseRejectedResult).reason).toBeInstanceOf(UnavailableError);
+    }
+    expect(await s.getMany([claimKey('a'), itemKey('b'), claimKey('c'), itemKey('before')])).toEqual(
+      new Map([
+        [claimKey('a'), null],
+        [itemKey('b'), null],
+        [claimKey('c'), null],
+        [itemKey('before'), 'kept'],
+      ]),
+    );
+    // the next turn's writes are not affected
+    expect(await s.putIfAbsent(claimKey('a'), 'a', EXPIRY)).toBe(true);
+    s.close();
+  });
+
+  it('deleteClaimsOlderThan deletes claims written before the cutoff, and never markers', async () => {
+    const dir = newDir();
+    const s = await SqliteCoordStore.open(dir, { create: true });
+    await s.putIfAbsent(claimKey('old-1'), 'x', EXPIRY);
+    await s.putIfAbsent(claimKey('old-2'), 'x', EXPIRY);
+    await s.put(itemKey('old-marker'), 'm');
+    await new Promise((r) => setTimeout(r, 20));
+    const cutoff = Date.now();
+    await new Promise((r) => setTimeout(r, 20));
+    await s.putIfAbsent(claimKey('new'), 'y', EXPIRY);
+    expect(await s.deleteClaimsOlderThan(cutoff)).toBe(2);
+    expect(await s.getMany([claimKey('old-1'), claimKey('old-2'), claimKey('new'), itemKey('old-marker')])).toEqual(
+      new Map([
+        [claimKey('old-1'), null],
+        [claimKey('old-2'), null],
+        [claimKey('new'), 'y'],
+        [itemKey('old-marker'), 'm'],
+      ]),
+    );
+    expect(await s.deleteClaimsOlderThan(cutoff)).toBe(0);
+    s.close();
+  });
+
+  it('a file that is not a database is CORRUPT, and one of another layout version is refused', async () => {
+    const dir = newDir();
+    await fs.mkdir(path.join(dir, '_dgcl'), { recursive: true });
+    await fs.writeFile(path.join(dir, ...COORD_DB.split('/')), 'not a database, just text that is long enough to be read as a header page');
+    await expect(SqliteCoordStore.open(dir, { create: true })).rejects.toThrow(CorruptError);
+    const dir2 = newDir();
+    (await SqliteCoordStore.open(dir2, { create: true })).close();
+    const { DatabaseSync } = process.getBuiltinModule('node:sqlite') as typeof import('node:sqlite');
+    const side = new DatabaseSync(path.join(dir2, ...COORD_DB.split('/')));
+    side.exec('PRAGMA user_version = 7');
+    side.close();
+    await expect(SqliteCoordStore.open(dir2, { create: true })).rejects.toThrow(/layout 7/);
+  });
+
+  it('a log folder deleted and made again gets a new database, not the cached connection to the old file', async () => {
+    const dir = newDir();
+    const a = await SqliteCoordStore.open(dir, { create: true }); // keeps the connection cached (one handle open)
+    await a.put(itemKey('x'), 'old');
+    await fs.rm(dir, { recursive: true, force: true });
+    const b = await SqliteCoordStore.open(dir, { create: true });
+    expect(await b.get(itemKey('x'))).toBeNull();
+    await b.put(itemKey('x'), 'new');
+    const c = await SqliteCoordStore.open(dir, { create: true });
+    expect(await c.get(itemKey('x'))).toBe('new');
+    a.close();
+    b.close();
+    c.close();
+  });
+
+  it('4 processes claiming the same 300 keys at once: each key has exactly one winner, whose body is stored', async () => {
+    const dir = newDir();
+    (await SqliteCoordStore.open(dir, { create: true })).close(); // created before the race, as a writer's choice does
+    const script = path.join(import.meta.dirname, 'support', 'sqlite-claimer.ts');
+    const procs = [0, 1, 2, 3].map((p) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', script, dir, String(p), '300'], { stdio: ['pipe', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      const ready = new Promise<void>((resolve) => child.stdout.on('data', () => out.includes('ready') && resolve()));
+      const done = new Promise<string>((resolve, reject) => child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`claimer ${p} exited ${code}: ${out}`)))));
+      return { child, ready, done };
+    });
+    // A barrier: every process has opened the database and waits, then all start at once.
+    await Promise.all(procs.map((p) => p.ready));
+    for (const p of procs) p.child.stdin.end('go\n');
+    const outs = await Promise.all(procs.map((p) => p.done));
+    const won = outs.map((o) => JSON.parse(o.slice(o.indexOf('{'))) as { won: number[] });
+    const s = await SqliteCoordStore.open(dir, { create: true });
+    for (let k = 0; k < 300; k++) {
+      const winners = won.flatMap((w, p) => (w.won.includes(k) ? [p] : []));
+      expect(winners, `key ${k}`).toHaveLength(1);
+      expect(await s.get(claimKey(`race-${k}`))).toBe(`process ${winners[0]}`);
+    }
+    expect(won.reduce((a, w) => a + w.won.length, 0)).toBe(300);
+    s.close();
+  }, 60_000);
+});
