@@ -80,7 +80,7 @@ interface Connection {
   del: StatementSync;
   expire: StatementSync;
   /** Writes waiting for this turn's transaction. */
-  pending: Array<{ run: () => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }>;
+  pending: Array<{ run: (c: Connection) => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }>;
 }
 
 const connections = new Map<string, Connection>();
@@ -238,26 +238,26 @@ export class SqliteCoordStore implements CoordStore {
 
   async put(key: string, body: string): Promise<void> {
     const k = checkObjectKey(key, 'key');
-    return this.write(() => {
-      this.c().put.run(k, body, Date.now());
+    return this.write((c) => {
+      c.put.run(k, body, Date.now());
     });
   }
 
   async putIfAbsent(key: string, body: string, _o: { expiresAfterMs: number }): Promise<boolean> {
     const k = checkObjectKey(key, 'key');
-    return this.write(() => Number(this.c().insert.run(k, body, Date.now()).changes) === 1);
+    return this.write((c) => Number(c.insert.run(k, body, Date.now()).changes) === 1);
   }
 
   async delete(key: string): Promise<void> {
     const k = checkObjectKey(key, 'key');
-    return this.write(() => {
-      this.c().del.run(k);
+    return this.write((c) => {
+      c.del.run(k);
     });
   }
 
   /** Claims are judged by the time they were written (this machine's clock, as a file's mtime). */
   deleteClaimsOlderThan(cutoffMs: number): Promise<number> {
-    return this.write(() => Number(this.c().expire.run(`${CLAIMS_DIR}/`, `${CLAIMS_DIR}0`, Math.floor(cutoffMs)).changes));
+    return this.write((c) => Number(c.expire.run(`${CLAIMS_DIR}/`, `${CLAIMS_DIR}0`, Math.floor(cutoffMs)).changes));
   }
 
   /** Releases this handle's share of the connection (the last one closes it). */
@@ -287,9 +287,11 @@ export class SqliteCoordStore implements CoordStore {
   /**
    * Queues `run` for the transaction that ends this turn of the event loop: every write queued
    * meanwhile (a group's claims, by any log handle of this file in the process) commits together,
-   * or fails together, before any caller is answered.
+   * or fails together, before any caller is answered. `run` gets the connection the write was
+   * queued on: a handle closed before the flush (its log closed meanwhile) must not make the
+   * turn's transaction fail for every other handle's writes (review18 F1).
    */
-  private write<T>(run: () => T): Promise<T> {
+  private write<T>(run: (c: Connection) => T): Promise<T> {
     let c: Connection;
     try {
       c = this.c();
@@ -310,7 +312,7 @@ function flush(c: Connection, file: string): void {
   try {
     c.db.exec('BEGIN IMMEDIATE');
     try {
-      for (const w of batch) results.push(w.run());
+      for (const w of batch) results.push(w.run(c));
       c.db.exec('COMMIT');
     } catch (e) {
       if (c.db.isTransaction) c.db.exec('ROLLBACK');
