@@ -10,7 +10,8 @@
  * transaction, and reads are point lookups.
  *
  * Semantics are CoordStore's (lib/coord/types.ts), across every process of the machine: SQLite
- * serializes writers (WAL; a writer waits up to BUSY_TIMEOUT_MS for the lock), `INSERT OR IGNORE`
+ * serializes writers (WAL; a writer waits up to BUSY_WAIT_MS for the lock, polling it between turns
+ * of the event loop: review18 F2), `INSERT OR IGNORE`
  * creates a claim only if absent, and a transaction lands whole or not at all. Durability is that
  * of the files it replaces (not fsynced per commit: `synchronous = NORMAL` in WAL mode never
  * corrupts the file on power loss, but may lose the last transactions; docs/design/invariants.md,
@@ -32,10 +33,16 @@ import type { CoordKind, CoordStore } from './types.ts';
 export const COORD_DB = '_dgcl/coord.sqlite';
 /** `PRAGMA user_version` of the layout below; a file of another version is refused. */
 const LAYOUT_VERSION = 1;
-/** How long a write waits for another process's transaction before it fails (UNAVAILABLE). */
-const BUSY_TIMEOUT_MS = 10_000;
-/** Tries to open the file while another process holds it (5, 10, 15 ... ms apart: ~2.5 s in all). */
-const OPEN_ATTEMPTS = 30;
+/** How long a write (or an open) waits for another process's transaction before it fails (UNAVAILABLE). */
+const BUSY_WAIT_MS = 10_000;
+/**
+ * How long one synchronous SQLite call may wait for a lock (its busy handler sleeps inside the
+ * call, blocking the event loop: lease renewals, other logs' acks and reads would stop). Longer
+ * waits are made of such tries with the event loop free between them (review18 F2).
+ */
+const LOCK_TRY_MS = 25;
+/** Pause between tries for a lock (grows to this from 5 ms). */
+const LOCK_PAUSE_MS = 50;
 
 type Sqlite = typeof import('node:sqlite');
 let sqlite: Sqlite | undefined;
@@ -80,7 +87,13 @@ interface Connection {
   del: StatementSync;
   expire: StatementSync;
   /** Writes waiting for this turn's transaction. */
-  pending: Array<{ run: () => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }>;
+  pending: Array<{ run: (c: Connection) => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }>;
+  /** A flush is scheduled (next turn, or after a pause while another process holds the lock). */
+  scheduled: boolean;
+  /** When the scheduled flush first found the lock taken (null: it has not). */
+  waitingSince: number | null;
+  /** The last handle closed while a flush was due: the flush closes the database after it. */
+  closeWhenIdle: boolean;
 }
 
 const connections = new Map<string, Connection>();
@@ -89,7 +102,7 @@ function open(file: string, create: boolean): Connection {
   const { DatabaseSync } = loadSqlite();
   if (!create && !existsSync(file)) throw missing(file);
   mkdirSync(path.dirname(file), { recursive: true });
-  const db = new DatabaseSync(file, { timeout: BUSY_TIMEOUT_MS });
+  const db = new DatabaseSync(file, { timeout: LOCK_TRY_MS });
   try {
     db.exec('PRAGMA journal_mode = WAL');
     db.exec('PRAGMA synchronous = NORMAL');
@@ -118,6 +131,9 @@ function open(file: string, create: boolean): Connection {
       del: db.prepare('DELETE FROM records WHERE key = ?'),
       expire: db.prepare('DELETE FROM records WHERE key > ? AND key < ? AND written_ms < ?'),
       pending: [],
+      scheduled: false,
+      waitingSince: null,
+      closeWhenIdle: false,
     };
   } catch (e) {
     db.close();
@@ -159,12 +175,13 @@ async function acquire(file: string, create: boolean): Promise<Connection> {
       c = undefined;
     }
   }
+  const since = Date.now();
   for (let attempt = 1; !c; attempt++) {
     try {
       c = open(file, create);
     } catch (e) {
-      if (!isBusy(e) || attempt >= OPEN_ATTEMPTS) throw failure(file, 'open', e);
-      await new Promise((r) => setTimeout(r, 5 * attempt));
+      if (!isBusy(e) || Date.now() - since >= BUSY_WAIT_MS) throw failure(file, 'open', e);
+      await new Promise((r) => setTimeout(r, lockPause(attempt)));
       c = connections.get(file); // opened by another call meanwhile
       continue;
     }
@@ -238,26 +255,26 @@ export class SqliteCoordStore implements CoordStore {
 
   async put(key: string, body: string): Promise<void> {
     const k = checkObjectKey(key, 'key');
-    return this.write(() => {
-      this.c().put.run(k, body, Date.now());
+    return this.write((c) => {
+      c.put.run(k, body, Date.now());
     });
   }
 
   async putIfAbsent(key: string, body: string, _o: { expiresAfterMs: number }): Promise<boolean> {
     const k = checkObjectKey(key, 'key');
-    return this.write(() => Number(this.c().insert.run(k, body, Date.now()).changes) === 1);
+    return this.write((c) => Number(c.insert.run(k, body, Date.now()).changes) === 1);
   }
 
   async delete(key: string): Promise<void> {
     const k = checkObjectKey(key, 'key');
-    return this.write(() => {
-      this.c().del.run(k);
+    return this.write((c) => {
+      c.del.run(k);
     });
   }
 
   /** Claims are judged by the time they were written (this machine's clock, as a file's mtime). */
   deleteClaimsOlderThan(cutoffMs: number): Promise<number> {
-    return this.write(() => Number(this.c().expire.run(`${CLAIMS_DIR}/`, `${CLAIMS_DIR}0`, Math.floor(cutoffMs)).changes));
+    return this.write((c) => Number(c.expire.run(`${CLAIMS_DIR}/`, `${CLAIMS_DIR}0`, Math.floor(cutoffMs)).changes));
   }
 
   /** Releases this handle's share of the connection (the last one closes it). */
@@ -267,8 +284,8 @@ export class SqliteCoordStore implements CoordStore {
     this.conn = null;
     if (--c.refs > 0) return;
     if (connections.get(this.file) === c) connections.delete(this.file);
-    if (c.pending.length === 0) c.db.close();
-    else setImmediate(() => c.db.close()); // after the queued transaction
+    if (!c.scheduled) c.db.close();
+    else c.closeWhenIdle = true; // after the queued transaction
   }
 
   private one(k: string): string | null {
@@ -276,20 +293,27 @@ export class SqliteCoordStore implements CoordStore {
     return row?.body ?? null;
   }
 
+  /** A read; one that meets a lock (rare in WAL mode: another connection recovering the WAL) is tried again. */
   private async read<T>(op: string, f: () => T): Promise<T> {
-    try {
-      return f();
-    } catch (e) {
-      throw failure(this.file, op, e);
+    const since = Date.now();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return f();
+      } catch (e) {
+        if (!isBusy(e) || Date.now() - since >= BUSY_WAIT_MS) throw failure(this.file, op, e);
+      }
+      await new Promise((r) => setTimeout(r, lockPause(attempt)));
     }
   }
 
   /**
    * Queues `run` for the transaction that ends this turn of the event loop: every write queued
    * meanwhile (a group's claims, by any log handle of this file in the process) commits together,
-   * or fails together, before any caller is answered.
+   * or fails together, before any caller is answered. `run` gets the connection the write was
+   * queued on: a handle closed before the flush (its log closed meanwhile) must not make the
+   * turn's transaction fail for every other handle's writes (review18 F1).
    */
-  private write<T>(run: () => T): Promise<T> {
+  private write<T>(run: (c: Connection) => T): Promise<T> {
     let c: Connection;
     try {
       c = this.c();
@@ -298,29 +322,55 @@ export class SqliteCoordStore implements CoordStore {
     }
     return new Promise<T>((resolve, reject) => {
       c.pending.push({ run, resolve: resolve as (v: unknown) => void, reject });
-      if (c.pending.length === 1) setImmediate(() => flush(c, this.file));
+      if (!c.scheduled) {
+        c.scheduled = true;
+        setImmediate(() => flush(c, this.file));
+      }
     });
   }
 }
 
+const lockPause = (attempt: number) => Math.min(5 * attempt, LOCK_PAUSE_MS);
+
 function flush(c: Connection, file: string): void {
+  c.scheduled = false;
+  try {
+    c.db.exec('BEGIN IMMEDIATE');
+  } catch (e) {
+    // Another process's transaction: try again after a pause, with the event loop free meanwhile.
+    // Writes queued in the meantime join this transaction; no caller is answered before it ends.
+    const now = Date.now();
+    c.waitingSince ??= now;
+    if (isBusy(e) && now - c.waitingSince < BUSY_WAIT_MS) {
+      c.scheduled = true;
+      setTimeout(() => flush(c, file), Math.min(5 + (now - c.waitingSince) / 10, LOCK_PAUSE_MS));
+      return;
+    }
+    settle(c, c.pending.splice(0), failure(file, 'write', e), []);
+    return;
+  }
   const batch = c.pending;
   c.pending = [];
   const results: unknown[] = [];
   try {
-    c.db.exec('BEGIN IMMEDIATE');
     try {
-      for (const w of batch) results.push(w.run());
+      for (const w of batch) results.push(w.run(c));
       c.db.exec('COMMIT');
     } catch (e) {
       if (c.db.isTransaction) c.db.exec('ROLLBACK');
       throw e;
     }
   } catch (e) {
-    const err = failure(file, 'write', e);
-    for (const w of batch) w.reject(err);
+    settle(c, batch, failure(file, 'write', e), []);
     return;
   }
-  batch.forEach((w, i) => w.resolve(results[i]));
+  settle(c, batch, null, results);
+}
+
+function settle(c: Connection, batch: Connection['pending'], err: DgclError | null, results: unknown[]): void {
+  c.waitingSince = null;
+  if (err) for (const w of batch) w.reject(err);
+  else batch.forEach((w, i) => w.resolve(results[i]));
+  if (c.closeWhenIdle && !c.scheduled) c.db.close();
 }
 

@@ -73,9 +73,18 @@ export class LanceCheckpointLog implements CheckpointLog {
   private coord(o: { create: boolean } = { create: true }): Promise<CoordStore> {
     if (this.coordStore) return this.coordStore;
     const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, { ...o, prefer: this.o.coordination ?? 'table' });
-    const store = chosen.then((c) => {
+    const store: Promise<CoordStore> = chosen.then((c) => {
       // Kept only from a record: an unrecorded answer (no record yet) must never reach a writer.
-      if (c.recorded) this.coordStore ??= Promise.resolve(c.store);
+      if (!c.recorded) return c.store;
+      // Another call chose at the same time (maintain() and a first append(), both `create:
+      // false`) and its store is kept: this one is released, or its share of the database
+      // connection would never be (review18 F3).
+      const kept = this.coordStore;
+      if (kept && kept !== store) {
+        c.store.close?.();
+        return kept;
+      }
+      this.coordStore ??= Promise.resolve(c.store);
       return c.store;
     });
     if (o.create) {
