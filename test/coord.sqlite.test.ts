@@ -113,6 +113,29 @@ describe('SqliteCoordStore', () => {
     s.close();
   });
 
+  it('the claim sweep deletes more claims than one transaction holds, in several, and keeps the younger ones and every marker', async () => {
+    const dir = newDir();
+    const s = await SqliteCoordStore.open(dir, { create: true });
+    const keys = Array.from({ length: 4_500 }, (_, i) => claimKey(`sweep-${i}`));
+    for (let i = 0; i < keys.length; i += 500) await Promise.all(keys.slice(i, i + 500).map((k) => s.putIfAbsent(k, 'x', EXPIRY)));
+    await s.put(itemKey('m'), 'marker');
+    await new Promise((r) => setTimeout(r, 20));
+    const cutoff = Date.now();
+    await new Promise((r) => setTimeout(r, 20));
+    await s.putIfAbsent(claimKey('young'), 'y', EXPIRY);
+    const order: string[] = [];
+    const sweep = s.deleteClaimsOlderThan(cutoff).then((n) => (order.push('sweep'), n));
+    // Another write during the sweep is answered before the sweep ends: the lock is let go between
+    // chunks (in one DELETE it would share the sweep's transaction and be answered after it).
+    const during = s.put(itemKey('during'), 'd').then(() => order.push('put'));
+    expect(await sweep).toBe(4_500);
+    await during;
+    expect(order).toEqual(['put', 'sweep']);
+    const left = await s.getMany([...keys.slice(0, 3), keys.at(-1)!, claimKey('young'), itemKey('m'), itemKey('during')]);
+    expect([...left.values()]).toEqual([null, null, null, null, 'y', 'marker', 'd']);
+    s.close();
+  });
+
   it('a file that is not a database is CORRUPT, and one of another layout version is refused', async () => {
     const dir = newDir();
     await fs.mkdir(path.join(dir, '_dgcl'), { recursive: true });

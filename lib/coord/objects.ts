@@ -2,10 +2,9 @@
  * Coordination records as objects beside the log (local roots, and object-store logs created
  * before the lease table held them): one object per item marker and per claim.
  */
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { UnavailableError } from '../errors.ts';
-import { errCode, syncDir } from '../fsutil.ts';
+import { syncDir } from '../fsutil.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { LocalObjectStore } from '../storage/local.ts';
 import { CLAIMS_DIR } from '../log/layout.ts';
@@ -28,25 +27,17 @@ export class ObjectCoordStore implements CoordStore {
     if (objects instanceof LocalObjectStore) this.sync = () => this.syncLocal(objects.dir);
   }
 
+  /**
+   * Only the folders: what must outlive a power cut is the marker's name (no marker means a new
+   * item), not its body. A body lost with the cut (an empty or partial file) is one no writer
+   * put, so every writer reads the item instead of trusting a cache: safe. One fsync per folder
+   * per group, not one per new item (a group may begin hundreds).
+   */
   private async syncLocal(dir: string): Promise<void> {
     const keys = [...this.unsynced];
     this.unsynced.clear();
     try {
-      const folders = new Set<string>();
-      for (const key of keys) {
-        const file = path.join(dir, ...key.split('/'));
-        try {
-          const fh = await fs.open(file, 'r');
-          try {
-            await fh.sync();
-          } finally {
-            await fh.close();
-          }
-        } catch (e) {
-          if (errCode(e) !== 'ENOENT') throw e; // deleted since: nothing to keep
-        }
-        folders.add(path.dirname(file));
-      }
+      const folders = new Set(keys.map((key) => path.dirname(path.join(dir, ...key.split('/')))));
       for (const f of folders) await syncDir(f);
       // A record folder is made by its first put: its name in the parent must last too (once).
       if (!this.parentsSynced && folders.size > 0) {

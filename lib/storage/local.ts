@@ -45,8 +45,8 @@ export class LocalObjectStore implements ObjectStore {
   /**
    * Atomic (temp file + rename) but not fsynced: `put` holds small, frequently rewritten markers
    * (item markers, one per item a writer begins), and an fsync each made group commits of many
-   * new items disk-bound. Lance's own local commits are not fsynced either, so this loses
-   * nothing a power cut would not already lose.
+   * new items disk-bound. The writer makes a group's markers durable at once, with one fsync of
+   * their folder before its commit (ObjectCoordStore.sync).
    */
   async put(key: string, body: string): Promise<void> {
     const k = checkObjectKey(key, 'key');
