@@ -115,6 +115,9 @@ function open(file: string, create: boolean): Connection {
   try {
     db.exec('PRAGMA journal_mode = WAL');
     db.exec('PRAGMA synchronous = NORMAL');
+    // 32 MB of page cache (default 2 MB): a group's reads and writes hit pages of the whole file,
+    // ~350 bytes per record (one writer at 256 in flight: ~6% more events/s).
+    db.exec('PRAGMA cache_size = -32000');
     db.exec('BEGIN IMMEDIATE');
     try {
       const v = (db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
