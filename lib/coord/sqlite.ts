@@ -23,7 +23,7 @@
 import { existsSync, mkdirSync, promises as fs, statSync } from 'node:fs';
 import path from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
-import { CorruptError, DgclError, UnavailableError } from '../errors.ts';
+import { CorruptError, DgclError, InternalError, UnavailableError } from '../errors.ts';
 import { errCode, syncDir } from '../fsutil.ts';
 import { CLAIMS_DIR } from '../log/layout.ts';
 import { checkObjectKey } from '../storage/location.ts';
@@ -59,10 +59,12 @@ function loadSqlite(): Sqlite {
     return (emit as (...a: unknown[]) => void).call(this, w, ...rest);
   } as typeof process.emitWarning;
   try {
-    sqlite = process.getBuiltinModule('node:sqlite') as Sqlite;
+    sqlite = process.getBuiltinModule('node:sqlite') as Sqlite | undefined;
   } finally {
     process.emitWarning = emit;
   }
+  // Node 22.5-22.12 has it behind --experimental-sqlite only.
+  if (!sqlite) throw new InternalError(`local logs keep their coordination records in SQLite (node:sqlite), which this Node ${process.version} does not offer: use Node 22.13 or later`);
   return sqlite;
 }
 
