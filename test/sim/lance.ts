@@ -136,6 +136,18 @@ export function installLancePatches(): void {
     return gate('lance.connect', shortPath(String(args[0])), false, () => origNew.apply(Native, args) as Promise<unknown>);
   };
   native.Connection = Object.create(Native, { new: { value: gatedNew } }) as { new: Fn };
+  // A query's `execute` starts the native query and hands its promise to a generator that awaits
+  // it only in the first `next()`. In a process that `next()` follows at once (lib/log/stream.ts),
+  // long before the native answer; here the scheduler releases it as an operation of its own, so
+  // a query that fails meanwhile (its shard deleted) was an unhandled rejection, a false CRASH
+  // (seed 1874). Marked handled; the first `next()` still gets the error.
+  const queries = require(path.join(dir, 'query.js')) as { QueryBase: { prototype: Record<string, Fn> } };
+  const origExecute = queries.QueryBase.prototype.nativeExecute!;
+  queries.QueryBase.prototype.nativeExecute = function (this: unknown, ...args: unknown[]) {
+    const p = origExecute.apply(this, args) as Promise<unknown>;
+    p.catch(() => undefined);
+    return p;
+  };
   for (const m of ['openTable', 'createEmptyTable'] as const) {
     const orig = conn.LocalConnection.prototype[m]!;
     conn.LocalConnection.prototype[m] = function (this: unknown, ...args: unknown[]) {
