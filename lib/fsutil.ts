@@ -15,6 +15,23 @@ export async function writeDurably(file: string, body: string): Promise<void> {
   }
 }
 
+/**
+ * Fsyncs a file or folder by path. One removed meanwhile (a temporary file renamed, old versions
+ * cleaned up, a write-ahead log checkpointed away) needs no sync; any other failure is thrown:
+ * what it holds may not be durable.
+ */
+export async function fsyncPath(p: string): Promise<void> {
+  let fh: fs.FileHandle | undefined;
+  try {
+    fh = await fs.open(p, 'r');
+    await fh.sync();
+  } catch (e) {
+    if (errCode(e) !== 'ENOENT') throw e;
+  } finally {
+    await fh?.close().catch(() => undefined);
+  }
+}
+
 /** Fsyncs a directory, so a rename or link in it is durable. Best effort. */
 export async function syncDir(dir: string): Promise<void> {
   let fh: fs.FileHandle | undefined;

@@ -20,11 +20,11 @@
  * One connection per file and process, shared by every log handle of it and closed with the last.
  * `node:sqlite` ships with Node 22 (experimental there: its warning is kept off the output).
  */
-import { existsSync, mkdirSync, promises as fs, statSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { CorruptError, DgclError, InternalError, UnavailableError } from '../errors.ts';
-import { errCode, syncDir } from '../fsutil.ts';
+import { fsyncPath } from '../fsutil.ts';
 import { CLAIMS_DIR } from '../log/layout.ts';
 import { checkObjectKey } from '../storage/location.ts';
 import type { CoordKind, CoordStore } from './types.ts';
@@ -182,21 +182,13 @@ async function acquire(file: string, create: boolean): Promise<Connection> {
     if (c.refs === 0) c.db.close();
     c = undefined;
   }
-  const since = Date.now();
-  for (let attempt = 1; !c; attempt++) {
-    try {
-      c = open(file, create);
-    } catch (e) {
-      if (!isBusy(e) || Date.now() - since >= BUSY_WAIT_MS) throw failure(file, 'open', e);
-      await new Promise((r) => setTimeout(r, lockPause(attempt)));
-      c = connections.get(file); // opened by another call meanwhile
-      continue;
-    }
+  if (!c) {
+    // Another call of this process may open it while this one waits.
+    const opened = await whileBusy(file, 'open', () => connections.get(file) ?? open(file, create));
     const raced = connections.get(file);
-    if (raced) {
-      c.db.close();
-      c = raced;
-    } else connections.set(file, c);
+    if (raced && raced !== opened) opened.db.close();
+    c = raced ?? opened;
+    connections.set(file, c);
   }
   c.refs++;
   return c;
@@ -230,17 +222,10 @@ export class SqliteCoordStore implements CoordStore {
    * marker lost to a power cut while the item's rows survived would make the item look new.
    */
   async sync(): Promise<void> {
-    const wal = `${this.file}-wal`;
     try {
-      const fh = await fs.open(wal, 'r');
-      try {
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
-      await syncDir(path.dirname(this.file));
+      await fsyncPath(`${this.file}-wal`); // gone: checkpointed into the database file, which SQLite syncs
+      await fsyncPath(path.dirname(this.file));
     } catch (e) {
-      if (errCode(e) === 'ENOENT') return; // checkpointed into the database file and removed (which SQLite syncs)
       throw failure(this.file, 'sync', e);
     }
   }
@@ -311,16 +296,8 @@ export class SqliteCoordStore implements CoordStore {
   }
 
   /** A read; one that meets a lock (rare in WAL mode: another connection recovering the WAL) is tried again. */
-  private async read<T>(op: string, f: () => T): Promise<T> {
-    const since = Date.now();
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return f();
-      } catch (e) {
-        if (!isBusy(e) || Date.now() - since >= BUSY_WAIT_MS) throw failure(this.file, op, e);
-      }
-      await new Promise((r) => setTimeout(r, lockPause(attempt)));
-    }
+  private read<T>(op: string, f: () => T): Promise<T> {
+    return whileBusy(this.file, op, f);
   }
 
   /**
@@ -347,7 +324,21 @@ export class SqliteCoordStore implements CoordStore {
   }
 }
 
-const lockPause = (attempt: number) => Math.min(5 * attempt, LOCK_PAUSE_MS);
+/**
+ * `f`, tried again while another process holds a lock SQLite does not wait for (up to
+ * BUSY_WAIT_MS, the event loop free between tries); any other failure is thrown as DgclError.
+ */
+async function whileBusy<T>(file: string, op: string, f: () => T): Promise<T> {
+  const since = Date.now();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return f();
+    } catch (e) {
+      if (!isBusy(e) || Date.now() - since >= BUSY_WAIT_MS) throw failure(file, op, e);
+    }
+    await new Promise((r) => setTimeout(r, Math.min(5 * attempt, LOCK_PAUSE_MS)));
+  }
+}
 
 function flush(c: Connection, file: string): void {
   c.scheduled = false;
@@ -370,14 +361,15 @@ function flush(c: Connection, file: string): void {
   c.pending = [];
   const results: unknown[] = [];
   try {
-    try {
-      for (const w of batch) results.push(w.run(c));
-      c.db.exec('COMMIT');
-    } catch (e) {
-      if (c.db.isTransaction) c.db.exec('ROLLBACK');
-      throw e;
-    }
+    for (const w of batch) results.push(w.run(c));
+    c.db.exec('COMMIT');
   } catch (e) {
+    try {
+      if (c.db.isTransaction) c.db.exec('ROLLBACK');
+    } catch {
+      // SQLite rolled back itself (an I/O error ends the transaction); a broken connection fails
+      // the next BEGIN, which says why.
+    }
     settle(c, batch, failure(file, 'write', e), []);
     return;
   }

@@ -11,7 +11,7 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { errCode } from '../fsutil.ts';
+import { errCode, fsyncPath } from '../fsutil.ts';
 
 export class DatasetSync {
   private readonly synced = new Set<string>();
@@ -76,19 +76,5 @@ export class DatasetSync {
     }
     if (changed) dirs.push(dir);
     return changed;
-  }
-}
-
-async function fsyncPath(p: string): Promise<void> {
-  let fh: fs.FileHandle | undefined;
-  try {
-    fh = await fs.open(p, 'r');
-    await fh.sync();
-  } catch (e) {
-    // A file removed meanwhile (a temporary file Lance renamed, old versions cleaned up) needs
-    // no sync; anything else means the commit may not be durable.
-    if (errCode(e) !== 'ENOENT') throw e;
-  } finally {
-    await fh?.close().catch(() => undefined);
   }
 }
