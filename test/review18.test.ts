@@ -126,6 +126,24 @@ describe('review18', () => {
     expect(existsSync(wal)).toBe(false);
   });
 
+  it('maintain() still running when close() is called: close() waits for it, then closes the connection it opened', async () => {
+    const exp = `f3b-${n++}`;
+    const a = await openLog({ root, pipeline: 'p', experiment: exp, owner: 'a' });
+    await a.append([createBatch('i1')]);
+    await a.close();
+    const wal = path.join(root, 'datagen_checkpoints', 'p', exp, 'log.lance', ...COORD_DB.split('/')) + '-wal';
+    const b = await openLog({ root, pipeline: 'p', experiment: exp, owner: 'b' });
+    const maintained = b.maintain().then(
+      (r) => ({ ok: true as const, deletedClaims: r.deletedClaims }),
+      (e: unknown) => ({ ok: false as const, error: String(e) }),
+    );
+    await b.close(); // was: released the log's stores under the running maintenance, which then opened its own
+    expect(await maintained).toEqual({ ok: true, deletedClaims: 0 });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(existsSync(wal)).toBe(false); // the connection maintenance opened was closed with the log
+    await expect(b.maintain()).rejects.toMatchObject({ code: 'INTERNAL' });
+  });
+
   it('F4: an objects-coordinated local log: a power cut after an ack keeps the item (its marker was durable before the rows)', async () => {
     const exp = `f4-${n++}`;
     const dir = path.join(root, 'datagen_checkpoints', 'p', exp, 'log.lance');

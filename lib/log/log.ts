@@ -53,6 +53,9 @@ export class LanceCheckpointLog implements CheckpointLog {
   private readonly projection: ProjectionCache;
   /** The log's coordination store, once chosen (lib/coord/choose.ts); cleared if choosing failed. */
   private coordStore: Promise<CoordStore> | null = null;
+  private coordReleased = false;
+  /** maintain() calls still running: close() waits for them before it releases what they use. */
+  private readonly running = new Set<Promise<unknown>>();
 
   constructor(private readonly o: LanceLogOptions) {
     this.uri = o.uri;
@@ -72,8 +75,14 @@ export class LanceCheckpointLog implements CheckpointLog {
    */
   private coord(o: { create: boolean } = { create: true }): Promise<CoordStore> {
     if (this.coordStore) return this.coordStore;
+    // Its store was released by close(): one opened now would never be.
+    if (this.coordReleased) return Promise.reject(new InternalError('the log is closed: open it again'));
     const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, { ...o, prefer: this.o.coordination ?? 'table' });
     const store: Promise<CoordStore> = chosen.then((c) => {
+      if (this.coordReleased) {
+        c.store.close?.(); // chosen while close() released the log's store
+        throw new InternalError('the log is closed: open it again');
+      }
       // Kept only from a record: an unrecorded answer (no record yet) must never reach a writer.
       if (!c.recorded) return c.store;
       // Another call chose at the same time (maintain() and a first append(), both `create:
@@ -274,7 +283,7 @@ export class LanceCheckpointLog implements CheckpointLog {
   /** `onProgress` is told after each step (the CLI's progress bar). */
   async maintain(options: { onProgress?: MaintainProgress } = {}): Promise<MaintenanceReport> {
     if (this.closed) throw new InternalError('the log is closed: open it again to maintain it');
-    return maintain(this.ctx(), {
+    const run = maintain(this.ctx(), {
       pipeline: this.o.pipeline,
       experiment: this.o.experiment,
       owner: this.o.owner,
@@ -287,6 +296,12 @@ export class LanceCheckpointLog implements CheckpointLog {
       ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     });
+    this.running.add(run);
+    try {
+      return await run;
+    } finally {
+      this.running.delete(run);
+    }
   }
 
   async stats(): Promise<LogStats> {
@@ -327,17 +342,26 @@ export class LanceCheckpointLog implements CheckpointLog {
     return { uri: this.uri, base: baseStats, shards };
   }
 
+  /**
+   * Serves the appends queued before it, merges this writer's shard and releases its slot; waits
+   * for a maintain() still running; then releases the log's stores. Later calls fail.
+   */
   async close(): Promise<void> {
     this.closed = true;
     try {
       await this.writer?.close();
     } finally {
+      // A maintenance run ends first (it may be compacting): closing its stores under it would
+      // fail it halfway, and its first use of the coordination store after the release below
+      // would open one nobody closes.
+      await Promise.allSettled([...this.running]);
       this.reader.close();
       this.projection.clear();
       this.tables.close();
       // After the writer: its close() may still claim. A store that failed to open has nothing to close.
       const coord = this.coordStore;
       this.coordStore = null;
+      this.coordReleased = true;
       await coord?.then((c) => c.close?.(), () => undefined);
       await this.o.onClose?.();
     }
