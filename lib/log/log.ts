@@ -75,7 +75,8 @@ export class LanceCheckpointLog implements CheckpointLog {
    */
   private coord(o: { create: boolean } = { create: true }): Promise<CoordStore> {
     if (this.coordStore) return this.coordStore;
-    // Its store was released by close(): one opened now would never be.
+    // Its store was released by close(): one opened now would never be. A backstop: every caller
+    // (the writer's loop, maintain()) has ended before close() releases it.
     if (this.coordReleased) return Promise.reject(new InternalError('the log is closed: open it again'));
     const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, { ...o, prefer: this.o.coordination ?? 'table' });
     const store: Promise<CoordStore> = chosen.then((c) => {
