@@ -5,10 +5,10 @@
  * between processes.
  */
 import { spawn } from 'node:child_process';
-import { promises as fs } from 'node:fs';
+import { promises as fs, readdirSync, readlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { COORD_DB, SqliteCoordStore } from '../lib/coord/sqlite.ts';
 import { CorruptError, UnavailableError } from '../lib/errors.ts';
 import { claimKey, itemKey } from '../lib/log/layout.ts';
@@ -88,6 +88,42 @@ describe('SqliteCoordStore', () => {
     // the next turn's writes are not affected
     expect(await s.putIfAbsent(claimKey('a'), 'a', EXPIRY)).toBe(true);
     s.close();
+  });
+
+  it('sync holds the write-ahead log open after its first call: each later sync is one fsync, started within the call; the last close closes it', async () => {
+    const dir = newDir();
+    const wal = `${path.join(dir, ...COORD_DB.split('/'))}-wal`;
+    const walFds = () =>
+      readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`) === wal;
+        } catch {
+          return false; // closed meanwhile (the listing's own descriptor)
+        }
+      }).length;
+    const s = await SqliteCoordStore.open(dir, { create: true });
+    await s.put(itemKey('a'), 'x');
+    const sqlites = walFds(); // SQLite's own
+    await s.sync();
+    expect(walFds()).toBe(sqlites + 1);
+    const probe = await fs.open(path.join(root, `probe-${n++}`), 'w');
+    const proto = Object.getPrototypeOf(probe) as { sync: () => Promise<void> };
+    await probe.close();
+    const syncs = vi.spyOn(proto, 'sync');
+    const opens = vi.spyOn(fs, 'open');
+    try {
+      await s.put(itemKey('b'), 'y');
+      const synced = s.sync();
+      expect(syncs).toHaveBeenCalledTimes(1); // on the thread pool already: the caller's work overlaps it
+      await synced;
+      expect(opens).not.toHaveBeenCalled();
+    } finally {
+      syncs.mockRestore();
+      opens.mockRestore();
+    }
+    s.close();
+    await new Promise((r) => setTimeout(r, 50)); // the handle's close is a thread-pool call
+    expect(walFds()).toBe(0);
   });
 
   it('deleteClaimsOlderThan deletes claims written before the cutoff, and never markers', async () => {

@@ -20,11 +20,11 @@
  * One connection per file and process, shared by every log handle of it and closed with the last.
  * `node:sqlite` ships with Node 22 (experimental there: its warning is kept off the output).
  */
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, promises as fsp, statSync } from 'node:fs';
 import path from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { CorruptError, DgclError, InternalError, UnavailableError } from '../errors.ts';
-import { fsyncPath } from '../fsutil.ts';
+import { errCode, fsyncPath } from '../fsutil.ts';
 import { CLAIMS_DIR } from '../log/layout.ts';
 import { checkObjectKey } from '../storage/location.ts';
 import type { CoordKind, CoordStore } from './types.ts';
@@ -99,6 +99,14 @@ interface Connection {
   waitingSince: number | null;
   /** The last handle closed while a flush was due: the flush closes the database after it. */
   closeWhenIdle: boolean;
+  /**
+   * The write-ahead log, held open once synced (with its folder): a later sync is one fsync on
+   * the thread pool, started within the call, so the writer encodes the commit's rows meanwhile
+   * (open, fsync and close were three trips, each waiting for the main thread between them).
+   * The file lasts while this connection is open: SQLite removes it only when the last one closes.
+   */
+  wal: fsp.FileHandle | null;
+  closed: boolean;
 }
 
 const connections = new Map<string, Connection>();
@@ -149,6 +157,8 @@ function open(file: string, create: boolean): Connection {
       scheduled: false,
       waitingSince: null,
       closeWhenIdle: false,
+      wal: null,
+      closed: false,
     };
   } catch (e) {
     db.close();
@@ -166,6 +176,13 @@ function missing(file: string): CorruptError {
   );
 }
 
+function closeConnection(c: Connection): void {
+  c.closed = true;
+  c.db.close();
+  void c.wal?.close().catch(() => undefined);
+  c.wal = null;
+}
+
 /** SQLITE_BUSY (5) and SQLITE_LOCKED (6): another connection holds a lock the busy handler does not wait for. */
 const isBusy = (e: unknown) => sqliteCode(e) === 5 || sqliteCode(e) === 6;
 
@@ -179,14 +196,14 @@ async function acquire(file: string, create: boolean): Promise<Connection> {
   let c = connections.get(file);
   if (c && fileId(file) !== c.id) {
     connections.delete(file);
-    if (c.refs === 0) c.db.close();
+    if (c.refs === 0) closeConnection(c);
     c = undefined;
   }
   if (!c) {
     // Another call of this process may open it while this one waits.
     const opened = await whileBusy(file, 'open', () => connections.get(file) ?? open(file, create));
     const raced = connections.get(file);
-    if (raced && raced !== opened) opened.db.close();
+    if (raced && raced !== opened) closeConnection(opened);
     c = raced ?? opened;
     connections.set(file, c);
   }
@@ -221,13 +238,36 @@ export class SqliteCoordStore implements CoordStore {
    * connection closed). The writer calls it after a group's item markers, before its commit: a
    * marker lost to a power cut while the item's rows survived would make the item look new.
    */
-  async sync(): Promise<void> {
+  sync(): Promise<void> {
+    let c: Connection;
     try {
-      await fsyncPath(`${this.file}-wal`); // gone: checkpointed into the database file, which SQLite syncs
-      await fsyncPath(path.dirname(this.file));
+      c = this.c();
     } catch (e) {
+      return Promise.reject(e);
+    }
+    // Not an async function: the fsync must be on the thread pool when this returns.
+    if (c.wal) return c.wal.sync().catch((e: unknown) => Promise.reject(failure(this.file, 'sync', e)));
+    return this.firstSync(c);
+  }
+
+  private async firstSync(c: Connection): Promise<void> {
+    let wal: fsp.FileHandle | undefined;
+    try {
+      try {
+        wal = await fsp.open(`${this.file}-wal`, 'r');
+      } catch (e) {
+        // Gone: checkpointed into the database file, which SQLite syncs; nothing to hold open.
+        if (errCode(e) !== 'ENOENT') throw e;
+      }
+      await wal?.sync();
+      await fsyncPath(path.dirname(this.file)); // the WAL file is made again after the last connection closed
+    } catch (e) {
+      await wal?.close().catch(() => undefined);
       throw failure(this.file, 'sync', e);
     }
+    // Kept unless another sync kept one first, or the connection closed meanwhile.
+    if (wal && !c.wal && !c.closed) c.wal = wal;
+    else await wal?.close().catch(() => undefined);
   }
 
   private c(): Connection {
@@ -286,7 +326,7 @@ export class SqliteCoordStore implements CoordStore {
     this.conn = null;
     if (--c.refs > 0) return;
     if (connections.get(this.file) === c) connections.delete(this.file);
-    if (!c.scheduled) c.db.close();
+    if (!c.scheduled) closeConnection(c);
     else c.closeWhenIdle = true; // after the queued transaction
   }
 
@@ -380,6 +420,6 @@ function settle(c: Connection, batch: Connection['pending'], err: DgclError | nu
   c.waitingSince = null;
   if (err) for (const w of batch) w.reject(err);
   else batch.forEach((w, i) => w.resolve(results[i]));
-  if (c.closeWhenIdle && !c.scheduled) c.db.close();
+  if (c.closeWhenIdle && !c.scheduled) closeConnection(c);
 }
 

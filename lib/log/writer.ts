@@ -212,11 +212,16 @@ export class ShardWriter {
       // Durable before the rows: a power cut that kept the rows but lost a new item's marker
       // would make the item look new (no marker: never written) and its next batch reuse its
       // seqs. A store whose answered writes are durable has no sync.
-      if (begun.length > 0) await (await this.ctx.coord()).sync?.();
+      // The rows are encoded (pure, ~9 ms for 2,500 rows) while the fsync runs on the thread pool.
+      const coord = await this.ctx.coord();
+      const syncing = begun.length > 0 ? coord.sync?.() : undefined;
+      syncing?.catch(() => undefined); // awaited below; a failed encode must not leave it unhandled
+      const data = commitData(rows);
+      await syncing;
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(gen));
       committing = true;
-      await table.add(commitData(rows) as never);
+      await table.add(data as never);
       st.commitsInGen++;
       if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(gen, await table.version());
       // Durable (fsync; a no-op on object stores) and confirmed before the claims and the ack.
