@@ -141,7 +141,8 @@ describe('local coordination', () => {
       const a = await x.newLog('a', { hooks: { beforeCommit: () => void order.push('commit') } });
       await a.append([createBatch('i1'), createBatch('i2')]);
       await a.append([stepBatch('i1', 1)]); // begins no item: no sync
-      expect(order).toEqual(['sync start', 'sync end', 'commit', 'commit']);
+      await a.append([createBatch('i3')]); // the held write-ahead log's fsync
+      expect(order).toEqual(['sync start', 'sync end', 'commit', 'commit', 'sync start', 'sync end', 'commit']);
     } finally {
       sync.mockRestore();
     }

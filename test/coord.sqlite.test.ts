@@ -96,7 +96,8 @@ describe('SqliteCoordStore', () => {
     const walFds = () =>
       readdirSync('/proc/self/fd').filter((fd) => {
         try {
-          return readlinkSync(`/proc/self/fd/${fd}`) === wal;
+          const l = readlinkSync(`/proc/self/fd/${fd}`);
+          return l === wal || l === `${wal} (deleted)`; // SQLite removes the file when its last connection closes
         } catch {
           return false; // closed meanwhile (the listing's own descriptor)
         }
@@ -122,8 +123,7 @@ describe('SqliteCoordStore', () => {
       opens.mockRestore();
     }
     s.close();
-    await new Promise((r) => setTimeout(r, 50)); // the handle's close is a thread-pool call
-    expect(walFds()).toBe(0);
+    await vi.waitFor(() => expect(walFds()).toBe(0)); // the handle's close is a thread-pool call
   });
 
   it('deleteClaimsOlderThan deletes claims written before the cutoff, and never markers', async () => {

@@ -213,6 +213,7 @@ export class ShardWriter {
       // would make the item look new (no marker: never written) and its next batch reuse its
       // seqs. A store whose answered writes are durable has no sync.
       // The rows are encoded (pure, ~9 ms for 2,500 rows) while the fsync runs on the thread pool.
+      // An encode that throws fails the group before anything was sent: no epoch ends.
       const coord = await this.ctx.coord();
       const syncing = begun.length > 0 ? coord.sync?.() : undefined;
       syncing?.catch(() => undefined); // awaited below; a failed encode must not leave it unhandled
