@@ -94,3 +94,8 @@ const patched = tableModule.LocalTable?.prototype.__dgclFastAdd === true;
 export function commitData(rows: readonly EventRow[]): unknown {
   return patched ? new EncodedRows(rows) : rowsToArrow(rows);
 }
+
+/** The rows of `commitData`'s answer as an Arrow table, and their encoded size in bytes. */
+export function committedRows(data: unknown): { table: ReturnType<typeof rowsToArrow>; bytes: number } | null {
+  return isEncoded(data) ? { table: data.table as ReturnType<typeof rowsToArrow>, bytes: data.ipc.byteLength } : null;
+}

@@ -21,12 +21,13 @@ import type { CoordStore } from '../coord/types.ts';
 import type { Lease, LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
+import { Table as ArrowTable } from 'apache-arrow';
 import { guardDecision } from './delete-guard.ts';
 import { deletedThrough } from './deleted.ts';
 import { claimKey, floorDir, floorKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
-import { commitData } from './lance-add.ts';
+import { commitData, committedRows } from './lance-add.ts';
 import { mergeGeneration, type MergeHooks } from './merge.ts';
 import type { LogReader } from './reader.ts';
 import { sqlIn, type LanceTables, type Table } from './tables.ts';
@@ -77,6 +78,12 @@ const DELETED_MARKER = 'deleted';
 /** Tries of an item marker PUT (each with a new body) before the group fails. */
 const MARKER_PUT_ATTEMPTS = 3;
 
+/**
+ * Bytes of encoded rows a writer keeps per own generation to merge it from memory; a bigger one
+ * is read back for its merge (the read's per-commit cost is then small beside its rows).
+ */
+const MERGE_COPY_MAX_BYTES = 32 * 1024 * 1024;
+
 /** Placeholder epoch for a validation pass before the slot is taken; never written. */
 const PENDING_EPOCH = 'pending';
 
@@ -108,6 +115,14 @@ export class ShardWriter {
    * cost grows with every commit until the merge).
    */
   private ownRows = new Map<string, EventRow[]>();
+  /**
+   * Merge copies: the Arrow rows of every confirmed commit to an own generation, by generation
+   * (null: over MERGE_COPY_MAX_BYTES, read back instead). Its only writer, whose every commit
+   * either was confirmed or ended the epoch (and with it the generation's merge by this
+   * writer), knows its rows: reading them back cost a file open per commit, most of a merge.
+   * Kept and dropped with ownRows.
+   */
+  private mergeCopies = new Map<string, { tables: ArrowTable[]; rows: number; bytes: number } | null>();
   /** Tracks of items this writer sequenced (LRU, `cachedItems`); see plan(). */
   private tracks = new Map<string, { track: ItemTrack; marker: string }>();
   /** Numbers this writer's marker bodies, so each PUT is told from every earlier one. */
@@ -194,6 +209,7 @@ export class ShardWriter {
     const gen = shardName(st.writerEpoch, st.generation);
     const writing = new Set(rows.map((r) => r.item_id));
     let committing = false;
+    let committed: ReturnType<typeof committedRows> = null;
     try {
       // Items we begin writing: mark them ours before the commit, so a writer that cached them
       // reads them again instead of trusting its copy. Each PUT has a body of its own (epoch +
@@ -218,6 +234,7 @@ export class ShardWriter {
       const syncing = begun.length > 0 ? coord.sync?.() : undefined;
       syncing?.catch(() => undefined); // awaited below; a failed encode must not leave it unhandled
       const data = commitData(rows);
+      committed = committedRows(data);
       await syncing;
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.ctx.tables.createShard(gen));
@@ -245,6 +262,7 @@ export class ShardWriter {
     const mine = this.ownRows.get(gen) ?? [];
     for (const r of rows) mine.push({ ...r, value_blob: null });
     this.ownRows.set(gen, mine);
+    this.keepCopy(gen, committed);
     for (const [id, track] of plan.tracks) {
       const marker = plan.ownMarkers.get(id);
       if (marker === undefined || plan.markers.get(id) !== marker) continue;
@@ -501,6 +519,7 @@ export class ShardWriter {
     // on fresh handles (ours were opened without read consistency).
     for (const gen of this.ownRows.keys()) this.ctx.tables.forget(gen);
     this.ownRows.clear();
+    this.mergeCopies.clear();
     this.tracks.clear();
   }
 
@@ -592,6 +611,31 @@ export class ShardWriter {
     return frozen;
   }
 
+  /** Add a confirmed commit's rows to its generation's merge copy (null: none kept for it). */
+  private keepCopy(gen: string, committed: ReturnType<typeof committedRows>): void {
+    const copy = this.mergeCopies.has(gen) ? this.mergeCopies.get(gen)! : { tables: [], rows: 0, bytes: 0 };
+    if (copy === null || committed === null || copy.bytes + committed.bytes > MERGE_COPY_MAX_BYTES) {
+      this.mergeCopies.set(gen, null);
+      return;
+    }
+    copy.tables.push(committed.table);
+    copy.rows += committed.table.numRows;
+    copy.bytes += committed.bytes;
+    this.mergeCopies.set(gen, copy);
+  }
+
+  /**
+   * The frozen generation's rows from its merge copy, when the copy holds as many rows as the
+   * generation has at the version merged (the handle's own count: no read); else undefined and
+   * the merge reads them. A mismatch cannot happen while every commit is confirmed or ends the
+   * epoch; the count is a cheap check of that.
+   */
+  private async copyOf(f: Frozen): Promise<ArrowTable | undefined> {
+    const copy = this.mergeCopies.get(f.name);
+    if (!copy || copy.rows !== (await f.table.countRows())) return undefined;
+    return new ArrowTable(copy.tables.flatMap((t) => t.batches));
+  }
+
   private async mergeFrozen(f: Frozen): Promise<{ mergedRows: number; shards: string[] }> {
     const version = await f.table.version();
     // A takeover may have sealed this generation below `version` (we were a zombie for a
@@ -607,8 +651,9 @@ export class ShardWriter {
       }
       throw e;
     }
-    const mergedRows = await mergeGeneration({ ...this.ctx, hooks: this.opts.hooks }, f.name, version);
+    const mergedRows = await mergeGeneration({ ...this.ctx, hooks: this.opts.hooks }, f.name, version, await this.copyOf(f));
     this.ownRows.delete(f.name);
+    this.mergeCopies.delete(f.name);
     return { mergedRows, shards: [f.name] };
   }
 
