@@ -142,6 +142,31 @@ describe('the item listing projection', () => {
     await expectProjected(A.log, 'a losing base copy, the older projection');
   });
 
+  it('counts a base version once per process: the next page reuses the count, a new version is counted again', async () => {
+    const { open } = setup();
+    const A = open({ slot: 0, slots: 1 });
+    await A.log.append(batches(12, 0));
+    await A.log.mergeOwnShard();
+    const { objects, tables } = whiteBox(A.log);
+    const cache = new ProjectionCache(objects);
+    const latest = (await tables.base(true))!;
+    const v1 = await latest.version();
+    const first = await cache.fragmentRowsOf(await tables.baseAt(v1));
+    expect(first).toEqual(await fragmentRows(await tables.baseAt(v1)));
+    // Another handle at the same version: the same count, not a second pass over the row ids.
+    expect(await cache.fragmentRowsOf(await new LanceTables(A.log.uri, undefined, objects).baseAt(v1))).toBe(first);
+
+    await A.log.append(batches(12, 1));
+    await A.log.mergeOwnShard();
+    const v2 = await latest.version();
+    expect(v2).toBeGreaterThan(v1);
+    const second = await cache.fragmentRowsOf(await tables.baseAt(v2));
+    expect(second).not.toBe(first);
+    expect(second).toEqual(await fragmentRows(await tables.baseAt(v2)));
+    expect([...second.values()].reduce((a, b) => a + b, 0)).toBe(await baseRows(A.log));
+    await expectListingsMatchFold(A.log, 'listed across a merge in one process');
+  });
+
   it('is not used when it does not describe the base, and listings still equal the folds', async () => {
     const { open } = setup();
     const A = open({ slot: 0, slots: 1 });

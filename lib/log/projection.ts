@@ -230,7 +230,24 @@ export class ProjectionCache {
   private held: Projection | null = null;
   /** Fragment documents by key: immutable, kept while the held projection names them. */
   private docs = new Map<string, ItemAggregate[]>();
+  /**
+   * The live rows per fragment of the last base version counted. A version of a dataset never
+   * changes, so a later listing at the same version (the next page) skips the pass over the
+   * row ids (~20 ms and a BigUint64Array of 8 bytes per row, per 10^6 rows).
+   */
+  private counted: { version: number; counts: Promise<ReadonlyMap<number, number>> } | null = null;
   constructor(private readonly objects: ObjectStore) {}
+
+  /** `fragmentRows` of `base` (a handle pinned at a version), once per version. */
+  async fragmentRowsOf(base: Table): Promise<ReadonlyMap<number, number>> {
+    const version = await base.version();
+    if (this.counted?.version !== version) {
+      const entry = { version, counts: fragmentRows(base) };
+      entry.counts.catch(() => this.counted === entry && (this.counted = null)); // a failed pass is made again
+      this.counted = entry;
+    }
+    return this.counted.counts;
+  }
 
   /**
    * The projection if it covers the base whose fragment rows `counting` gives. A process's first
@@ -252,6 +269,7 @@ export class ProjectionCache {
   /** Forget what is held (the log is closed). */
   clear(): void {
     this.held = null;
+    this.counted = null;
     this.docs = new Map();
   }
 
@@ -292,7 +310,7 @@ export function projectedAggregates(reader: LogReader, tables: LanceTables, cach
   return reader.read(async (listing) => {
     const base = await pinnedBase(tables, listing);
     if (!base) return null;
-    const counting = fragmentRows(base);
+    const counting = cache.fragmentRowsOf(base);
     // Settled even when the projection is not needed (a rejection must not go unhandled).
     counting.catch(() => undefined);
     const p = await cache.covering(counting);
