@@ -2,10 +2,11 @@
  * A writer merges its own generations from the rows it committed (its merge copy), without
  * reading them back from the shard (lib/log/writer.ts, "merge copies"); a generation whose
  * copy would exceed MERGE_COPY_MAX_BYTES is read back. Either way the base ends up with every
- * row whole: fields and blob bytes as committed.
+ * row whole: fields and blob bytes as committed. The next generation is made a few commits before
+ * the rotation, so its first commit does not wait for it; close() retires it if it was never used.
  */
 import { randomBytes } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { MergeStep } from '../lib/log/merge.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { raceFixture, withFreshReader } from './support/race-kit.ts';
@@ -36,7 +37,7 @@ describe('merge copies', () => {
   it('merges its own generations from the rows it committed: no read of the shard, every row whole in the base', async () => {
     const { root, clock, leases, open } = setup();
     const c = mergeReadCounter();
-    const { log } = open({ mergeEveryCommits: 3, hooks: c.hooks, tableTap: c.tableTap });
+    const { log } = open({ slot: 0, mergeEveryCommits: 3, hooks: c.hooks, tableTap: c.tableTap });
     const blobs = new Map<string, Buffer>();
     const lastSeqs = new Map<string, number>();
     for (let i = 0; i < 8; i++) {
@@ -52,8 +53,12 @@ describe('merge copies', () => {
     expect(merged.shards.length).toBeGreaterThanOrEqual(1);
     expect(c.counts.shardReads).toBe(0);
 
+    // What is left of the writer: the generation it made ahead for its next commit, empty.
+    const left = async () => withFreshReader(root, leases, clock, async (reader) => (await reader.stats()).shards.map((s) => ({ name: s.name, rows: s.rows })));
+    expect(await left()).toEqual([{ name: expect.stringMatching(/-g000007$/), rows: 0 }]);
+    await log.close(); // retires it
+    expect(await left()).toEqual([]);
     await withFreshReader(root, leases, clock, async (reader) => {
-      expect((await reader.stats()).shards).toEqual([]); // everything is in the base now
       for (const [id, blob] of blobs) {
         const st = await reader.fold(id);
         expect(st.lastSeq).toBe(lastSeqs.get(id));
@@ -62,6 +67,26 @@ describe('merge copies', () => {
         expect(Buffer.from(await reader.blob(id, 'image')).equals(blob)).toBe(true);
       }
     });
+  });
+
+  it('makes the next generation ahead of the rotation, and its first commit does not make it again', async () => {
+    const { open } = setup();
+    const { log, objects } = open({ slot: 0, mergeEveryCommits: 8 });
+    const madeDuring: Array<{ key: string; append: number }> = [];
+    let append = 0;
+    objects.tap = { after: (op, key) => void (op === 'putIfAbsent' && key.includes('/gen.') && madeDuring.push({ key, append })) };
+    const next = async (i: number) => {
+      append = i;
+      return log.append([createBatch(`a${i}`)]);
+    };
+    for (let i = 1; i <= 4; i++) await next(i); // the 4th commit is 4 before the rotation at 8
+    append = 0; // between appends
+    await vi.waitFor(() => expect(madeDuring.map((m) => m.key)).toEqual([expect.stringMatching(/g000001$/), expect.stringMatching(/g000002$/)]), { timeout: 10_000 });
+    let last: Awaited<ReturnType<typeof next>> = [];
+    for (let i = 5; i <= 9; i++) last = await next(i); // 9: the first commit of generation 2
+    expect(madeDuring).toHaveLength(2);
+    const g2 = (await log.stats()).shards.find((s) => s.name.endsWith('g000002'));
+    expect(g2?.rows).toBe(last[0]!.eventIds.length);
   });
 
   it('reads back a generation whose copy would exceed the cap, and merges it whole', async () => {

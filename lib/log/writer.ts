@@ -28,7 +28,7 @@ import { claimKey, floorDir, floorKey, itemKey, shardName, tombKey, type Tombsto
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
 import { commitData, committedRows } from './lance-add.ts';
-import { mergeGeneration, type MergeHooks } from './merge.ts';
+import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
 import type { LogReader } from './reader.ts';
 import { sqlIn, type LanceTables, type Table } from './tables.ts';
 
@@ -79,10 +79,18 @@ const DELETED_MARKER = 'deleted';
 const MARKER_PUT_ATTEMPTS = 3;
 
 /**
- * Bytes of encoded rows a writer keeps per own generation to merge it from memory; a bigger one
- * is read back for its merge (the read's per-commit cost is then small beside its rows).
+ * Bytes of encoded rows a writer keeps in all its merge copies together (merges that keep
+ * failing queue generations); a generation whose commits would pass it is read back for its
+ * merge (the read's per-commit cost is then small beside its rows).
  */
 const MERGE_COPY_MAX_BYTES = 32 * 1024 * 1024;
+
+/**
+ * The next generation is made this many commits before the rotation (docs/design/shards.md,
+ * "Merge"): its making (~10-30 ms with its first fsync round, more beside a merge) is then done
+ * when its first commit comes, even when acks follow each other without a pause.
+ */
+const MAKE_AHEAD_COMMITS = 4;
 
 /** Placeholder epoch for a validation pass before the slot is taken; never written. */
 const PENDING_EPOCH = 'pending';
@@ -95,6 +103,8 @@ interface SlotState {
   generation: number;
   table: Table | null;
   commitsInGen: number;
+  /** The next generation, made MAKE_AHEAD_COMMITS before the rotation; taken by its first commit. */
+  creating: { gen: string; table: Promise<Table> } | null;
 }
 
 export class ShardWriter {
@@ -123,6 +133,8 @@ export class ShardWriter {
    * Kept and dropped with ownRows.
    */
   private mergeCopies = new Map<string, { tables: ArrowTable[]; rows: number; bytes: number } | null>();
+  /** Bytes of all merge copies together: at most MERGE_COPY_MAX_BYTES (failing merges queue generations). */
+  private copyBytes = 0;
   /** Tracks of items this writer sequenced (LRU, `cachedItems`); see plan(). */
   private tracks = new Map<string, { track: ItemTrack; marker: string }>();
   /** Numbers this writer's marker bodies, so each PUT is told from every earlier one. */
@@ -237,7 +249,7 @@ export class ShardWriter {
       committed = committedRows(data);
       await syncing;
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
-      const table = st.table ?? (st.table = await this.ctx.tables.createShard(gen));
+      const table = st.table ?? (st.table = await this.generationTable(st, gen));
       committing = true;
       await table.add(data as never);
       st.commitsInGen++;
@@ -258,16 +270,20 @@ export class ShardWriter {
       if (committing) await this.endEpoch(st, e);
       throw e instanceof DgclError ? e : new UnavailableError(`commit to shard ${gen} failed: ${errMsg(e)}`, { cause: e });
     }
-    // Confirmed: from here on the rows are visible to every read, forever.
-    const mine = this.ownRows.get(gen) ?? [];
-    for (const r of rows) mine.push({ ...r, value_blob: null });
-    this.ownRows.set(gen, mine);
-    this.keepCopy(gen, committed);
-    for (const [id, track] of plan.tracks) {
-      const marker = plan.ownMarkers.get(id);
-      if (marker === undefined || plan.markers.get(id) !== marker) continue;
-      this.tracks.delete(id); // re-insert: the Map's order is the LRU order
-      this.tracks.set(id, { track, marker });
+    // Confirmed: from here on the rows are visible to every read, forever. Remembered only while
+    // the slot is still ours: a background merge that found the epoch fenced dropped it (and all
+    // of the generation remembered so far) while this commit was being confirmed.
+    if (this.state === st) {
+      const mine = this.ownRows.get(gen) ?? [];
+      for (const r of rows) mine.push({ ...r, value_blob: null });
+      this.ownRows.set(gen, mine);
+      this.keepCopy(gen, committed);
+      for (const [id, track] of plan.tracks) {
+        const marker = plan.ownMarkers.get(id);
+        if (marker === undefined || plan.markers.get(id) !== marker) continue;
+        this.tracks.delete(id); // re-insert: the Map's order is the LRU order
+        this.tracks.set(id, { track, marker });
+      }
     }
     for (const old of this.tracks.keys()) {
       if (this.tracks.size <= this.opts.cachedItems) break;
@@ -291,12 +307,20 @@ export class ShardWriter {
     // Merge in the background: commits go on into the next generation meanwhile. A failed
     // merge is tried again after a later commit, and by close(); the maintainer merges what is
     // left once the epoch is sealed.
+    if (st.commitsInGen >= Math.max(1, this.opts.mergeEveryCommits - MAKE_AHEAD_COMMITS)) this.makeAhead(st);
     if (st.commitsInGen >= this.opts.mergeEveryCommits) {
       const f = this.rotate();
       if (f) this.frozen.push(f);
     }
     if (this.frozen.length > 0 && !this.merging) {
-      this.merging = this.mergeFrozenAll()
+      // The merge starts once the next generation exists: made by the next commit while the
+      // merge's base commit and fsync ran, it took several acks' time (the slowest acks). The
+      // merge's base commit still slows the ack it overlaps (Lance's runtime on 2 cores).
+      const ready = this.state?.creating?.table;
+      this.merging = (async () => {
+        await ready?.catch(() => undefined);
+        return this.mergeFrozenAll();
+      })()
         .catch(() => undefined)
         .finally(() => {
           this.merging = null;
@@ -506,7 +530,7 @@ export class ShardWriter {
       await this.ctx.leases.release(lease).catch(() => undefined);
       throw e;
     }
-    this.state = { slot, lease, writerEpoch, keeper, generation: 1, table: null, commitsInGen: 0 };
+    this.state = { slot, lease, writerEpoch, keeper, generation: 1, table: null, commitsInGen: 0, creating: null };
     return this.state;
   }
 
@@ -520,6 +544,7 @@ export class ShardWriter {
     for (const gen of this.ownRows.keys()) this.ctx.tables.forget(gen);
     this.ownRows.clear();
     this.mergeCopies.clear();
+    this.copyBytes = 0;
     this.tracks.clear();
   }
 
@@ -611,17 +636,68 @@ export class ShardWriter {
     return frozen;
   }
 
+  /**
+   * Make the next generation now, MAKE_AHEAD_COMMITS before the rotation, in the background, so
+   * that its first commit does not wait for its making. Until that commit it is an empty
+   * generation, as a new one is for a moment anyway; one never committed to is retired by
+   * close(), or merged (empty) by the maintainer once its epoch is sealed. Its name is never
+   * used for another: the next rotation moves on to it, and close() ends the epoch.
+   */
+  private makeAhead(st: SlotState): void {
+    const gen = shardName(st.writerEpoch, st.generation + 1);
+    if (this.state !== st || this.closing || st.creating?.gen === gen) return;
+    // Synced too: a new dataset's first fsync round also covers its creation's files and folders.
+    const table = this.ctx.tables.createShard(gen).then(async (t) => {
+      await this.ctx.tables.sync(gen);
+      return t;
+    });
+    table.catch(() => undefined); // its first commit makes it again
+    st.creating = { gen, table };
+  }
+
+  /** The table of generation `gen`: the one made ahead, or made now (again, if that failed: creating is idempotent). */
+  private generationTable(st: SlotState, gen: string): Promise<Table> {
+    const ahead = st.creating;
+    st.creating = null;
+    if (ahead?.gen !== gen) return this.ctx.tables.createShard(gen);
+    return ahead.table.catch(() => this.ctx.tables.createShard(gen));
+  }
+
+  /**
+   * close(): a generation made ahead and never committed to is retired (it is empty), so that
+   * no reader lists it after this writer is gone. One whose making failed leaves at most a
+   * dataset folder without its marker, which maintenance sweeps.
+   */
+  private async retireUnused(st: SlotState): Promise<void> {
+    const ahead = st.creating;
+    st.creating = null;
+    if (!ahead || st.table !== null) return;
+    try {
+      await ahead.table;
+    } catch {
+      return;
+    }
+    await retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, ahead.gen, { version: null, rows: 0 });
+  }
+
   /** Add a confirmed commit's rows to its generation's merge copy (null: none kept for it). */
   private keepCopy(gen: string, committed: ReturnType<typeof committedRows>): void {
     const copy = this.mergeCopies.has(gen) ? this.mergeCopies.get(gen)! : { tables: [], rows: 0, bytes: 0 };
-    if (copy === null || committed === null || copy.bytes + committed.bytes > MERGE_COPY_MAX_BYTES) {
+    if (copy === null || committed === null || this.copyBytes + committed.bytes > MERGE_COPY_MAX_BYTES) {
+      this.dropCopy(gen);
       this.mergeCopies.set(gen, null);
       return;
     }
     copy.tables.push(committed.table);
     copy.rows += committed.table.numRows;
     copy.bytes += committed.bytes;
+    this.copyBytes += committed.bytes;
     this.mergeCopies.set(gen, copy);
+  }
+
+  private dropCopy(gen: string): void {
+    this.copyBytes -= this.mergeCopies.get(gen)?.bytes ?? 0;
+    this.mergeCopies.delete(gen);
   }
 
   /**
@@ -641,7 +717,11 @@ export class ShardWriter {
     // A takeover may have sealed this generation below `version` (we were a zombie for a
     // while); then only the sealed part may reach the base, and the maintainer will do it.
     const seal = await this.ctx.reader.readSeal(f.st.writerEpoch);
-    if (seal) return { mergedRows: 0, shards: [] };
+    if (seal) {
+      // Fenced (a takeover sealed the epoch): the maintainer merges the sealed part.
+      if (this.state === f.st) this.dropSlot();
+      return { mergedRows: 0, shards: [] };
+    }
     try {
       await this.ctx.leases.assertCurrent(f.st.lease);
     } catch (e) {
@@ -653,7 +733,7 @@ export class ShardWriter {
     }
     const mergedRows = await mergeGeneration({ ...this.ctx, hooks: this.opts.hooks }, f.name, version, await this.copyOf(f));
     this.ownRows.delete(f.name);
-    this.mergeCopies.delete(f.name);
+    this.dropCopy(f.name);
     return { mergedRows, shards: [f.name] };
   }
 
@@ -667,6 +747,7 @@ export class ShardWriter {
     await this.exclusive(async () => {
       await this.mergeOwnUnlocked().catch(() => undefined);
       const st = this.state;
+      if (st) await this.retireUnused(st).catch(() => undefined);
       if (st) {
         this.dropSlot();
         this.unsealed = st;
