@@ -231,18 +231,20 @@ export class ProjectionCache {
   /** Fragment documents by key: immutable, kept while the held projection names them. */
   private docs = new Map<string, ItemAggregate[]>();
   /**
-   * The live rows per fragment of the last base version counted. A version of a dataset never
-   * changes, so a later listing at the same version (the next page) skips the pass over the
-   * row ids (~20 ms and a BigUint64Array of 8 bytes per row, per 10^6 rows).
+   * The live rows per fragment of the last pinned base handle counted. A version of a dataset
+   * never changes, so a later listing on the same handle (the next page: LanceTables.baseAt
+   * hands out one handle per version) skips the pass over the row ids (~20 ms and a
+   * BigUint64Array of 8 bytes per row, per 10^6 rows). Keyed by the handle, not the version
+   * number: a log deleted and made again at the same place numbers its versions from 1 again
+   * (review22 R1).
    */
-  private counted: { version: number; counts: Promise<ReadonlyMap<number, number>> } | null = null;
+  private counted: { base: Table; counts: Promise<ReadonlyMap<number, number>> } | null = null;
   constructor(private readonly objects: ObjectStore) {}
 
-  /** `fragmentRows` of `base` (a handle pinned at a version), once per version. */
-  async fragmentRowsOf(base: Table): Promise<ReadonlyMap<number, number>> {
-    const version = await base.version();
-    if (this.counted?.version !== version) {
-      const entry = { version, counts: fragmentRows(base) };
+  /** `fragmentRows` of `base` (a handle pinned at a version), once per handle. */
+  fragmentRowsOf(base: Table): Promise<ReadonlyMap<number, number>> {
+    if (this.counted?.base !== base) {
+      const entry = { base, counts: fragmentRows(base) };
       entry.counts.catch(() => this.counted === entry && (this.counted = null)); // a failed pass is made again
       this.counted = entry;
     }

@@ -142,6 +142,14 @@ export class ShardWriter {
   /** The background merge of a frozen generation, if one runs (one at a time). */
   private merging: Promise<unknown> | null = null;
   private exclusiveJobs: Array<() => Promise<void>> = [];
+  /**
+   * Dropped slots whose made-ahead generation no commit took (yet: the commit running when the
+   * slot was dropped may still take it). Retired between commits (retireAbandoned), so that
+   * nothing of them outlives close() (review22 W1).
+   */
+  private abandoned: SlotState[] = [];
+  /** Retirements of abandoned made-ahead generations in flight (awaited by close()). */
+  private retiring = new Set<Promise<void>>();
 
   constructor(
     private readonly ctx: { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore; coord: (o?: { create: boolean }) => Promise<CoordStore> },
@@ -199,6 +207,7 @@ export class ShardWriter {
       } catch (e) {
         for (const r of group) r.reject(e);
       }
+      this.retireAbandoned();
     }
   }
 
@@ -537,6 +546,7 @@ export class ShardWriter {
   private dropSlot(): void {
     const st = this.state;
     st?.keeper.stop();
+    if (st?.creating) this.abandoned.push(st);
     if (st) this.ctx.tables.forget(shardName(st.writerEpoch, st.generation));
     this.state = null;
     // A takeover decides what of our generations is visible (the seal): read them from storage,
@@ -671,13 +681,25 @@ export class ShardWriter {
   private async retireUnused(st: SlotState): Promise<void> {
     const ahead = st.creating;
     st.creating = null;
-    if (!ahead || st.table !== null) return;
-    try {
-      await ahead.table;
-    } catch {
-      return;
-    }
+    // Taken by no commit (a commit takes it before it adds anything), so empty. Retired even if
+    // its making failed: it may have failed after its marker landed (review22 W2).
+    if (!ahead) return;
+    await ahead.table.catch(() => undefined);
     await retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, ahead.gen, { version: null, rows: 0 });
+  }
+
+  /**
+   * Between commits: retire the made-ahead generations of dropped slots that no commit took
+   * (none can any more: only the commit running when its slot was dropped could). In the
+   * background; close() waits for them.
+   */
+  private retireAbandoned(): void {
+    for (const st of this.abandoned.splice(0)) {
+      const p: Promise<void> = this.retireUnused(st)
+        .catch(() => undefined) // what is left is the maintainer's (a sealed epoch's generation)
+        .finally(() => this.retiring.delete(p));
+      this.retiring.add(p);
+    }
   }
 
   /** Add a confirmed commit's rows to its generation's merge copy (null: none kept for it). */
@@ -753,6 +775,8 @@ export class ShardWriter {
         this.unsealed = st;
       }
       this.frozen = [];
+      this.retireAbandoned();
+      await Promise.allSettled([...this.retiring]);
       await this.sealUnsealed();
     });
     this.closed = true;
