@@ -93,8 +93,8 @@ describe('merge copies', () => {
     const { root, clock, leases, open } = setup();
     const c = mergeReadCounter();
     const { log } = open({ mergeEveryCommits: 1_000, hooks: c.hooks, tableTap: c.tableTap });
-    // Two 20 MB blobs in one generation: 40 MB of encoded rows, over the 32 MiB cap.
-    const big = [randomBytes(20 * 1024 * 1024), randomBytes(20 * 1024 * 1024)];
+    // Two 5 MiB blobs in one generation: 10 MiB of encoded rows, over the 8 MiB cap.
+    const big = [randomBytes(5 * 1024 * 1024), randomBytes(5 * 1024 * 1024)];
     for (let i = 0; i < 2; i++) await log.append([createBatch(`big${i}`, { set: { image: { $blob: big[i]!.toString('base64') } } })]);
     await log.mergeOwnShard();
     expect(c.counts.merges).toBe(1);

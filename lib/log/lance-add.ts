@@ -95,7 +95,7 @@ export function commitData(rows: readonly EventRow[]): unknown {
   return patched ? new EncodedRows(rows) : rowsToArrow(rows);
 }
 
-/** The rows of `commitData`'s answer as an Arrow table, and their encoded size in bytes. */
-export function committedRows(data: unknown): { table: ReturnType<typeof rowsToArrow>; bytes: number } | null {
-  return isEncoded(data) ? { table: data.table as ReturnType<typeof rowsToArrow>, bytes: data.ipc.byteLength } : null;
+/** The encoded size in bytes of `commitData`'s answer (null: not encoded, the patch is not live). */
+export function committedBytes(data: unknown): number | null {
+  return isEncoded(data) ? data.ipc.byteLength : null;
 }

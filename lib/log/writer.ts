@@ -21,13 +21,14 @@ import type { CoordStore } from '../coord/types.ts';
 import type { Lease, LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
-import { Table as ArrowTable } from 'apache-arrow';
+import type { Table as ArrowTable } from 'apache-arrow';
+import { rowsToArrow } from '../schema.ts';
 import { guardDecision } from './delete-guard.ts';
 import { deletedThrough } from './deleted.ts';
 import { claimKey, floorDir, floorKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
-import { commitData, committedRows } from './lance-add.ts';
+import { commitData, committedBytes } from './lance-add.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
 import type { LogReader } from './reader.ts';
 import { sqlIn, type LanceTables, type Table } from './tables.ts';
@@ -79,11 +80,13 @@ const DELETED_MARKER = 'deleted';
 const MARKER_PUT_ATTEMPTS = 3;
 
 /**
- * Bytes of encoded rows a writer keeps in all its merge copies together (merges that keep
- * failing queue generations); a generation whose commits would pass it is read back for its
- * merge (the read's per-commit cost is then small beside its rows).
+ * Bytes of rows (as encoded for their commits) a writer keeps in all its merge copies together
+ * (merges that keep failing queue generations); a generation whose commits would pass it is
+ * read back for its merge. Small generations are the ones the copy helps: a generation's read
+ * costs a file open per commit whatever its rows, and the copy is encoded again as one batch on
+ * the event loop (~1 ms per 1,000 small rows).
  */
-const MERGE_COPY_MAX_BYTES = 32 * 1024 * 1024;
+const MERGE_COPY_MAX_BYTES = 8 * 1024 * 1024;
 
 /**
  * The next generation is made this many commits before the rotation (docs/design/shards.md,
@@ -126,13 +129,13 @@ export class ShardWriter {
    */
   private ownRows = new Map<string, EventRow[]>();
   /**
-   * Merge copies: the Arrow rows of every confirmed commit to an own generation, by generation
-   * (null: over MERGE_COPY_MAX_BYTES, read back instead). Its only writer, whose every commit
+   * Merge copies: the rows (blobs included) of every confirmed commit to an own generation, by
+   * generation (null: over MERGE_COPY_MAX_BYTES, read back instead). Its only writer, whose every commit
    * either was confirmed or ended the epoch (and with it the generation's merge by this
    * writer), knows its rows: reading them back cost a file open per commit, most of a merge.
    * Kept and dropped with ownRows.
    */
-  private mergeCopies = new Map<string, { tables: ArrowTable[]; rows: number; bytes: number } | null>();
+  private mergeCopies = new Map<string, { commits: EventRow[][]; rows: number; bytes: number } | null>();
   /** Bytes of all merge copies together: at most MERGE_COPY_MAX_BYTES (failing merges queue generations). */
   private copyBytes = 0;
   /** Tracks of items this writer sequenced (LRU, `cachedItems`); see plan(). */
@@ -230,7 +233,7 @@ export class ShardWriter {
     const gen = shardName(st.writerEpoch, st.generation);
     const writing = new Set(rows.map((r) => r.item_id));
     let committing = false;
-    let committed: ReturnType<typeof committedRows> = null;
+    let committed: number | null = null;
     try {
       // Items we begin writing: mark them ours before the commit, so a writer that cached them
       // reads them again instead of trusting its copy. Each PUT has a body of its own (epoch +
@@ -255,7 +258,7 @@ export class ShardWriter {
       const syncing = begun.length > 0 ? coord.sync?.() : undefined;
       syncing?.catch(() => undefined); // awaited below; a failed encode must not leave it unhandled
       const data = commitData(rows);
-      committed = committedRows(data);
+      committed = committedBytes(data);
       await syncing;
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.generationTable(st, gen));
@@ -286,7 +289,7 @@ export class ShardWriter {
       const mine = this.ownRows.get(gen) ?? [];
       for (const r of rows) mine.push({ ...r, value_blob: null });
       this.ownRows.set(gen, mine);
-      this.keepCopy(gen, committed);
+      this.keepCopy(gen, rows, committed);
       for (const [id, track] of plan.tracks) {
         const marker = plan.ownMarkers.get(id);
         if (marker === undefined || plan.markers.get(id) !== marker) continue;
@@ -703,17 +706,17 @@ export class ShardWriter {
   }
 
   /** Add a confirmed commit's rows to its generation's merge copy (null: none kept for it). */
-  private keepCopy(gen: string, committed: ReturnType<typeof committedRows>): void {
-    const copy = this.mergeCopies.has(gen) ? this.mergeCopies.get(gen)! : { tables: [], rows: 0, bytes: 0 };
-    if (copy === null || committed === null || this.copyBytes + committed.bytes > MERGE_COPY_MAX_BYTES) {
+  private keepCopy(gen: string, rows: EventRow[], bytes: number | null): void {
+    const copy = this.mergeCopies.has(gen) ? this.mergeCopies.get(gen)! : { commits: [], rows: 0, bytes: 0 };
+    if (copy === null || bytes === null || this.copyBytes + bytes > MERGE_COPY_MAX_BYTES) {
       this.dropCopy(gen);
       this.mergeCopies.set(gen, null);
       return;
     }
-    copy.tables.push(committed.table);
-    copy.rows += committed.table.numRows;
-    copy.bytes += committed.bytes;
-    this.copyBytes += committed.bytes;
+    copy.commits.push(rows);
+    copy.rows += rows.length;
+    copy.bytes += bytes;
+    this.copyBytes += bytes;
     this.mergeCopies.set(gen, copy);
   }
 
@@ -731,7 +734,10 @@ export class ShardWriter {
   private async copyOf(f: Frozen): Promise<ArrowTable | undefined> {
     const copy = this.mergeCopies.get(f.name);
     if (!copy || copy.rows !== (await f.table.countRows())) return undefined;
-    return new ArrowTable(copy.tables.flatMap((t) => t.batches));
+    // One record batch: LanceDB's mergeInsert re-encodes what it is given batch by batch in its
+    // own copy of apache-arrow, and a batch per commit (64 of 10 rows) blocked the event loop
+    // for 16-70 ms (one batch: 3-13 ms).
+    return rowsToArrow(copy.commits.flat());
   }
 
   private async mergeFrozen(f: Frozen): Promise<{ mergedRows: number; shards: string[] }> {
