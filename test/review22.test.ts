@@ -39,6 +39,13 @@ const META = '_dgcl/meta';
 const { setup } = raceFixture(TTL);
 
 /** What of generation `gen` is on disk: its `gen.` marker, its dataset folder. */
+/** W's first batch acked (generation 1 made): its epoch, the name of its next generation, the acks so far. */
+async function firstAck(W: TestLog) {
+  const acks: Ack[] = [...(await W.log.append([createBatch('a')]))];
+  const epoch = W.log.writerEpoch!;
+  return { acks, epoch, next: `${epoch}-g000002` };
+}
+
 function onDisk(t: TestLog, gen: string) {
   return {
     marker: existsSync(path.join(t.log.uri, META, `gen.${gen}`)),
@@ -101,10 +108,7 @@ describe('W1: a generation being made when the slot is dropped outlives close()'
         },
       },
     });
-    const acks: Ack[] = [];
-    acks.push(...(await W.log.append([createBatch('a')])));
-    const epoch = W.log.writerEpoch!;
-    const next = `${epoch}-g000002`;
+    const { acks, epoch, next } = await firstAck(W);
     const making = new Pause();
     const landed = new Gate();
     W.objects.tap.before = async (op, key) => {
@@ -134,10 +138,7 @@ describe('W2: close() does not retire a made-ahead generation whose making rejec
   it('the marker PUT answer is lost: the empty generation is sealed into the epoch and stays after close()', async () => {
     const { root, clock, leases, open } = setup();
     const W = open({ mergeEveryCommits: 6 });
-    const acks: Ack[] = [];
-    acks.push(...(await W.log.append([createBatch('a')])));
-    const epoch = W.log.writerEpoch!;
-    const next = `${epoch}-g000002`;
+    const { acks, epoch, next } = await firstAck(W);
     const landed = new Gate();
     W.objects.tap.after = (op, key) => {
       if (op === 'putIfAbsent' && key === `${META}/gen.${next}`) {
@@ -160,11 +161,8 @@ describe('checked: a made-ahead generation beside takeovers and readers', () => 
   it('a takeover seals the epoch while the making is in flight: its marker lands after the seal, nothing waits, the maintainer sweeps it', async () => {
     const { root, clock, leases, open } = setup();
     const W = open({ slots: 2, mergeEveryCommits: 6 });
-    const acks: Ack[] = [];
-    acks.push(...(await W.log.append([createBatch('a')])));
-    const epoch = W.log.writerEpoch!;
+    const { acks, epoch, next } = await firstAck(W);
     const slot = Number(/^s(\d+)-/.exec(epoch)![1]);
-    const next = `${epoch}-g000002`;
     const making = new Pause();
     W.objects.tap.before = async (op, key) => {
       if (op === 'putIfAbsent' && key === `${META}/gen.${next}`) await making.hit();
@@ -195,10 +193,7 @@ describe('checked: a made-ahead generation beside takeovers and readers', () => 
   it('a reader that listed the made-ahead generation while close() retires it starts over and sees every ack', async () => {
     const { root, clock, leases, open } = setup();
     const W = open({ mergeEveryCommits: 6 });
-    const acks: Ack[] = [];
-    acks.push(...(await W.log.append([createBatch('a')])));
-    const epoch = W.log.writerEpoch!;
-    const next = `${epoch}-g000002`;
+    const { acks, epoch, next } = await firstAck(W);
     const made = new Gate();
     W.objects.tap.after = (op, key) => {
       if (op === 'putIfAbsent' && key === `${META}/gen.${next}`) made.resolve();
