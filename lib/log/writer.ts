@@ -677,9 +677,8 @@ export class ShardWriter {
   }
 
   /**
-   * close(): a generation made ahead and never committed to is retired (it is empty), so that
-   * no reader lists it after this writer is gone. One whose making failed leaves at most a
-   * dataset folder without its marker, which maintenance sweeps.
+   * Retire the slot's made-ahead generation that no commit took (close(), and retireAbandoned
+   * for a dropped slot), so that no reader lists it after this writer is gone.
    */
   private async retireUnused(st: SlotState): Promise<void> {
     const ahead = st.creating;
