@@ -43,7 +43,7 @@ const { setup } = raceFixture(TTL);
 
 interface WriterInternals {
   state: unknown;
-  ownRows: Map<string, unknown[]>;
+  ownRows: Map<string, Array<{ event_id: string }>>;
   mergeCopies: Map<string, { commits: unknown[]; rows: number; bytes: number } | null>;
   frozen: unknown[];
   dropSlot(): void;
@@ -88,8 +88,9 @@ async function fencedMergeDuringCommit(open: OpenTestLog, clock: ManualClock) {
   acks.push(...(await W.log.append([createBatch('b')]))); // generation 1 frozen, merge starts
   await mergePause.reached.promise;
   acks.push(...(await W.log.append([stepBatch('x', 1)]))); // generation 2, first commit
-  const gen2 = [...w.ownRows.keys()].find((g) => g.endsWith('g000002'))!;
-  expect(gen2).toBeDefined();
+  // The scenario's precondition: that commit, and only it, is what W remembers of generation 2.
+  const gen2 = `${epoch}-g000002`;
+  expect(w.ownRows.get(gen2)?.map((r) => r.event_id), `own rows of ${gen2}`).toEqual(acks.at(-1)!.eventIds);
 
   // y's commit: its epoch check passed, held before the group goes on.
   holdNextCommitCheck = true;
