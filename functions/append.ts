@@ -62,6 +62,7 @@ async function appendDirect(event: unknown, context: Context, config: HandlerCon
   const fresh = countAcks(entry, acks);
   logger.info('appended', { pipeline: input.pipeline, experiment: input.experiment, batches: acks.length, fresh, duplicates: acks.length - fresh });
   await maybeMerge(entry, config, deadline);
+  await settleMerges(entry, deadline);
   return { acks };
 }
 
@@ -183,6 +184,7 @@ async function appendSqs(raw: unknown[], context: Context, config: HandlerConfig
   logger.info('appended SQS records', { records: raw.length, experiments: groups.size, fresh, duplicates, failed: failures.length, invalid });
 
   for (const entry of entries) await maybeMerge(entry, config, deadline);
+  for (const entry of entries) await settleMerges(entry, deadline);
   return { batchItemFailures: failures };
 }
 
@@ -273,6 +275,18 @@ function countAcks(entry: CachedLog, acks: readonly Ack[]): number {
   metrics.addMetric('Acks', MetricUnit.Count, fresh);
   metrics.addMetric('Duplicates', MetricUnit.Count, acks.length - fresh);
   return fresh;
+}
+
+/**
+ * Wait (within the deadline) for the merge the log started in the background, if one runs: the
+ * container is frozen once the handler returns, and a merge frozen between its epoch check and
+ * its base commit, thawed after a takeover and a purge, can put a deleted item's rows back
+ * (docs/design/deletion.md, "Stalled mergers"). The acks are durable already; this only delays
+ * the answer, by the rest of a merge.
+ */
+async function settleMerges(entry: CachedLog, deadline: number): Promise<void> {
+  const r = await beforeDeadline(entry.log.idle(), deadline);
+  if (!r.done) logger.warn('a background merge is still running at the deadline; the container may freeze it', { pipeline: entry.pipeline, experiment: entry.experiment });
 }
 
 /**

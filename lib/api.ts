@@ -81,7 +81,10 @@ export interface MaintenanceReport {
   deletedClaims: number;
   /** Deleted items whose rows were removed from the base and whose tombstone was dropped. */
   purgedItems: number;
-  /** Deleted items still waiting: younger than the retention, or with rows in a live writer's shard. */
+  /**
+   * Deleted items still waiting: younger than the retention, with rows in a live writer's shard,
+   * or removed from the base less than the retention ago (the tombstone outlasts stalled mergers).
+   */
   pendingDeletions: number;
   /** Dataset folders of generations no reader may see (zombie writes, crashed creations), deleted. */
   sweptShards: string[];
@@ -130,6 +133,14 @@ export interface CheckpointLog {
   deleteItem(itemId: string, options?: DeleteOptions): Promise<DeleteResult>;
   /** Merge this writer's own shard into the base (idempotent, crash-safe). */
   mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }>;
+  /**
+   * Resolves once no merge this writer started in the background (every `mergeEveryCommits`
+   * commits) is running. Call it before a process may be frozen with the log open (a Lambda
+   * handler returning): a merge frozen between its epoch check and its base commit, and thawed
+   * after a takeover and a purge, can put a deleted item's rows back (docs/design/deletion.md,
+   * "Stalled mergers").
+   */
+  idle(): Promise<void>;
   /** Elected-maintainer work: merge orphaned shards, compact, index, clean up. */
   maintain(): Promise<MaintenanceReport>;
   stats(): Promise<LogStats>;

@@ -76,7 +76,11 @@ export interface OpenLogOptions {
   versionRetentionMs?: number;
   /** Claims older than this are deleted (by maintenance, or the lease table's TTL) (default 1 h). */
   claimRetentionMs?: number;
-  /** Deleted items' rows are purged by maintenance once the deletion is this old (default 1 h). */
+  /**
+   * Deleted items' rows are purged by maintenance once the deletion is this old (default 1 h),
+   * and the tombstone stays this long after their last removal (docs/design/deletion.md,
+   * "Stalled mergers").
+   */
   deletionRetentionMs?: number;
   /**
    * Where a new log keeps its item markers and claims: 'table' (default; env `DGCL_COORDINATION`):

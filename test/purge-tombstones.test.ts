@@ -26,6 +26,9 @@ describe('purge with unreadable tombstones', () => {
 
     clock.advance(2 * 3_600_000); // past the deletion retention
     const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
+    // The first pass removes the rows; the tombstone stays one retention more (stalled mergers).
+    expect((await M.log.maintain()).pendingDeletions).toBe(1);
+    clock.advance(3_600_000);
     const rep = await M.log.maintain();
     expect(rep.purgedItems, 'the valid tombstone was purged').toBe(1);
     expect(rep.failures.map((f) => [f.step, f.code])).toEqual([['deletions', 'CORRUPT']]);

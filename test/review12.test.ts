@@ -86,17 +86,25 @@ describe('review12 F2: a purge pass that stops between its commit and dropping t
     await A.log.close();
     clock.advance(2 * 3_600_000); // past the deletion retention (1 h)
 
-    // Pass 1: the purge commits, then stops at its first request after the commit (the listing
-    // of the projection folder by dropFragmentDocs: a crash or an error there); the projection
-    // step of the pass fails too (its writes refused), as in test/projection.test.ts.
+    // Pass 1: the purge stops at its first request after its checks (the listing of the
+    // projection folder by dropStaleDocs: a crash or an error there); the projection step of
+    // the pass fails too (its writes refused), as in test/projection.test.ts.
     let purgeStopped = false;
+    let stopArmed = false;
     M.objects.tap.before = (op, key) => {
-      if (op === 'list' && key === PROJECTION_DIR && !purgeStopped) {
+      if (op === 'list' && key === PROJECTION_DIR && stopArmed && !purgeStopped) {
         purgeStopped = true;
         throw new Error('the purge stops here (crash after its commit)');
       }
       if ((op === 'put' || op === 'putIfAbsent') && key.startsWith(PROJECTION_DIR)) throw new Error('projection writes refused by the test');
     };
+    // Pass 0: the purge commits (the rows leave the base); the tombstone stays one retention
+    // more (stalled mergers), so the documents are dropped by the pass that drops it.
+    const removal = await M.log.maintain();
+    expect([removal.purgedItems, removal.pendingDeletions]).toEqual([0, 1]);
+    expect(await docsMentioning('the doomed item says hi'), 'still a document of a rewritten fragment').not.toEqual([]);
+    clock.advance(3_600_000);
+    stopArmed = true;
     const first = await M.log.maintain();
     expect(purgeStopped, 'the purge reached the point after its commit').toBe(true);
     expect(first.purgedItems).toBe(0);

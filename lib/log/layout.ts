@@ -18,6 +18,8 @@
  *                                              (these folders) or `table <id>` (the lease table,
  *                                              same keys under `<pipeline>/<experiment>/<id>/`)
  *   log.lance/_dgcl/items/<hash of itemId>      the writer epoch that last began writing the item
+ *   log.lance/_dgcl/deleted/<hash>/<seq>        a delete of the item through seq (kept for good)
+ *   log.lance/_dgcl/purged/<tomb name>/<ms>     a purge removed the tombstone's rows at ms (maintenance only)
  *
  * `<shard>` is `<writerEpoch>-g<generation>`, e.g. `s03-e000007-g000002`.
  */
@@ -33,6 +35,14 @@ export const ITEMS_DIR = '_dgcl/items';
  * that lands late can only add a lower seq, never lower the highest.
  */
 export const DELETED_DIR = '_dgcl/deleted';
+/**
+ * Per tombstone whose item's rows the purge removed from the base, one empty object per removal
+ * named by the maintainer's time of it (`<tomb name>/<ms>`): the tombstone stays until the latest
+ * is a grace old, so that a merger stalled across the purge cannot bring the rows back unseen
+ * (docs/design/deletion.md, "Stalled mergers"). Immutable names, like DELETED_DIR's: a PUT that
+ * lands late only adds an earlier time, never moves the latest back.
+ */
+export const PURGED_DIR = '_dgcl/purged';
 
 export interface ShardName {
   name: string;
@@ -73,6 +83,7 @@ export const itemKey = (itemId: string) => `${ITEMS_DIR}/${itemHash(itemId)}`;
 /** Seqs in tombstone names are zero-padded so names sort by seq. */
 export const floorDir = (itemId: string) => `${DELETED_DIR}/${itemHash(itemId)}`;
 export const floorKey = (itemId: string, throughSeq: number) => `${floorDir(itemId)}/${String(throughSeq).padStart(12, '0')}`;
+export const purgedDir = (tombName: string) => `${PURGED_DIR}/${tombName}`;
 export const tombKey = (itemId: string, throughSeq: number) => `${META_DIR}/tomb.${itemHash(itemId)}.${String(throughSeq).padStart(12, '0')}`;
 
 /** A tombstone's body: which item, through which seq, when (the deleter's clock). */

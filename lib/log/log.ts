@@ -281,6 +281,10 @@ export class LanceCheckpointLog implements CheckpointLog {
     return this.writer.mergeOwn();
   }
 
+  async idle(): Promise<void> {
+    await this.writer?.idle();
+  }
+
   /** `onProgress` is told after each step (the CLI's progress bar). */
   async maintain(options: { onProgress?: MaintainProgress } = {}): Promise<MaintenanceReport> {
     if (this.closed) throw new InternalError('the log is closed: open it again to maintain it');

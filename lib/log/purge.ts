@@ -3,7 +3,9 @@
  * the retention: wait while any visible shard generation still holds the item's deleted rows
  * (a live writer's, merged by it later; sealed ones were merged earlier in the same pass); else
  * rewrite the base fragments holding them without them, in ONE Lance commit, delete the
- * item's claims, and drop the tombstone once the base holds none of them any more. The rows'
+ * item's claims, and drop the tombstone once the base holds none of them any more and the last
+ * removal is the retention old (a merger stalled across the purge may still bring them back
+ * until then, hidden by the tombstone and removed again: "Stalled mergers" there). The rows'
  * bytes leave the disk when the compaction step's cleanup prunes the versions before the purge
  * (after `versionRetentionMs`). The `item_id` index is rebuilt after a purge that removed rows,
  * since its files hold the ids of the rows it indexed.
@@ -11,7 +13,8 @@
 import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../clock.ts';
 import type { ObjectStore } from '../storage/objects.ts';
-import { claimKey, META_DIR, parseMetaNames, tombKey, type Tombstone } from './layout.ts';
+import { claimKey, META_DIR, parseMetaNames, purgedDir, tombKey, type Tombstone } from './layout.ts';
+import { CorruptError } from '../errors.ts';
 import type { CoordStore } from '../coord/types.ts';
 import type { LogReader } from './reader.ts';
 import { sqlString, type LanceTables, type Table } from './tables.ts';
@@ -60,7 +63,18 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
       out.pendingDeletions++;
       continue;
     }
-    if (base) {
+    // A merger that checked its epoch before a takeover, then stalled (a frozen Lambda
+    // container, a long pause), may still commit the item's rows into the base after the
+    // takeover merged its generation and this purge removed them. While the tombstone stands
+    // they stay hidden, and a later pass removes them again; so the tombstone stays until the
+    // last removal is the retention old: only a merger stalled longer than that can bring them
+    // back (docs/design/deletion.md, "Stalled mergers").
+    const records = purgedDir(name);
+    let lastRemovalMs = await latestRemoval(ctx.objects, records);
+    if (base && (await base.countRows(doomed)) > 0) {
+      // Recorded before the commit: the grace runs from before the rows went.
+      lastRemovalMs = o.clock.nowMs();
+      await ctx.objects.putIfAbsent(`${records}/${String(lastRemovalMs).padStart(15, '0')}`, '');
       const checkpoints = await purgeBase(base, doomed);
       // The purge commit must outlive a power loss before the tombstone goes (local roots).
       if (checkpoints.length > 0) await ctx.tables.sync('base');
@@ -72,6 +86,16 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
         out.pendingDeletions++;
         continue;
       }
+    }
+    if (lastRemovalMs === null) {
+      // No removal on record (the rows never reached the base, or a tombstone from before these
+      // records): a merger may still be on its way with them, so the grace starts now.
+      lastRemovalMs = o.clock.nowMs();
+      await ctx.objects.putIfAbsent(`${records}/${String(lastRemovalMs).padStart(15, '0')}`, '');
+    }
+    if (o.clock.nowMs() - lastRemovalMs < o.deletionRetentionMs) {
+      out.pendingDeletions++;
+      continue;
     }
     done.push(key);
   }
@@ -87,10 +111,24 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
     await dropStaleDocs(ctx.objects, base);
   }
   for (const key of done) {
+    // The records first: a pass that stops between the two finds a tombstone without records,
+    // and waits the grace again (the other order would leave records nothing ever deletes).
+    await ctx.objects.deletePrefix(purgedDir(key.slice(META_DIR.length + 1)));
     await ctx.objects.delete(key);
     out.purgedItems++;
   }
   return out;
+}
+
+/** The latest removal on record under `records` (ms on the maintainer's clock), or null. */
+async function latestRemoval(objects: ObjectStore, records: string): Promise<number | null> {
+  let latest: number | null = null;
+  for (const name of await objects.list(records)) {
+    const ms = Number(name);
+    if (!/^\d{15}$/.test(name) || !Number.isSafeInteger(ms)) throw new CorruptError(`purge record ${records}/${name} is not a time`);
+    latest = Math.max(latest ?? 0, ms);
+  }
+  return latest;
 }
 
 /** The tombstone, or null when the body is not one. */

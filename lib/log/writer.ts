@@ -606,6 +606,17 @@ export class ShardWriter {
     });
   }
 
+  /**
+   * Resolves once nothing is being committed and no background merge runs. The commit loop
+   * first: a commit answers its callers before it starts the merge it triggers.
+   */
+  async idle(): Promise<void> {
+    while (this.running || this.merging) {
+      await this.running?.catch(() => undefined);
+      await this.merging;
+    }
+  }
+
   /** Merge the own shard into the base now (between commits). */
   mergeOwn(): Promise<{ mergedRows: number; shards: string[] }> {
     return this.exclusive(() => this.mergeOwnUnlocked());

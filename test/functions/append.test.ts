@@ -249,6 +249,32 @@ describe('append handler: warm container', () => {
   });
 });
 
+describe('append handler: background merges', () => {
+  it('returns only once the merge its commits started in the background has committed (a frozen container must not hold one)', async () => {
+    const e = uniq('e');
+    // One commit per invocation: the 64th (mergeEveryCommits) rotates the generation and
+    // starts its merge in the background, after the acks were answered.
+    await append({ pipeline: 'p', experiment: e, batches: [createBatch('a')] }, ctx());
+    const entry = await logCache.get(readConfig(), 'p', e, { leaseTtlMs: 60_000 });
+    // White-box: what runs in the background of the cached log at the moment a handler returns.
+    const writer = (entry.log as unknown as { writer: { merging: unknown; running: unknown } }).writer;
+    let mergeSeen = false;
+    for (let i = 1; i < 64; i++) {
+      await append({ pipeline: 'p', experiment: e, batches: [stepBatch('a', i)] }, ctx());
+      expect([writer.merging, writer.running], `background work when invocation ${i + 1} returned`).toEqual([null, null]);
+      mergeSeen ||= (await entry.log.stats()).base.rows > 0;
+    }
+    expect(mergeSeen, 'the 64th commit started a merge').toBe(true);
+    const log = await reader(e);
+    try {
+      const events = (await log.trajectory('a')).length;
+      expect((await log.stats()).base.rows, 'every event of the rotated generation is in the base when the handler returned').toBe(events);
+    } finally {
+      await log.close();
+    }
+  });
+});
+
 describe('append handler: FIFO message groups', () => {
   // A real FIFO event shape (attributes.MessageGroupId = the root item id, as the stack's senders
   // set it): root r with its child item c in group r, and item s in its own group.

@@ -1,0 +1,128 @@
+/**
+ * A merger that checked its epoch, then stalled before its base commit (a Lambda container frozen
+ * mid-merge, a long pause) while a takeover merged the same generation and maintenance purged a
+ * deleted item among its rows: the stalled commit puts the purged rows back into the base. The
+ * tombstone stays until the last removal is the deletion retention old (lib/log/purge.ts), so
+ * those rows stay hidden (D1) and a later pass removes them again. On the code before, the
+ * tombstone was gone with the first purge and a fresh reader saw the item again.
+ * Real Lance on a local root, a manual clock; the stall is a gate in the merge's hook.
+ */
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { META_DIR, PURGED_DIR } from '../lib/log/layout.ts';
+import { trajectoryOrNone } from './support/ack-checks.ts';
+import { Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
+
+const TTL = 60_000;
+const RETENTION = 3_600_000; // DEFAULTS.deletionRetentionMs
+const { setup } = raceFixture(TTL);
+
+const batch = (itemId: string) => ({ itemId, runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: itemId } });
+
+describe('a merge stalled across a takeover and a purge', () => {
+  it('cannot bring the purged rows back to readers; a later pass removes them again, then the tombstone goes', async () => {
+    const { open, clock, root, leases } = setup();
+    const stall = new Pause();
+    let armed = false;
+    const A = open({
+      slot: 0,
+      slots: 2,
+      hooks: {
+        beforeMergeStep: async (step) => {
+          if (step === 'base-commit' && armed) await stall.hit();
+        },
+      },
+    });
+    for (const itemId of ['doomed', 'bystander']) await A.log.append([batch(itemId)]);
+    expect((await A.log.deleteItem('doomed')).deleted).toBe(true);
+    // A merges its generation: the epoch check passes, then A stalls before the base commit.
+    armed = true;
+    const merging = settle(A.log.mergeOwnShard());
+    await stall.reached.promise;
+    // A failed assertion must not leave A's close() waiting for the stalled merge.
+    onTestFinished(() => stall.release());
+
+    const doomedRows = async () => withFreshReader(root, leases, clock, async (log) => (await trajectoryOrNone(log, 'doomed')).length);
+    const baseRowsOfDoomed = async (m: typeof M) => (await (await m.log.stats()).base.rows) - (await m.log.trajectory('bystander')).length;
+    const tombstones = async () => (await A.objects.list(META_DIR)).filter((n) => n.startsWith('tomb.'));
+
+    // A's lease lapses; the tombstone is past the retention. The maintainer seals A's epoch,
+    // merges A's generation and removes the doomed rows from the base.
+    clock.advance(2 * RETENTION);
+    const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
+    const first = await M.log.maintain();
+    expect(first.mergedShards, 'the takeover merged A\'s generation').toHaveLength(1);
+    expect([first.purgedItems, first.pendingDeletions, first.failures]).toEqual([0, 1, []]);
+    expect(await baseRowsOfDoomed(M), 'removed from the base').toBe(0);
+    expect(await tombstones(), 'the tombstone stays for the grace').toHaveLength(1);
+
+    // A wakes up and commits its copy of the generation into the base.
+    stall.release();
+    const merged = await merging;
+    expect(merged.ok && merged.value.mergedRows, 'the stalled merge committed its rows').toBeGreaterThanOrEqual(3);
+    expect(await baseRowsOfDoomed(M), 'the stalled commit put the doomed rows back into the base').toBe(3);
+    expect(await doomedRows(), 'D1: hidden by the tombstone').toBe(0);
+
+    // The next pass finds them and removes them again; the grace starts over.
+    clock.advance(2 * RETENTION);
+    const second = await M.log.maintain();
+    expect([second.purgedItems, second.pendingDeletions, second.failures]).toEqual([0, 1, []]);
+    expect(await baseRowsOfDoomed(M)).toBe(0);
+    expect(await doomedRows()).toBe(0);
+
+    // A grace later with nothing back: the tombstone and its records go.
+    clock.advance(RETENTION);
+    const third = await M.log.maintain();
+    expect([third.purgedItems, third.pendingDeletions, third.failures]).toEqual([1, 0, []]);
+    expect(await tombstones()).toEqual([]);
+    expect(await A.objects.list(PURGED_DIR), 'no purge record left').toEqual([]);
+    expect(await doomedRows()).toBe(0);
+    expect(await withFreshReader(root, leases, clock, async (log) => (await log.trajectory('bystander')).length)).toBe(3);
+  });
+
+  it('counts the grace from the removal, to the millisecond', async () => {
+    const { open, clock } = setup();
+    const A = open({ slot: 0, slots: 2 });
+    await A.log.append([batch('gone')]);
+    await A.log.mergeOwnShard();
+    expect((await A.log.deleteItem('gone')).deleted).toBe(true);
+    await A.log.close();
+    const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
+    clock.advance(RETENTION - 1);
+    expect((await M.log.maintain()).pendingDeletions, 'within the retention: nothing removed').toBe(1);
+    clock.advance(1);
+    const removed = await M.log.maintain();
+    expect([removed.purgedItems, removed.pendingDeletions]).toEqual([0, 1]);
+    clock.advance(RETENTION - 1);
+    expect((await M.log.maintain()).purgedItems, 'one ms short of the grace').toBe(0);
+    clock.advance(1);
+    expect((await M.log.maintain()).purgedItems).toBe(1);
+  });
+
+  it('idle() waits for the merge a commit started in the background (what a Lambda handler awaits before it returns)', async () => {
+    const { open } = setup();
+    const stall = new Pause();
+    const A = open({
+      slot: 0,
+      slots: 2,
+      mergeEveryCommits: 1,
+      hooks: {
+        beforeMergeStep: async (step) => {
+          if (step === 'base-commit') await stall.hit();
+        },
+      },
+    });
+    onTestFinished(() => stall.release());
+    await A.log.append([batch('x')]); // the first commit rotates its generation: a merge starts
+    await stall.reached.promise;
+    let released = false;
+    const sawRelease = A.log.idle().then(() => released);
+    // Released only after idle() had every chance to resolve without waiting.
+    setTimeout(() => {
+      released = true;
+      stall.release();
+    }, 50);
+    expect(await sawRelease, 'idle() resolved while the merge was held').toBe(true);
+    const stats = await A.log.stats();
+    expect(stats.base.rows, 'the merge had committed when idle() resolved').toBe((await A.log.trajectory('x')).length);
+  });
+});
