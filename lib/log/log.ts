@@ -349,7 +349,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   /**
    * Serves the appends queued before it, merges this writer's shard and releases its slot; waits
-   * for a maintain() still running; then releases the log's stores. Later calls fail.
+   * for a maintain() and for reads still running; then releases the log's stores. Later calls fail.
    */
   async close(): Promise<void> {
     this.closed = true;
@@ -360,6 +360,8 @@ export class LanceCheckpointLog implements CheckpointLog {
       // fail it halfway, and its first use of the coordination store after the release below
       // would open one nobody closes.
       await Promise.allSettled([...this.running]);
+      // Reads started before close() end first, on open tables (they would reopen them).
+      await this.reader.drain();
       this.reader.close();
       this.projection.clear();
       this.tables.close();

@@ -1,0 +1,48 @@
+/**
+ * close() with a read in flight (review19: the read went on after close() had closed the tables,
+ * and opened a Lance connection again that nobody closed). close() now waits for reads started
+ * before it; reads after it fail.
+ * Real Lance on a local root; the read is held in its meta listing by a gate, no sleeps.
+ */
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { META_DIR } from '../lib/log/layout.ts';
+import { Pause, raceFixture, settle } from './support/race-kit.ts';
+
+const { setup } = raceFixture(60_000);
+
+describe('close() with a read in flight', () => {
+  it('waits for the read, which then answers from open tables; no Lance connection is left open', async () => {
+    const { open } = setup();
+    const W = open({});
+    await W.log.append([{ itemId: 'x', runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: 1 } }]);
+    await W.log.mergeOwnShard();
+    await W.log.close();
+
+    const R = open({});
+    const hold = new Pause();
+    let armed = true;
+    R.objects.tap.before = async (op, key) => {
+      if (op === 'list' && key === META_DIR && armed) {
+        armed = false;
+        await hold.hit();
+      }
+    };
+    onTestFinished(() => hold.release());
+    const folding = settle(R.log.fold('x'));
+    await hold.reached.promise;
+    let released = false;
+    const closing = R.log.close().then(() => released);
+    // Released only after close() had every chance to finish without waiting for the read.
+    setTimeout(() => {
+      released = true;
+      hold.release();
+    }, 50);
+    expect(await closing, 'close() returned while a read was in flight').toBe(true);
+    const folded = await folding;
+    expect(folded.ok && folded.value.lastSeq, 'the read answered').toBeGreaterThan(0);
+    const tables = (R.log as unknown as { tables: { baseConn: unknown; shardConn: unknown } }).tables;
+    expect([tables.baseConn, tables.shardConn], 'Lance connections after close() and the read').toEqual([null, null]);
+    const after = await settle(R.log.fold('x'));
+    expect(after.ok ? 'answered' : (after.error as { code?: string }).code, 'a read after close()').toBe('INTERNAL');
+  });
+});
