@@ -6,7 +6,7 @@
  */
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { META_DIR } from '../lib/log/layout.ts';
-import { Pause, raceFixture, settle } from './support/race-kit.ts';
+import { Pause, raceFixture, resolvesAfterRelease, settle } from './support/race-kit.ts';
 
 const { setup } = raceFixture(60_000);
 
@@ -30,14 +30,7 @@ describe('close() with a read in flight', () => {
     onTestFinished(() => hold.release());
     const folding = settle(R.log.fold('x'));
     await hold.reached.promise;
-    let released = false;
-    const closing = R.log.close().then(() => released);
-    // Released only after close() had every chance to finish without waiting for the read.
-    setTimeout(() => {
-      released = true;
-      hold.release();
-    }, 50);
-    expect(await closing, 'close() returned while a read was in flight').toBe(true);
+    expect(await resolvesAfterRelease(R.log.close(), hold), 'close() returned while a read was in flight').toBe(true);
     const folded = await folding;
     expect(folded.ok && folded.value.lastSeq, 'the read answered').toBeGreaterThan(0);
     const tables = (R.log as unknown as { tables: { baseConn: unknown; shardConn: unknown } }).tables;

@@ -10,7 +10,7 @@
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { META_DIR, PURGED_DIR } from '../lib/log/layout.ts';
 import { trajectoryOrNone } from './support/ack-checks.ts';
-import { Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
+import { Pause, raceFixture, resolvesAfterRelease, settle, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const RETENTION = 3_600_000; // DEFAULTS.deletionRetentionMs
@@ -114,14 +114,7 @@ describe('a merge stalled across a takeover and a purge', () => {
     onTestFinished(() => stall.release());
     await A.log.append([batch('x')]); // the first commit rotates its generation: a merge starts
     await stall.reached.promise;
-    let released = false;
-    const sawRelease = A.log.idle().then(() => released);
-    // Released only after idle() had every chance to resolve without waiting.
-    setTimeout(() => {
-      released = true;
-      stall.release();
-    }, 50);
-    expect(await sawRelease, 'idle() resolved while the merge was held').toBe(true);
+    expect(await resolvesAfterRelease(A.log.idle(), stall), 'idle() resolved while the merge was held').toBe(true);
     const stats = await A.log.stats();
     expect(stats.base.rows, 'the merge had committed when idle() resolved').toBe((await A.log.trajectory('x')).length);
   });

@@ -63,6 +63,21 @@ export class Pause {
   }
 }
 
+/**
+ * Whether `waiting` (started while `pause` holds what it should wait for) resolves only once the
+ * pause is released. The release comes from a timer, after `waiting` had every chance to resolve
+ * without it: a wait that is missing resolves in the same turns, and says false.
+ */
+export function resolvesAfterRelease(waiting: Promise<unknown>, pause: Pause): Promise<boolean> {
+  let released = false;
+  const saw = waiting.then(() => released);
+  setTimeout(() => {
+    released = true;
+    pause.release();
+  }, 50);
+  return saw;
+}
+
 export function tempRoot(): string {
   return mkdtempSync(path.join(tmpdir(), 'dgcl-race-'));
 }
