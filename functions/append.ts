@@ -58,12 +58,16 @@ async function appendDirect(event: unknown, context: Context, config: HandlerCon
   if (input.batches.length === 0) return { acks: [] };
   const deadline = deadlineOf(context);
   const entry = await openFor(config, context, input.pipeline, input.experiment);
-  const acks = await withinDeadline(appendWithRetry(entry.log, input.batches), deadline, `appending ${input.batches.length} batch(es)`);
-  const fresh = countAcks(entry, acks);
-  logger.info('appended', { pipeline: input.pipeline, experiment: input.experiment, batches: acks.length, fresh, duplicates: acks.length - fresh });
-  await maybeMerge(entry, config, deadline);
-  await settleMerges(entry, deadline);
-  return { acks };
+  try {
+    const acks = await withinDeadline(appendWithRetry(entry.log, input.batches), deadline, `appending ${input.batches.length} batch(es)`);
+    const fresh = countAcks(entry, acks);
+    logger.info('appended', { pipeline: input.pipeline, experiment: input.experiment, batches: acks.length, fresh, duplicates: acks.length - fresh });
+    await maybeMerge(entry, config, deadline);
+    return { acks };
+  } finally {
+    // Also when the append failed: a commit that landed may have started a merge (review23 F4).
+    await settleMerges(entry, deadline);
+  }
 }
 
 // ------------------------------------------------------------------------------ SQS event
@@ -142,50 +146,54 @@ async function appendSqs(raw: unknown[], context: Context, config: HandlerConfig
 
   // 2. Append per experiment, concurrently.
   const entries: CachedLog[] = [];
-  await Promise.all(
-    [...groups.values()].map(async (recs) => {
-      let entry: CachedLog;
-      try {
-        entry = await openFor(config, context, recs[0]!.pipeline, recs[0]!.experiment);
-      } catch (e) {
-        const error = summarizeError(e);
-        for (const r of recs) outcomes[r.index] = { kind: isInvalid(e) ? 'invalid' : 'failed', error };
+  try {
+    await Promise.all(
+      [...groups.values()].map(async (recs) => {
+        let entry: CachedLog;
+        try {
+          entry = await openFor(config, context, recs[0]!.pipeline, recs[0]!.experiment);
+        } catch (e) {
+          const error = summarizeError(e);
+          for (const r of recs) outcomes[r.index] = { kind: isInvalid(e) ? 'invalid' : 'failed', error };
+          return;
+        }
+        entries.push(entry);
+        await appendRounds(entry, recs, outcomes, deadline);
+      }),
+    );
+
+    // 3. Report.
+    const failures: SQSBatchResponse['batchItemFailures'] = [];
+    let fresh = 0;
+    let duplicates = 0;
+    let invalid = 0;
+    const unaccounted: Outcome = { kind: 'failed', error: summarizeError(new InternalError('the record got no outcome (a bug); failed so it is redelivered')) };
+    messageIds.forEach((_, i) => {
+      const o = outcomes[i] ?? unaccounted;
+      if (o.kind === 'ok') {
+        if (o.ack.duplicate) duplicates++;
+        else fresh++;
         return;
       }
-      entries.push(entry);
-      await appendRounds(entry, recs, outcomes, deadline);
-    }),
-  );
+      if (o.kind === 'invalid') invalid++;
+      failures.push({ itemIdentifier: messageIds[i]! });
+      const details = { messageId: messageIds[i], error: o.error };
+      if (o.kind === 'invalid') logger.warn('record rejected: invalid', details);
+      else logger.error('record failed: not durable, will be redelivered', details);
+    });
+    metrics.addMetric('Acks', MetricUnit.Count, fresh);
+    metrics.addMetric('Duplicates', MetricUnit.Count, duplicates);
+    // The stack alarms on this one (record failures reach the DLQ alarm only after every redelivery).
+    metrics.addMetric(RECORD_FAILURES_METRIC, MetricUnit.Count, failures.length);
+    metrics.addMetric('InvalidRecords', MetricUnit.Count, invalid);
+    logger.info('appended SQS records', { records: raw.length, experiments: groups.size, fresh, duplicates, failed: failures.length, invalid });
 
-  // 3. Report.
-  const failures: SQSBatchResponse['batchItemFailures'] = [];
-  let fresh = 0;
-  let duplicates = 0;
-  let invalid = 0;
-  const unaccounted: Outcome = { kind: 'failed', error: summarizeError(new InternalError('the record got no outcome (a bug); failed so it is redelivered')) };
-  messageIds.forEach((_, i) => {
-    const o = outcomes[i] ?? unaccounted;
-    if (o.kind === 'ok') {
-      if (o.ack.duplicate) duplicates++;
-      else fresh++;
-      return;
-    }
-    if (o.kind === 'invalid') invalid++;
-    failures.push({ itemIdentifier: messageIds[i]! });
-    const details = { messageId: messageIds[i], error: o.error };
-    if (o.kind === 'invalid') logger.warn('record rejected: invalid', details);
-    else logger.error('record failed: not durable, will be redelivered', details);
-  });
-  metrics.addMetric('Acks', MetricUnit.Count, fresh);
-  metrics.addMetric('Duplicates', MetricUnit.Count, duplicates);
-  // The stack alarms on this one (record failures reach the DLQ alarm only after every redelivery).
-  metrics.addMetric(RECORD_FAILURES_METRIC, MetricUnit.Count, failures.length);
-  metrics.addMetric('InvalidRecords', MetricUnit.Count, invalid);
-  logger.info('appended SQS records', { records: raw.length, experiments: groups.size, fresh, duplicates, failed: failures.length, invalid });
-
-  for (const entry of entries) await maybeMerge(entry, config, deadline);
-  for (const entry of entries) await settleMerges(entry, deadline);
-  return { batchItemFailures: failures };
+    for (const entry of entries) await maybeMerge(entry, config, deadline);
+    return { batchItemFailures: failures };
+  } finally {
+    // Also when something failed: a commit that landed may have started a merge (review23 F4).
+    for (const entry of entries) await settleMerges(entry, deadline);
+  }
 }
 
 export function parseRecord(raw: unknown, index: number, messageId: string): Rec {

@@ -16,7 +16,7 @@ import type { MaintenanceReport, MaintenanceStep } from '../api.ts';
 import { fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from './layout.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
 import { refreshProjection } from './projection.ts';
-import { purgeDeleted } from './purge.ts';
+import { purgeDeleted, sweepRecords } from './purge.ts';
 import type { CoordStore } from '../coord/types.ts';
 import type { LogReader, ShardListing } from './reader.ts';
 import type { LanceTables } from './tables.ts';
@@ -136,15 +136,15 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
 
     // Deleted items: after the merges above, so that sealed generations no longer hold their rows.
     await step('deletions', async () => {
-      // No tombstone in the pass's listing: nothing to purge, and no request (one made after it
-      // is purged by the next pass).
+      // No tombstone in the pass's listing: nothing to purge (one made after it is purged by the
+      // next pass); only removal records left behind are deleted (one LIST).
       const seen: ShardListing | null = listing;
-      if (seen !== null && seen.tombstones.size === 0) return;
+      if (seen !== null && seen.tombstones.size === 0) return sweepRecords(ctx.objects, new Set());
       const r = await purgeDeleted(ctx, { clock: o.clock, deletionRetentionMs: o.deletionRetentionMs });
       report.purgedItems = r.purgedItems;
       report.pendingDeletions = r.pendingDeletions;
       if (r.unreadable.length > 0) {
-        throw new CorruptError(`${r.unreadable.length} tombstone(s) are not valid, their items not purged (the other tombstones were handled): ${r.unreadable.join(', ')}`);
+        throw new CorruptError(`${r.unreadable.length} tombstone(s) or their removal records are not valid, their items not purged (the other tombstones were handled): ${r.unreadable.join(', ')}`);
       }
     });
 

@@ -30,22 +30,33 @@ export async function mergeGeneration(
    * reading them back costs a file open per commit (~1.5-3 ms each here), most of a merge.
    */
   copy?: arrow.Table,
+  /**
+   * The caller's record of this merge across tries: `rows` is set once the base commit (and its
+   * fsync) succeeded, and a later try then only retires. Committing again after the generation
+   * was retired could put back rows a purge removed since (review23 F1).
+   */
+  inBase?: { rows: number | null },
 ): Promise<number> {
   const { tables, hooks } = ctx;
   try {
-    await hooks?.beforeMergeStep?.('read', shard);
-    // Arrow in, Arrow out: turning the rows into JavaScript objects and back cost more than the
-    // whole Lance merge (2.4 s of a 7 s one-writer bench run).
-    const data = copy ?? (await (version === null ? await tables.shard(shard) : await tables.shardAt(shard, version)).query().toArrow());
-    await hooks?.beforeMergeStep?.('base-commit', shard);
-    if (data.numRows > 0) {
-      const base = await tables.ensureBase();
-      await base.mergeInsert('event_id').whenNotMatchedInsertAll().execute(data);
-      // The base copy must survive power loss before the shard copy is deleted.
-      await tables.sync('base');
+    let rows = inBase?.rows ?? null;
+    if (rows === null) {
+      await hooks?.beforeMergeStep?.('read', shard);
+      // Arrow in, Arrow out: turning the rows into JavaScript objects and back cost more than the
+      // whole Lance merge (2.4 s of a 7 s one-writer bench run).
+      const data = copy ?? (await (version === null ? await tables.shard(shard) : await tables.shardAt(shard, version)).query().toArrow());
+      await hooks?.beforeMergeStep?.('base-commit', shard);
+      if (data.numRows > 0) {
+        const base = await tables.ensureBase();
+        await base.mergeInsert('event_id').whenNotMatchedInsertAll().execute(data);
+        // The base copy must survive power loss before the shard copy is deleted.
+        await tables.sync('base');
+      }
+      rows = data.numRows;
+      if (inBase) inBase.rows = rows;
     }
-    await retireGeneration(ctx, shard, { version, rows: data.numRows });
-    return data.numRows;
+    await retireGeneration(ctx, shard, { version, rows });
+    return rows;
   } catch (e) {
     // Lance reports storage trouble as plain errors; every step is idempotent, so: retry later.
     if (e instanceof DgclError) throw e;

@@ -13,7 +13,7 @@
 import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../clock.ts';
 import type { ObjectStore } from '../storage/objects.ts';
-import { claimKey, META_DIR, parseMetaNames, purgedDir, tombKey, type Tombstone } from './layout.ts';
+import { claimKey, META_DIR, parseMetaNames, PURGED_DIR, purgedDir, tombKey, type Tombstone } from './layout.ts';
 import { CorruptError } from '../errors.ts';
 import type { CoordStore } from '../coord/types.ts';
 import type { LogReader } from './reader.ts';
@@ -32,6 +32,7 @@ type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; coord
 export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentionMs: number }): Promise<PurgeResult> {
   const out: PurgeResult = { purgedItems: 0, pendingDeletions: 0, unreadable: [] };
   const meta = parseMetaNames(await ctx.objects.list(META_DIR));
+  await sweepRecords(ctx.objects, new Set(meta.tombNames));
   if (meta.tombNames.length === 0) return out;
   const listing = await ctx.reader.listingOf(meta);
   const base = await ctx.tables.base(listing.baseExists);
@@ -70,7 +71,15 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
     // last removal is the retention old: only a merger stalled longer than that can bring them
     // back (docs/design/deletion.md, "Stalled mergers").
     const records = purgedDir(name);
-    let lastRemovalMs = await latestRemoval(ctx.objects, records);
+    let lastRemovalMs: number | null;
+    try {
+      lastRemovalMs = await latestRemoval(ctx.objects, records);
+    } catch (e) {
+      // Not one of ours: this tombstone waits (reported), the others go on (review23 F2).
+      if (!(e instanceof CorruptError)) throw e;
+      out.unreadable.push(`${records}/: ${e.message}`);
+      continue;
+    }
     if (base && (await base.countRows(doomed)) > 0) {
       // Recorded before the commit: the grace runs from before the rows went.
       lastRemovalMs = o.clock.nowMs();
@@ -118,6 +127,16 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
     out.purgedItems++;
   }
   return out;
+}
+
+/**
+ * Delete the removal records of tombstones not in `tombNames` (the meta listing's): dropped
+ * ones, whose records a PUT landing late (or a version before the records, which drops
+ * tombstones without them) left behind (review23 F5). Deleting a live tombstone's records (made
+ * after the listing) is harmless: without them it waits one grace more.
+ */
+export async function sweepRecords(objects: ObjectStore, tombNames: ReadonlySet<string>): Promise<void> {
+  for (const name of await objects.list(PURGED_DIR)) if (!tombNames.has(name)) await objects.deletePrefix(`${PURGED_DIR}/${name}`);
 }
 
 /** The latest removal on record under `records` (ms on the maintainer's clock), or null. */

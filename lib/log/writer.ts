@@ -65,6 +65,8 @@ interface Frozen {
   st: SlotState;
   name: string;
   table: Table;
+  /** Set once its base commit succeeded: a retry after a failed retirement only retires. */
+  inBase: { rows: number | null };
 }
 
 interface Request {
@@ -653,7 +655,7 @@ export class ShardWriter {
   private rotate(): Frozen | null {
     const st = this.state;
     if (!st || !st.table || st.commitsInGen === 0) return null;
-    const frozen = { st, name: shardName(st.writerEpoch, st.generation), table: st.table };
+    const frozen = { st, name: shardName(st.writerEpoch, st.generation), table: st.table, inBase: { rows: null } };
     st.generation++;
     st.table = null;
     st.commitsInGen = 0;
@@ -769,7 +771,8 @@ export class ShardWriter {
       }
       throw e;
     }
-    const mergedRows = await mergeGeneration({ ...this.ctx, hooks: this.opts.hooks }, f.name, version, await this.copyOf(f));
+    const copy = f.inBase.rows === null ? await this.copyOf(f) : undefined;
+    const mergedRows = await mergeGeneration({ ...this.ctx, hooks: this.opts.hooks }, f.name, version, copy, f.inBase);
     this.ownRows.delete(f.name);
     this.dropCopy(f.name);
     return { mergedRows, shards: [f.name] };
