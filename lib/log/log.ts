@@ -2,6 +2,7 @@
  * `CheckpointLog` over the Lance log store: the union reader, the process's shard writer
  * (created on the first append), blob loading, listings and maintenance.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { verifyBlob } from '../codec.ts';
@@ -44,6 +45,9 @@ export interface LanceLogOptions extends WriterOptions {
   wrapSync?: SyncWrapper;
 }
 
+/** The log whose public read is running (track: a read inside another is part of it). */
+const inRead = new AsyncLocalStorage<LanceCheckpointLog>();
+
 export class LanceCheckpointLog implements CheckpointLog {
   readonly uri: string;
   private readonly tables: LanceTables;
@@ -56,6 +60,8 @@ export class LanceCheckpointLog implements CheckpointLog {
   private coordReleased = false;
   /** maintain() calls still running: close() waits for them before it releases what they use. */
   private readonly running = new Set<Promise<unknown>>();
+  /** Read calls still running (track): close() waits for them too. */
+  private readonly calls = new Set<Promise<unknown>>();
 
   constructor(private readonly o: LanceLogOptions) {
     this.uri = o.uri;
@@ -152,8 +158,23 @@ export class LanceCheckpointLog implements CheckpointLog {
     return item(this, itemId, options);
   }
 
-  async fold(itemId: string): Promise<ItemState> {
-    return foldItem(itemId, await this.itemRows(itemId));
+  /**
+   * A public read: refused once close() began, else counted until it ends, so that close() waits
+   * for it whole (every read it makes, on open tables: review19, review24 D1-D3). A read made
+   * from inside another (blob() folds, then loads) is part of that one.
+   */
+  private track<T>(fn: () => Promise<T>): Promise<T> {
+    if (inRead.getStore() === this) return fn();
+    if (this.closed) return Promise.reject(new InternalError('the log is closed: open it again to read'));
+    const call = inRead.run(this, fn);
+    this.calls.add(call);
+    const done = () => this.calls.delete(call);
+    call.then(done, done);
+    return call;
+  }
+
+  fold(itemId: string): Promise<ItemState> {
+    return this.track(async () => foldItem(itemId, await this.itemRows(itemId)));
   }
 
   private itemReads(): ItemReadContext {
@@ -161,26 +182,32 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   /** Selected fields of an item (by name or prefix), from their own events only (docs/api.md). */
-  async fields(itemId: string, query: FieldsQuery = {}): Promise<ItemFields> {
-    return readFields(this.itemReads(), itemId, query);
+  fields(itemId: string, query: FieldsQuery = {}): Promise<ItemFields> {
+    return this.track(() => readFields(this.itemReads(), itemId, query));
   }
 
   /** The item's newest events, oldest first, without reading older ones' values (docs/api.md). */
-  async latestEvents(itemId: string, query: LatestEventsQuery): Promise<ReadEvent[]> {
-    return readLatestEvents(this.itemReads(), itemId, query);
+  latestEvents(itemId: string, query: LatestEventsQuery): Promise<ReadEvent[]> {
+    return this.track(() => readLatestEvents(this.itemReads(), itemId, query));
   }
 
-  async trajectory(itemId: string): Promise<TrajectoryEvent[]> {
-    const rows = await this.itemRows(itemId);
-    if (rows.length === 0) throw new NotFoundError(`item ${JSON.stringify(itemId)} not found in ${this.uri}`);
-    return trajectory(rows);
+  trajectory(itemId: string): Promise<TrajectoryEvent[]> {
+    return this.track(async () => {
+      const rows = await this.itemRows(itemId);
+      if (rows.length === 0) throw new NotFoundError(`item ${JSON.stringify(itemId)} not found in ${this.uri}`);
+      return trajectory(rows);
+    });
   }
 
   /**
    * Every item's state from one scan. `fields: false` reads no value columns and leaves
    * `fields` empty (listings); the default reads everything but blob bytes.
    */
-  async allStates(options: { fields?: boolean } = {}): Promise<ItemState[]> {
+  allStates(options: { fields?: boolean } = {}): Promise<ItemState[]> {
+    return this.track(() => this.allStatesUntracked(options));
+  }
+
+  private async allStatesUntracked(options: { fields?: boolean }): Promise<ItemState[]> {
     const withFields = options.fields !== false;
     const rows = await this.reader.scan(null, withFields ? LIGHT_COLUMNS : SUMMARY_COLUMNS);
     const byItem = new Map<string, EventRow[]>();
@@ -193,29 +220,31 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   /** Items filtered by status, lineage and query tags, paged (lib/log/listing.ts, docs/api.md). */
-  async items(q: ItemQuery = {}): Promise<ItemPage> {
-    return listItems(this, q);
+  items(q: ItemQuery = {}): Promise<ItemPage> {
+    return this.track(() => listItems(this, q));
   }
 
-  async failures(): Promise<FailureSummary[]> {
-    return (await this.aggregates()).map(failureOf).filter((f): f is FailureSummary => f !== null);
+  failures(): Promise<FailureSummary[]> {
+    return this.track(async () => (await this.aggregates()).map(failureOf).filter((f): f is FailureSummary => f !== null));
   }
 
   /**
    * Every item's listing aggregate (lib/log/summary.ts): through the projection maintenance keeps
    * when there is no filter and it describes the base, else by one streaming pass over light columns.
    */
-  async aggregates(filter: string | null = null): Promise<ItemAggregate[]> {
-    if (filter === null) {
-      const projected = await this.projected();
-      if (projected) return projected;
-    }
-    return this.scanEvents({ columns: SUMMARY_SCAN_COLUMNS, filter, keepTail: true }, () => new SummaryVisitor());
+  aggregates(filter: string | null = null): Promise<ItemAggregate[]> {
+    return this.track(async () => {
+      if (filter === null) {
+        const projected = await this.projected();
+        if (projected) return projected;
+      }
+      return this.scanEvents({ columns: SUMMARY_SCAN_COLUMNS, filter, keepTail: true }, () => new SummaryVisitor());
+    });
   }
 
   /** Every item's listing aggregate through the projection, or null when none describes the base. */
   projected(): Promise<ItemAggregate[] | null> {
-    return projectedAggregates(this.reader, this.tables, this.projection);
+    return this.track(() => projectedAggregates(this.reader, this.tables, this.projection));
   }
 
   /**
@@ -223,10 +252,14 @@ export class LanceCheckpointLog implements CheckpointLog {
    * to a visitor; a read that starts over makes a fresh visitor (lib/log/stream.ts).
    */
   scanEvents<T>(o: ScanOptions, make: () => EventVisitor<T>): Promise<T> {
-    return scanEvents(this.reader, this.tables, o, make);
+    return this.track(() => scanEvents(this.reader, this.tables, o, make));
   }
 
-  async blob(itemId: string, field: string): Promise<Uint8Array> {
+  blob(itemId: string, field: string): Promise<Uint8Array> {
+    return this.track(() => this.blobUntracked(itemId, field));
+  }
+
+  private async blobUntracked(itemId: string, field: string): Promise<Uint8Array> {
     const state = await this.fold(itemId);
     if (!(field in state.fields)) throw new NotFoundError(`item ${JSON.stringify(itemId)} has no field ${JSON.stringify(field)}`);
     const v = state.fields[field];
@@ -242,9 +275,9 @@ export class LanceCheckpointLog implements CheckpointLog {
    * read). A consistent read (LogReader.read): if the row moved meanwhile (merge, retirement,
    * compaction), it starts over.
    */
-  async loadBlob(eventId: string): Promise<Uint8Array> {
+  loadBlob(eventId: string): Promise<Uint8Array> {
     const filter = `event_id = ${sqlString(eventId)}`;
-    return this.reader.read(async (listing) => {
+    return this.track(() => this.reader.read(async (listing) => {
       const tables: Table[] = [];
       const base = await this.tables.base(listing.baseExists);
       if (base) tables.push(base);
@@ -269,7 +302,7 @@ export class LanceCheckpointLog implements CheckpointLog {
         return bytes;
       }
       return null;
-    }).then((bytes) => {
+    })).then((bytes) => {
       if (bytes === null) throw new NotFoundError(`no event ${eventId} in ${this.uri}`);
       return bytes;
     });
@@ -309,9 +342,9 @@ export class LanceCheckpointLog implements CheckpointLog {
     }
   }
 
-  async stats(): Promise<LogStats> {
+  stats(): Promise<LogStats> {
     // A consistent read: a generation retired under it makes it start over.
-    return this.reader.read((listing) => this.statsOf(listing));
+    return this.track(() => this.reader.read((listing) => this.statsOf(listing)));
   }
 
   private async statsOf(listing: ShardListing): Promise<LogStats> {
@@ -360,8 +393,9 @@ export class LanceCheckpointLog implements CheckpointLog {
       // fail it halfway, and its first use of the coordination store after the release below
       // would open one nobody closes.
       await Promise.allSettled([...this.running]);
-      // Reads started before close() end first, on open tables (they would reopen them).
-      await this.reader.drain();
+      // Reads started before close() end first, whole, on open tables (they would reopen them);
+      // none can start now (track refuses them), so this ends.
+      await Promise.allSettled([...this.calls]);
       this.reader.close();
       this.projection.clear();
       this.tables.close();

@@ -7,7 +7,7 @@
  */
 import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../clock.ts';
-import { CorruptError, DgclError, LeaseHeldError } from '../errors.ts';
+import { CorruptError, DgclError, LeaseHeldError, UnavailableError } from '../errors.ts';
 import { acquireMaintainer, acquireWriterSlot, LeaseKeeper, slotKey } from '../lease/slots.ts';
 import { isFree } from '../lease/rules.ts';
 import type { LeaseStore } from '../lease/types.ts';
@@ -139,12 +139,17 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
       // No tombstone in the pass's listing: nothing to purge (one made after it is purged by the
       // next pass); only removal records left behind are deleted (one LIST).
       const seen: ShardListing | null = listing;
-      if (seen !== null && seen.tombstones.size === 0) return sweepRecords(ctx.objects, new Set());
-      const r = await purgeDeleted(ctx, { clock: o.clock, deletionRetentionMs: o.deletionRetentionMs });
+      const r =
+        seen !== null && seen.tombstones.size === 0
+          ? { purgedItems: 0, pendingDeletions: 0, unreadable: [], leftovers: await sweepRecords(ctx.objects, new Set()) }
+          : await purgeDeleted(ctx, { clock: o.clock, deletionRetentionMs: o.deletionRetentionMs });
       report.purgedItems = r.purgedItems;
       report.pendingDeletions = r.pendingDeletions;
       if (r.unreadable.length > 0) {
         throw new CorruptError(`${r.unreadable.length} tombstone(s) or their removal records are not valid, their items not purged (the other tombstones were handled): ${r.unreadable.join(', ')}`);
+      }
+      if (r.leftovers.length > 0) {
+        throw new UnavailableError(`${r.leftovers.length} removal record folder(s) of dropped tombstones could not be deleted (tried again next pass; the purge went on): ${r.leftovers.join(', ')}`);
       }
     });
 

@@ -25,15 +25,19 @@ export interface PurgeResult {
   pendingDeletions: number;
   /** Tombstones whose body is not a tombstone (or not the one its name says): not purged. */
   unreadable: string[];
+  /** Removal record folders of dropped tombstones that could not be deleted (tried again next pass). */
+  leftovers: string[];
 }
 
 type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; coord: (o?: { create: boolean }) => Promise<CoordStore> };
 
 export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentionMs: number }): Promise<PurgeResult> {
-  const out: PurgeResult = { purgedItems: 0, pendingDeletions: 0, unreadable: [] };
+  const out: PurgeResult = { purgedItems: 0, pendingDeletions: 0, unreadable: [], leftovers: [] };
   const meta = parseMetaNames(await ctx.objects.list(META_DIR));
-  await sweepRecords(ctx.objects, new Set(meta.tombNames));
-  if (meta.tombNames.length === 0) return out;
+  if (meta.tombNames.length === 0) {
+    out.leftovers = await sweepRecords(ctx.objects, new Set());
+    return out;
+  }
   const listing = await ctx.reader.listingOf(meta);
   const base = await ctx.tables.base(listing.baseExists);
   /** Tombstones whose rows are gone from every dataset: dropped once the pass cleaned up after them. */
@@ -126,6 +130,8 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
     await ctx.objects.delete(key);
     out.purgedItems++;
   }
+  // Last: a leftover that cannot be deleted must not stop the purge (review24 S1).
+  out.leftovers = await sweepRecords(ctx.objects, new Set(meta.tombNames));
   return out;
 }
 
@@ -135,8 +141,17 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
  * tombstones without them) left behind (review23 F5). Deleting a live tombstone's records (made
  * after the listing) is harmless: without them it waits one grace more.
  */
-export async function sweepRecords(objects: ObjectStore, tombNames: ReadonlySet<string>): Promise<void> {
-  for (const name of await objects.list(PURGED_DIR)) if (!tombNames.has(name)) await objects.deletePrefix(`${PURGED_DIR}/${name}`);
+export async function sweepRecords(objects: ObjectStore, tombNames: ReadonlySet<string>): Promise<string[]> {
+  const failed: string[] = [];
+  for (const name of await objects.list(PURGED_DIR)) {
+    if (tombNames.has(name)) continue;
+    try {
+      await objects.deletePrefix(`${PURGED_DIR}/${name}`);
+    } catch (e) {
+      failed.push(`${PURGED_DIR}/${name} (${e instanceof Error ? e.message : String(e)})`);
+    }
+  }
+  return failed;
 }
 
 /** The latest removal on record under `records` (ms on the maintainer's clock), or null. */

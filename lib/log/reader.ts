@@ -86,8 +86,6 @@ export class LogReader {
   private readonly shardIndex = new ShardItemIndex();
   private readonly tail = new TailCache();
   private closed = false;
-  /** Reads in flight (drain()). */
-  private readonly reading = new Set<Promise<unknown>>();
 
   constructor(
     private readonly objects: ObjectStore,
@@ -220,25 +218,6 @@ export class LogReader {
    */
   async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>): Promise<T> {
     if (this.closed) throw new InternalError('the log is closed: open it again to read');
-    const reading = this.attempts(fn, skip);
-    this.reading.add(reading);
-    try {
-      return await reading;
-    } finally {
-      this.reading.delete(reading);
-    }
-  }
-
-  /**
-   * Resolves once every read started before it has ended. The log's close() waits for them
-   * before it closes its tables: a read still running would open a Lance connection again that
-   * nobody closes (review19).
-   */
-  async drain(): Promise<void> {
-    while (this.reading.size > 0) await Promise.allSettled([...this.reading]);
-  }
-
-  private async attempts<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>): Promise<T> {
     let lastError: unknown;
     for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
       if (attempt > 0) await this.clock.sleep(Math.min(400, 5 * 2 ** attempt));
