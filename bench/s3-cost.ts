@@ -7,10 +7,12 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Op } from '../test/support/s3-proxy.ts';
 
-/** Requests seen in a window: S3 by operation class, DynamoDB by command name. */
+/** Requests seen in a window: S3 by operation class, DynamoDB by command name, S3 body bytes. */
 export interface Requests {
   s3: Partial<Record<S3Op, number>>;
   ddb: Record<string, number>;
+  /** S3 body bytes sent (`up`) and received (`down`), as the proxy counts them. */
+  bytes?: { up: number; down: number };
 }
 
 /** S3 Standard us-east-1 and DynamoDB on-demand list prices, in dollars (stated in the output). */
@@ -61,7 +63,9 @@ export function diff(later: Requests, earlier: Requests): Requests {
     }
     return out;
   };
-  return { s3: sub(later.s3, earlier.s3), ddb: sub(later.ddb, earlier.ddb) as Record<string, number> };
+  const out: Requests = { s3: sub(later.s3, earlier.s3), ddb: sub(later.ddb, earlier.ddb) as Record<string, number> };
+  if (later.bytes) out.bytes = { up: later.bytes.up - (earlier.bytes?.up ?? 0), down: later.bytes.down - (earlier.bytes?.down ?? 0) };
+  return out;
 }
 
 /** Dollars for the requests of `r` (table and control-plane calls such as DescribeTable are free). */
@@ -76,20 +80,32 @@ export function dollars(r: Requests): number {
 
 const num = (x: number): string => (Number.isInteger(x) ? String(x) : x < 0.1 ? x.toFixed(3) : x.toFixed(2));
 
-/** "7.00 S3 (GET 1.00, PUT 2.00, PUT-if 4.00) + 1.00 DynamoDB (GetItem 1.00)", each divided by `per`. */
+/** "1.16 MB", "8.2 KB", "512 B" (decimal units, as S3 bills transfer). */
+export function bytesText(n: number): string {
+  if (n >= 1e6) return `${(n / 1e6).toFixed(2)} MB`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)} KB`;
+  return `${Math.round(n)} B`;
+}
+
+/**
+ * "7.00 S3 (GET 1.00, PUT 2.00, PUT-if 4.00) + 1.00 DynamoDB (GetItem 1.00); S3 bytes 1.2 KB up,
+ * 3.4 KB down", each divided by `per` (the bytes only when counted and not both zero).
+ */
 export function perText(r: Requests, per = 1): string {
   const s3 = OPS.filter((op) => r.s3[op]).map((op) => `${op} ${num(r.s3[op]! / per)}`);
   const ddbTotal = Object.entries(r.ddb).reduce((a, [k, v]) => a + (k.endsWith(KEYS) ? 0 : v), 0);
   const ddb = Object.keys(r.ddb)
     .sort()
     .map((k) => `${k} ${num(r.ddb[k]! / per)}`);
-  return `${num(s3Total(r) / per)} S3${s3.length ? ` (${s3.join(', ')})` : ''}${ddbTotal ? ` + ${num(ddbTotal / per)} DynamoDB (${ddb.join(', ')})` : ''}`;
+  const bytes = r.bytes && (r.bytes.up || r.bytes.down) ? `; S3 bytes ${bytesText(r.bytes.up / per)} up, ${bytesText(r.bytes.down / per)} down` : '';
+  return `${num(s3Total(r) / per)} S3${s3.length ? ` (${s3.join(', ')})` : ''}${ddbTotal ? ` + ${num(ddbTotal / per)} DynamoDB (${ddb.join(', ')})` : ''}${bytes}`;
 }
 
 /** JSON form of `r / per` for results/s3-latest.json. */
-export function perJson(r: Requests, per = 1): { s3: Record<string, number>; s3Total: number; ddb: Record<string, number> } {
+export function perJson(r: Requests, per = 1): { s3: Record<string, number>; s3Total: number; ddb: Record<string, number>; s3Bytes?: { up: number; down: number } } {
   const div = (o: Partial<Record<string, number>>) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, (v ?? 0) / per]));
-  return { s3: div(r.s3), s3Total: s3Total(r) / per, ddb: div(r.ddb) };
+  const out = { s3: div(r.s3), s3Total: s3Total(r) / per, ddb: div(r.ddb) };
+  return r.bytes ? { ...out, s3Bytes: { up: r.bytes.up / per, down: r.bytes.down / per } } : out;
 }
 
 /**

@@ -5,13 +5,15 @@
  *
  *   npm run bench:s3               # scripts/bench-s3.sh: starts and stops its own servers
  *   npm run bench:s3 -- --quick    # small counts (about 2 minutes)
+ *   npm run bench:s3 -- --long     # also a cold and a warm fold over a 10^6-event base
  *   npx tsx bench/s3.ts [--quick]  # against servers already running (env as in scripts/bench-s3.sh)
  *
  * Counting: every S3 request of this process (the log's own S3 client and Lance's object store,
  * both pointed at AWS_ENDPOINT_URL_S3) and of its cold-read children passes the proxy of
  * test/support/s3-proxy.ts, which classes it by S3 operation (GET, HEAD, LIST, PUT, conditional
  * PUT, COPY, POST, DELETE). DynamoDB requests are counted by a middleware on the lease store's
- * client (bench/s3-cost.ts, countDynamo), once per HTTP attempt.
+ * client (bench/s3-cost.ts, countDynamo), once per HTTP attempt. The proxy also counts the S3
+ * body bytes each way (printed as "S3 bytes ... up, ... down").
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -36,6 +38,9 @@ import { countDynamo, diff, dollars, perJson, perText, PRICES_TEXT, s3Total, typ
 import { type BenchRow, formatRows, int, msText, ratio } from './table.ts';
 
 const quick = process.argv.includes('--quick');
+/** Also a cold and a warm fold over a 10^6-event base (building it takes a few minutes). */
+const long = process.argv.includes('--long');
+const mode = `${quick ? 'quick' : 'normal'}${long ? ' + long (10^6-event folds)' : ''}`;
 const P = quick
   ? { ackN: 20, batches: 512, inFlight: 256, baseEvents: 100_000, shardCommits: 5, probes: 8 }
   : { ackN: 100, batches: 2000, inFlight: 256, baseEvents: 100_000, shardCommits: 20, probes: 15 };
@@ -61,7 +66,7 @@ const prefix = `bench-s3-${randomUUID().slice(0, 8)}`;
 const root = `s3://${bucket}/${prefix}`;
 const storage = lanceStorageOptions(parseRoot(root));
 
-const snap = (): Requests => ({ s3: { ...proxy.counts.byOp }, ddb: { ...ddbCounts } });
+const snap = (): Requests => ({ s3: { ...proxy.counts.byOp }, ddb: { ...ddbCounts }, bytes: { up: proxy.counts.bytesUp, down: proxy.counts.bytesDown } });
 /** Requests made while `fn` runs (nothing else of this process may run meanwhile). */
 async function counted<T>(fn: () => Promise<T>): Promise<{ value: T; req: Requests; ms: number }> {
   const before = snap();
@@ -238,25 +243,29 @@ function child(args: string[]): Promise<ColdResult> {
   });
 }
 
-/** A 10^5-event base, maintained (compacted, indexed); cold fold in a fresh process vs a bare Lance query. */
-async function coldFold(): Promise<void> {
-  const n = P.baseEvents;
-  const lg = await open('cold');
-  // Bulk-load the base directly (appending 10^5 events would take long), then maintenance
+/**
+ * An `n`-event base, maintained (compacted, indexed): warm folds, a cold fold in a fresh process
+ * against a bare Lance query, and (with `listing`) `items()` through the projection against a scan.
+ */
+async function coldFold(n: number, listing: boolean): Promise<void> {
+  const exp = `cold${n}`;
+  const size = int(n);
+  const lg = await open(exp);
+  // Bulk-load the base directly (appending this many events would take long), then maintenance
   // compacts and indexes it as it would a real log's.
-  const loc = logLocation(parseRoot(root), 'b', 'cold') as S3Location;
+  const loc = logLocation(parseRoot(root), 'b', exp) as S3Location;
   const tables = new LanceTables(lg.uri, storage, S3ObjectStore.at(new S3Client(s3ClientConfig()), loc));
   const base = await tables.ensureBase();
   for (let s = 0; s < n; s += 50_000) await base.add(rowsToArrow(bulkRows(s, Math.min(n, s + 50_000))) as never);
   tables.close();
   const m = await counted(() => lg.maintain());
   push('maint', {
-    figure: `maintenance of a ${int(n)}-event base (compact + index, no shards)`,
+    figure: `maintenance of a ${size}-event base (compact + index, no shards)`,
     ours: `${(m.ms / 1000).toFixed(1)} s, ${perText(m.req)}`,
     baseline: '',
     ratio: '',
   });
-  raw.maintain_base = { events: n, ms: m.ms, requests: perJson(m.req), failures: m.value.failures };
+  raw[n === P.baseEvents ? 'maintain_base' : `maintain_base_${n}`] = { events: n, ms: m.ms, requests: perJson(m.req), failures: m.value.failures };
 
   const items = n / PER_ITEM;
   const probes = Array.from({ length: P.probes }, (_, i) => itemName(Math.floor((i * 7919) % items)));
@@ -269,8 +278,43 @@ async function coldFold(): Promise<void> {
       lat.push(now() - t);
     }
   });
-  // items() through the projection maintenance just wrote (the first call GETs it; later ones
-  // reuse it while it covers the base), against the same listing by a scan of the log.
+  if (listing) await listingFigures(lg, n);
+  await lg.close();
+
+  const id = probes[1]!;
+  const cold = await counted(() => child(['fold', root, 'b', exp, id]));
+  const lanceCold = await counted(() => child(['lance', lg.uri.slice(0, lg.uri.lastIndexOf('/')), 'log', id]));
+  if (cold.value.rows !== PER_ITEM || lanceCold.value.rows !== PER_ITEM) {
+    throw new Error(`bench: cold reads of ${id} saw ${cold.value.rows} / ${lanceCold.value.rows} events, expected ${PER_ITEM}`);
+  }
+  push('fold', {
+    figure: `cold fold after maintenance, fresh process, ${size} events (open + fold)`,
+    ours: `${msText(cold.value.ms)}, ${perText(cold.req)}`,
+    baseline: `bare Lance connect + openTable + query ${msText(lanceCold.value.ms)}, ${perText(lanceCold.req)}`,
+    ratio: `${ratio(s3Total(cold.req), s3Total(lanceCold.req))} requests`,
+  });
+  push('fold', {
+    figure: `fold one item, merged, ${size} events, warm, p50 (n=${probes.length})`,
+    ours: `${msText(pct(lat, 50))} (p99 ${msText(pct(lat, 99))}), ${perText(warm.req, probes.length)}`,
+    baseline: '',
+    ratio: '',
+  });
+  raw[n === P.baseEvents ? 'cold_fold' : `cold_fold_${n}`] = {
+    events: n,
+    ms: cold.value.ms,
+    requests: perJson(cold.req),
+    lance_ms: lanceCold.value.ms,
+    lance_requests: perJson(lanceCold.req),
+    warm_p50_ms: pct(lat, 50),
+    warm_per_fold: perJson(warm.req, probes.length),
+  };
+  log(`cold fold of ${size} events done`);
+}
+
+/** `items()` through the projection maintenance just wrote (the first call GETs it; later ones
+ * reuse it while it covers the base), against the same listing by a scan of the log. */
+async function listingFigures(lg: Awaited<ReturnType<typeof open>>, n: number): Promise<void> {
+  const items = n / PER_ITEM;
   const first = await counted(() => lg.items());
   const again = await counted(() => lg.items());
   const scan = await counted(() => lg.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor()));
@@ -284,36 +328,6 @@ async function coldFold(): Promise<void> {
     ratio: `${ratio(first.ms, scan.ms)} / ${ratio(again.ms, scan.ms)}`,
   });
   raw.items_projection = { events: n, first_ms: first.ms, first_requests: perJson(first.req), again_ms: again.ms, again_requests: perJson(again.req), scan_ms: scan.ms, scan_requests: perJson(scan.req) };
-  await lg.close();
-
-  const id = probes[1]!;
-  const cold = await counted(() => child(['fold', root, 'b', 'cold', id]));
-  const lanceCold = await counted(() => child(['lance', lg.uri.slice(0, lg.uri.lastIndexOf('/')), 'log', id]));
-  if (cold.value.rows !== PER_ITEM || lanceCold.value.rows !== PER_ITEM) {
-    throw new Error(`bench: cold reads of ${id} saw ${cold.value.rows} / ${lanceCold.value.rows} events, expected ${PER_ITEM}`);
-  }
-  push('fold', {
-    figure: `cold fold after maintenance, fresh process, ${int(n)} events (open + fold)`,
-    ours: `${msText(cold.value.ms)}, ${perText(cold.req)}`,
-    baseline: `bare Lance connect + openTable + query ${msText(lanceCold.value.ms)}, ${perText(lanceCold.req)}`,
-    ratio: `${ratio(s3Total(cold.req), s3Total(lanceCold.req))} requests`,
-  });
-  push('fold', {
-    figure: `fold one item, merged, ${int(n)} events, warm, p50 (n=${probes.length})`,
-    ours: `${msText(pct(lat, 50))} (p99 ${msText(pct(lat, 99))}), ${perText(warm.req, probes.length)}`,
-    baseline: '',
-    ratio: '',
-  });
-  raw.cold_fold = {
-    events: n,
-    ms: cold.value.ms,
-    requests: perJson(cold.req),
-    lance_ms: lanceCold.value.ms,
-    lance_requests: perJson(lanceCold.req),
-    warm_p50_ms: pct(lat, 50),
-    warm_per_fold: perJson(warm.req, probes.length),
-  };
-  log('cold fold done');
 }
 
 /**
@@ -363,7 +377,7 @@ async function shards(): Promise<void> {
     if (N === 1) oneShard = pct(lat, 50);
     push('fold', {
       figure: `fold one item, ${N} unmerged shard${N > 1 ? 's' : ''} (${C} commits each, writers live), p50 (n=${P.probes}; S3 only: a fold sends no DynamoDB request, the writers' lease renewals are not its)`,
-      ours: `${msText(pct(lat, 50))} (p99 ${msText(pct(lat, 99))}), ${perText({ s3: fold.req.s3, ddb: {} }, P.probes)}`,
+      ours: `${msText(pct(lat, 50))} (p99 ${msText(pct(lat, 99))}), ${perText({ s3: fold.req.s3, ddb: {}, bytes: fold.req.bytes }, P.probes)}`,
       baseline: `merged by maintenance ${msText(pct(after, 50))}, ${perText(merged.req, P.probes)}${N > 1 ? `; 1 shard ${msText(oneShard)}` : ''}`,
       ratio: ratio(pct(lat, 50), pct(after, 50)),
     });
@@ -377,7 +391,7 @@ async function shards(): Promise<void> {
       commits_per_shard: C,
       fold_p50_ms: pct(lat, 50),
       fold_p99_ms: pct(lat, 99),
-      per_fold: perJson({ s3: fold.req.s3, ddb: {} }, P.probes),
+      per_fold: perJson({ s3: fold.req.s3, ddb: {}, bytes: fold.req.bytes }, P.probes),
       writers_lease_requests_in_fold_window: fold.req.ddb,
       merged_fold_p50_ms: pct(after, 50),
       merged_per_fold: perJson(merged.req, P.probes),
@@ -391,10 +405,11 @@ async function shards(): Promise<void> {
 
 const date = new Date().toISOString();
 try {
-  log(`${quick ? 'quick' : 'normal'} run on ${root} via ${upstream}; ${load}`);
+  log(`${mode} run on ${root} via ${upstream}; ${load}`);
   await ack();
   await oneWriter();
-  await coldFold();
+  await coldFold(P.baseEvents, true);
+  if (long) await coldFold(1_000_000, false);
   await shards();
 } finally {
   // Leave the shared servers as found: the bench's objects and lease table go.
@@ -408,7 +423,7 @@ try {
 
 const rows = ORDER.flatMap((k) => groups.get(k)!);
 const md = [
-  `# datagen-checkpoint-log S3 bench (${quick ? 'quick: small counts, indicative only' : 'normal'})`,
+  `# datagen-checkpoint-log S3 bench (${quick ? 'quick: small counts, indicative only' : mode})`,
   '',
   `${date}, node ${process.version}. Machine load at the start: \`${load}\`.`,
   '',
@@ -421,7 +436,8 @@ const md = [
   'rows run with the writer\'s own merge off (they measure the ack path); the writer rows give the',
   'append window and, separately, the window plus the shard\'s merge at close; "maintenance" rows',
   'are the maintainer\'s pass (lease, merges, compaction, indexes, cleanup). Cold reads run in a',
-  'fresh process with no lease table (reads take no lease).',
+  'fresh process with no lease table (reads take no lease). "S3 bytes" are the request and answer',
+  'bodies the proxy forwarded (uploads up, downloads down), per the same unit.',
   '',
   `Prices: ${PRICES_TEXT}.`,
   '',
@@ -433,6 +449,6 @@ mkdirSync(out, { recursive: true });
 writeFileSync(path.join(out, 's3-latest.md'), md);
 writeFileSync(
   path.join(out, 's3-latest.json'),
-  JSON.stringify({ meta: { mode: quick ? 'quick' : 'normal', date, node: process.version, load, prices: PRICES_TEXT, counts: P }, rows, raw }, null, 2) + '\n',
+  JSON.stringify({ meta: { mode, date, node: process.version, load, prices: PRICES_TEXT, counts: P }, rows, raw }, null, 2) + '\n',
 );
 log(`wrote ${path.join(out, 's3-latest.md')} and s3-latest.json`);

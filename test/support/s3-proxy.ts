@@ -139,6 +139,10 @@ export interface ProxyCounts {
   scripted: number;
   /** Requests forwarded whose answer was replaced by a 500 ('forward-then-fail'). */
   lost: number;
+  /** Body bytes of the requests forwarded upstream (uploads). */
+  bytesUp: number;
+  /** Body bytes of the server's answers passed back (downloads; not those replaced or lost). */
+  bytesDown: number;
 }
 
 export interface S3Proxy {
@@ -178,6 +182,8 @@ export async function startS3Proxy(o: ProxyOptions): Promise<S3Proxy> {
     conditionalPuts: 0,
     scripted: 0,
     lost: 0,
+    bytesUp: 0,
+    bytesDown: 0,
   };
 
   const answer = (res: http.ServerResponse, a: ProxyAnswer) => {
@@ -215,6 +221,7 @@ export async function startS3Proxy(o: ProxyOptions): Promise<S3Proxy> {
         }
         setTimeout(() => {
           res.writeHead(ur.statusCode ?? 502, ur.headers);
+          ur.on('data', (c: Buffer) => (counts.bytesDown += c.byteLength));
           ur.pipe(res);
         }, delay);
       },
@@ -223,8 +230,13 @@ export async function startS3Proxy(o: ProxyOptions): Promise<S3Proxy> {
       if (!res.headersSent) res.writeHead(502);
       res.end();
     });
-    if (body) up.end(body);
-    else req.pipe(up);
+    if (body) {
+      counts.bytesUp += body.byteLength;
+      up.end(body);
+    } else {
+      req.on('data', (c: Buffer) => (counts.bytesUp += c.byteLength));
+      req.pipe(up);
+    }
   };
 
   const scripted = async (req: http.IncomingMessage, res: http.ServerResponse, s: ProxyScript) => {
@@ -287,6 +299,8 @@ export async function startS3Proxy(o: ProxyOptions): Promise<S3Proxy> {
       counts.conditionalPuts = 0;
       counts.scripted = 0;
       counts.lost = 0;
+      counts.bytesUp = 0;
+      counts.bytesDown = 0;
     },
     set(n) {
       if (n.failRate !== undefined) failRate = n.failRate;
