@@ -79,6 +79,72 @@ describe('a merge stalled across a takeover and a purge', () => {
     expect(await withFreshReader(root, leases, clock, async (log) => (await log.trajectory('bystander')).length)).toBe(3);
   });
 
+  it('a maintainer stalled the same way, whose lease another maintainer took, cannot bring them back either', async () => {
+    const { open, clock, root, leases } = setup();
+    const A = open({ slot: 0, slots: 2 });
+    for (const itemId of ['doomed', 'bystander']) await A.log.append([batch(itemId)]);
+    expect((await A.log.deleteItem('doomed')).deleted).toBe(true);
+    // A's lease lapses with its generation unmerged; the tombstone is past the retention.
+    clock.advance(2 * RETENTION);
+
+    // M1 takes the maintainer lease, seals A's epoch, reads A's generation and stalls before
+    // its base commit; once let go, it stops again after the commit, before retiring.
+    const beforeCommit = new Pause();
+    const afterCommit = new Pause();
+    const M1 = open({
+      slot: 1,
+      slots: 2,
+      owner: 'maintainer-1',
+      hooks: {
+        beforeMergeStep: async (step) => {
+          if (step === 'base-commit') await beforeCommit.hit();
+          if (step === 'retire-marker') await afterCommit.hit();
+        },
+      },
+    });
+    const stalled = settle(M1.log.maintain());
+    await beforeCommit.reached.promise;
+    onTestFinished(() => {
+      beforeCommit.release();
+      afterCommit.release();
+    });
+
+    const doomedRows = async () => withFreshReader(root, leases, clock, async (log) => (await trajectoryOrNone(log, 'doomed')).length);
+    const baseRowsOfDoomed = async (m: typeof M2) => (await (await m.log.stats()).base.rows) - (await m.log.trajectory('bystander')).length;
+
+    // M1's maintainer lease lapses; M2 takes it, merges A's generation and removes the doomed rows.
+    clock.advance(2 * TTL);
+    const M2 = open({ slot: 1, slots: 2, owner: 'maintainer-2' });
+    const first = await M2.log.maintain();
+    expect(first.mergedShards, 'M2 merged A\'s generation').toHaveLength(1);
+    expect([first.purgedItems, first.pendingDeletions, first.failures]).toEqual([0, 1, []]);
+    expect(await baseRowsOfDoomed(M2)).toBe(0);
+
+    // M1 wakes up and commits what it read into the base: the rows are back, and hidden.
+    beforeCommit.release();
+    await afterCommit.reached.promise;
+    expect(await baseRowsOfDoomed(M2), 'the stalled commit put the doomed rows back into the base').toBe(3);
+    expect(await doomedRows(), 'D1: hidden by the tombstone').toBe(0);
+
+    // The maintainer lease elects, it does not fence: M1 goes on with its pass, and its own
+    // purge step removes the rows again (recording the removal: the grace starts over).
+    afterCommit.release();
+    const late = await stalled;
+    expect(late.ok && [late.value.purgedItems, late.value.pendingDeletions, late.value.failures]).toEqual([0, 1, []]);
+    expect(await baseRowsOfDoomed(M2)).toBe(0);
+    expect(await doomedRows()).toBe(0);
+
+    // One ms short of a grace after that removal the tombstone stays; at the grace it goes.
+    clock.advance(RETENTION - 1);
+    const second = await M2.log.maintain();
+    expect([second.purgedItems, second.pendingDeletions, second.failures]).toEqual([0, 1, []]);
+    clock.advance(1);
+    const third = await M2.log.maintain();
+    expect([third.purgedItems, third.pendingDeletions, third.failures]).toEqual([1, 0, []]);
+    expect(await doomedRows()).toBe(0);
+    expect(await withFreshReader(root, leases, clock, async (log) => (await log.trajectory('bystander')).length)).toBe(3);
+  });
+
   it('counts the grace from the removal, to the millisecond', async () => {
     const { open, clock } = setup();
     const A = open({ slot: 0, slots: 2 });
