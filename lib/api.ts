@@ -97,7 +97,9 @@ export interface MaintenanceReport {
   projection: { baseVersion: number; fragments: number; countedRows: number } | null;
   /**
    * Steps that failed; the other steps still ran. A failed step is retried by the next run
-   * (every step is idempotent). Empty when everything succeeded.
+   * (every step is idempotent). Empty when everything succeeded. A pass whose lease another
+   * maintainer took over meanwhile (it was paused past the lease's ttl) skips the steps left,
+   * each listed with code `FENCED`.
    */
   failures: Array<{ step: MaintenanceStep; code: string; message: string }>;
 }

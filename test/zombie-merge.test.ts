@@ -126,23 +126,56 @@ describe('a merge stalled across a takeover and a purge', () => {
     expect(await baseRowsOfDoomed(M2), 'the stalled commit put the doomed rows back into the base').toBe(3);
     expect(await doomedRows(), 'D1: hidden by the tombstone').toBe(0);
 
-    // The maintainer lease elects, it does not fence: M1 goes on with its pass, and its own
-    // purge step removes the rows again (recording the removal: the grace starts over).
+    // M1's merge step finishes; before its next step M1 finds its lease taken over and skips
+    // the rest of its pass (the lease elects, it cannot fence the commit above).
     afterCommit.release();
     const late = await stalled;
-    expect(late.ok && [late.value.purgedItems, late.value.pendingDeletions, late.value.failures]).toEqual([0, 1, []]);
-    expect(await baseRowsOfDoomed(M2)).toBe(0);
+    expect(late.ok && late.value.mergedShards, 'M1 finished the step it was in').toEqual(['s00-e000001-g000001']);
+    expect(late.ok && late.value.failures.map((f) => `${f.step}:${f.code}`)).toEqual(
+      ['zombies', 'deletions', 'compaction', 'indexes', 'projection', 'claims', 'meta'].map((step) => `${step}:FENCED`),
+    );
+    expect(await baseRowsOfDoomed(M2), 'still back, and still hidden').toBe(3);
     expect(await doomedRows()).toBe(0);
 
-    // One ms short of a grace after that removal the tombstone stays; at the grace it goes.
-    clock.advance(RETENTION - 1);
+    // M2's next pass removes them again (the grace starts over); one ms short of a grace after
+    // that removal the tombstone stays, at the grace it goes.
+    clock.advance(2 * RETENTION);
     const second = await M2.log.maintain();
     expect([second.purgedItems, second.pendingDeletions, second.failures]).toEqual([0, 1, []]);
+    expect(await baseRowsOfDoomed(M2)).toBe(0);
+    clock.advance(RETENTION - 1);
+    expect((await M2.log.maintain()).pendingDeletions).toBe(1);
     clock.advance(1);
     const third = await M2.log.maintain();
     expect([third.purgedItems, third.pendingDeletions, third.failures]).toEqual([1, 0, []]);
     expect(await doomedRows()).toBe(0);
     expect(await withFreshReader(root, leases, clock, async (log) => (await log.trajectory('bystander')).length)).toBe(3);
+  });
+
+  it('a maintainer paused past its lease goes on when nobody took the lease over (it renews first)', async () => {
+    const { open, clock } = setup();
+    const A = open({ slot: 0, slots: 2 });
+    await A.log.append([batch('x')]);
+    clock.advance(2 * TTL); // A's lease lapses: its generation is left to the maintainer
+    const pause = new Pause();
+    const M = open({
+      slot: 1,
+      slots: 2,
+      owner: 'maintainer',
+      hooks: {
+        beforeMergeStep: async (step) => {
+          if (step === 'base-commit') await pause.hit();
+        },
+      },
+    });
+    const pass = settle(M.log.maintain());
+    await pause.reached.promise;
+    onTestFinished(() => pause.release());
+    clock.advance(2 * TTL);
+    pause.release();
+    const done = await pass;
+    expect(done.ok && [done.value.mergedShards.length, done.value.failures]).toEqual([1, []]);
+    expect(done.ok && [done.value.indexes.includes('item_id_idx'), done.value.projection !== null], 'the steps after the merge ran').toEqual([true, true]);
   });
 
   it('counts the grace from the removal, to the millisecond', async () => {

@@ -7,7 +7,7 @@
  */
 import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../clock.ts';
-import { CorruptError, DgclError, LeaseHeldError, UnavailableError } from '../errors.ts';
+import { CorruptError, DgclError, type FencedError, LeaseHeldError, UnavailableError } from '../errors.ts';
 import { acquireMaintainer, acquireWriterSlot, LeaseKeeper, slotKey } from '../lease/slots.ts';
 import { isFree } from '../lease/rules.ts';
 import type { LeaseStore } from '../lease/types.ts';
@@ -80,7 +80,17 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
     if (e instanceof LeaseHeldError) return { ...report, heldBy: e.holder?.owner ?? 'another maintainer' };
     throw e;
   }
-  const keeper = new LeaseKeeper(ctx.leases, lease, o.leaseTtlMs);
+  const keeper = new LeaseKeeper(ctx.leases, lease, { ttlMs: o.leaseTtlMs, clock: o.clock });
+  // The lease elects, it does not fence: a pass frozen mid-way (a Lambda container thawed later,
+  // a long pause) would go on beside the maintainer that took over. So before each step a pass
+  // whose lease ran out renews it, and once another maintainer holds it, skips what is left.
+  // Skipping is always safe (each step is done again by a later pass); a step already running
+  // finishes (its commits are safe beside another maintainer's: docs/design/deletion.md,
+  // "Stalled mergers"). An unreachable lease store does not stop the pass: that is no news.
+  const lostLease = async (): Promise<FencedError | undefined> => {
+    if (!keeper.lost && keeper.expired()) await keeper.renewNow().catch(() => undefined);
+    return keeper.lostReason;
+  };
   const mctx = { ...ctx, hooks: o.hooks };
   let done = 0;
   let total = FIXED_STEPS.length;
@@ -93,6 +103,12 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
     }
   };
   const step = async (name: MaintenanceStep, fn: () => Promise<void>): Promise<void> => {
+    const lost = await lostLease();
+    if (lost) {
+      report.failures.push({ step: name, code: lost.code, message: `skipped: the maintainer lease was taken over (${lost.message})` });
+      tick(name);
+      return;
+    }
     try {
       await fn();
     } catch (e) {
