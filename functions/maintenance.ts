@@ -73,7 +73,9 @@ export const handler = lambdaHandler(
         const started = systemClock.nowMs();
         const report = await maintainOne(t, config, context);
         entries.push({ ...report, pipeline: t.pipeline, experimentName: t.experiment, durationMs: systemClock.nowMs() - started });
-        if (report.ran && report.failures.length > 0) logger.error('maintenance steps failed; the next run retries them', { ...report });
+        // An overtaken pass is no failure of its steps: the maintainer that took over does them.
+        if (report.stoppedBy === 'FENCED' && report.failures.every((f) => f.code === 'FENCED')) logger.warn('pass overtaken by another maintainer (it was paused past its lease); steps left to it', { ...report });
+        else if (report.ran && report.failures.length > 0) logger.error('maintenance steps failed; the next run retries them', { ...report });
         else if (report.ran) logger.info('maintained', { ...report });
         else logger.info('another maintainer holds the lease; nothing done', { experiment: report.experiment, heldBy: report.heldBy });
       } catch (e) {
@@ -97,7 +99,8 @@ export const handler = lambdaHandler(
     metrics.addMetric('MaintenanceLeaseHeld', MetricUnit.Count, result.summary.leaseHeld);
     metrics.addMetric('MaintenanceSkipped', MetricUnit.Count, result.summary.skipped);
     metrics.addMetric('MaintenanceFailures', MetricUnit.Count, result.summary.failed);
-    metrics.addMetric('MaintenanceStepFailures', MetricUnit.Count, entries.reduce((n, e) => n + ('failures' in e ? e.failures.length : 0), 0));
+    metrics.addMetric('MaintenanceStepFailures', MetricUnit.Count, entries.reduce((n, e) => n + ('failures' in e ? e.failures.filter((f) => f.code !== 'FENCED').length : 0), 0));
+    metrics.addMetric('MaintenanceOvertaken', MetricUnit.Count, entries.filter((e) => 'stoppedBy' in e && e.stoppedBy === 'FENCED').length);
     metrics.addMetric('MergedRows', MetricUnit.Count, entries.reduce((n, e) => n + ('mergedRows' in e ? e.mergedRows : 0), 0));
     if (errors.length > 0) {
       logger.error('maintenance failed for some experiments', { ...result });

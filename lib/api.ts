@@ -97,11 +97,17 @@ export interface MaintenanceReport {
   projection: { baseVersion: number; fragments: number; countedRows: number } | null;
   /**
    * Steps that failed; the other steps still ran. A failed step is retried by the next run
-   * (every step is idempotent). Empty when everything succeeded. A pass whose lease another
-   * maintainer took over meanwhile (it was paused past the lease's ttl) skips the steps left,
-   * each listed with code `FENCED`.
+   * (every step is idempotent). Empty when everything succeeded. The steps a pass skipped
+   * because it stopped early (`stoppedBy`) are listed too, with that code.
    */
   failures: Array<{ step: MaintenanceStep; code: string; message: string }>;
+  /**
+   * Set when the pass stopped before its end: it was paused past its lease's ttl (a frozen
+   * container thawed later) and another maintainer took the lease over (`FENCED`), or the lease
+   * ran out and the lease store answered neither a renewal nor a read (`UNAVAILABLE`). The lease
+   * elects the maintainer; it cannot fence a step already running, which finishes.
+   */
+  stoppedBy?: 'FENCED' | 'UNAVAILABLE';
 }
 
 export type MaintenanceStep = 'orphans' | 'retirements' | 'merge' | 'zombies' | 'deletions' | 'compaction' | 'indexes' | 'projection' | 'claims' | 'meta';

@@ -7,7 +7,7 @@
  */
 import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../clock.ts';
-import { CorruptError, DgclError, type FencedError, LeaseHeldError, UnavailableError } from '../errors.ts';
+import { CorruptError, DgclError, FencedError, LeaseHeldError, UnavailableError } from '../errors.ts';
 import { acquireMaintainer, acquireWriterSlot, LeaseKeeper, slotKey } from '../lease/slots.ts';
 import { isFree } from '../lease/rules.ts';
 import type { LeaseStore } from '../lease/types.ts';
@@ -82,14 +82,39 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
   }
   const keeper = new LeaseKeeper(ctx.leases, lease, { ttlMs: o.leaseTtlMs, clock: o.clock });
   // The lease elects, it does not fence: a pass frozen mid-way (a Lambda container thawed later,
-  // a long pause) would go on beside the maintainer that took over. So before each step a pass
-  // whose lease ran out renews it, and once another maintainer holds it, skips what is left.
-  // Skipping is always safe (each step is done again by a later pass); a step already running
-  // finishes (its commits are safe beside another maintainer's: docs/design/deletion.md,
-  // "Stalled mergers"). An unreachable lease store does not stop the pass: that is no news.
-  const lostLease = async (): Promise<FencedError | undefined> => {
-    if (!keeper.lost && keeper.expired()) await keeper.renewNow().catch(() => undefined);
-    return keeper.lostReason;
+  // a long pause) would go on beside the maintainer that took over. So before each step, a pass
+  // whose keeper missed its renewals (half the ttl gone: it renews every third) renews the lease
+  // itself, or reads it if the renewal got no answer, and once another maintainer holds it skips
+  // every step left (FENCED). An expired lease the store does not answer for stops the pass too
+  // (UNAVAILABLE): it may have been taken. Skipping is always safe (a later pass does each step
+  // again); a step already running finishes (its commits are safe beside another maintainer's:
+  // docs/design/deletion.md, "Stalled mergers"). Half the ttl also covers a taker whose clock
+  // runs up to that much ahead of this pass's.
+  let stop: DgclError | undefined;
+  let askedAtMs = -Infinity;
+  const leaseStop = async (): Promise<DgclError | undefined> => {
+    if (stop) return stop;
+    const fenced = (e: FencedError) => (stop = new FencedError(`skipped: another maintainer took the lease over (${e.message})`, { cause: e }));
+    if (keeper.lostReason) return fenced(keeper.lostReason);
+    const now = o.clock.nowMs();
+    if (keeper.current().expiresAtMs - now > o.leaseTtlMs / 2) return undefined;
+    // A store that did not renew (but answered the read) is asked again a keeper interval later.
+    if (now - askedAtMs < o.leaseTtlMs / 3) return undefined;
+    askedAtMs = now;
+    try {
+      await keeper.renewNow();
+      return undefined;
+    } catch (e) {
+      if (e instanceof FencedError) return fenced(e);
+    }
+    try {
+      await ctx.leases.assertCurrent(keeper.current());
+      return undefined;
+    } catch (e) {
+      if (e instanceof FencedError) return fenced(e);
+      if (!keeper.expired()) return undefined; // asked again before the next step
+      return (stop = new UnavailableError(`skipped: the maintainer lease ran out and the lease store did not answer (${e instanceof Error ? e.message : String(e)})`, { cause: e }));
+    }
   };
   const mctx = { ...ctx, hooks: o.hooks };
   let done = 0;
@@ -102,13 +127,17 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
       // a failing progress display must not stop a maintenance pass
     }
   };
+  /** Whether the pass stops before step `name` (then it is listed in `failures` and counted). */
+  const skipped = async (name: MaintenanceStep): Promise<boolean> => {
+    const why = await leaseStop();
+    if (!why) return false;
+    report.failures.push({ step: name, code: why.code, message: why.message });
+    report.stoppedBy = why.code === 'FENCED' ? 'FENCED' : 'UNAVAILABLE';
+    tick(name);
+    return true;
+  };
   const step = async (name: MaintenanceStep, fn: () => Promise<void>): Promise<void> => {
-    const lost = await lostLease();
-    if (lost) {
-      report.failures.push({ step: name, code: lost.code, message: `skipped: the maintainer lease was taken over (${lost.message})` });
-      tick(name);
-      return;
-    }
+    if (await skipped(name)) return;
     try {
       await fn();
     } catch (e) {
@@ -146,8 +175,8 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
         }
         report.sweptShards.push(...(await sweepUnlisted(ctx)));
       });
-    } else {
-      tick('zombies'); // skipped: no listing to sweep from
+    } else if (!(await skipped('zombies'))) {
+      tick('zombies'); // no listing to sweep from
     }
 
     // Deleted items: after the merges above, so that sealed generations no longer hold their rows.

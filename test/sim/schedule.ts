@@ -1,6 +1,6 @@
 /**
  * One seeded schedule: 2-4 writers (own LanceCheckpointLog and owner each, 2 slots between
- * them), a maintainer and two readers on one local root, real Lance, wrapped stores, a
+ * them), two maintainers and two readers on one local root, real Lance, wrapped stores, a
  * simulated clock. The seed picks the configuration, the workload and, through the scheduler,
  * the interleaving and the faults. Then: quiesce, close some writers, let every lease expire,
  * maintain twice, read everything with a fresh log object, and check I1-I5 on every read.
@@ -207,7 +207,9 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   const readers = [1, 2].map((i) => ({ actor: `r${i}`, log: makeLog(`r${i}`), busy: 0 }));
   let itemReads = 0;
   let listReads = 0;
-  const maint = { actor: 'm', log: makeLog('m'), busy: false };
+  // Two maintainers: a pass the scheduler holds past the lease's ttl can be overtaken by the
+  // other's, and both then run (the lease elects, it does not fence: shards.md, "Maintenance").
+  const maints = ['m', 'm2'].map((actor) => ({ actor, log: makeLog(actor), busy: false }));
   const items: ItemModel[] = [];
   const deliveries: Delivery[] = [];
   const blobEvents: string[] = [];
@@ -428,7 +430,16 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     maintain: {
       budget: wl.between(0, 3),
       run: () => {
-        if (maint.busy) return false;
+        const idle = maints.filter((m) => !m.busy);
+        if (idle.length === 0) return false;
+        const maint = wl.pick(idle);
+        // Half the time the other maintainer's pass (if one runs) has been paused past its lease:
+        // this one takes the lease over and the paused one must notice before its next step.
+        const other = maints.find((m) => m.busy);
+        if (other && wl.chance(0.5)) {
+          clock.advance(cfg.leaseTtlMs + 1);
+          sched.note(`clock +${cfg.leaseTtlMs + 1} (${other.actor}'s pass paused past its lease)`);
+        }
         maint.busy = true;
         const p = sched.run(maint.actor, () => maint.log.maintain());
         track('maintain', maint.actor, p);

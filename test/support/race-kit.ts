@@ -50,15 +50,22 @@ export class Gate<T = void> {
 }
 
 /** A paused step: `reached` resolves when the code arrives there, `release()` lets it go on. */
+/** Pauses not yet released: raceFixture's afterEach releases them before it closes the logs. */
+const heldPauses = new Set<Pause>();
+
 export class Pause {
   readonly reached = new Gate();
   private readonly go = new Gate();
+  constructor() {
+    heldPauses.add(this);
+  }
   /** Called by the paused code. */
   async hit(): Promise<void> {
     this.reached.resolve();
     await this.go.promise;
   }
   release(): void {
+    heldPauses.delete(this);
     this.go.resolve();
   }
 }
@@ -412,6 +419,9 @@ export function raceFixture(ttlMs: number) {
   let opened: TestLog[] = [];
   let stores: LocalLeaseStore[] = [];
   afterEach(async () => {
+    // A test that failed while a pause held a call would otherwise leave close() waiting for it
+    // (vitest runs onTestFinished hooks after afterEach).
+    for (const p of heldPauses) p.release();
     for (const t of opened) await t.log.close().catch(() => undefined);
     for (const s of stores) await s.close();
     opened = [];

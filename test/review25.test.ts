@@ -1,0 +1,167 @@
+/**
+ * review25: a maintenance pass stops when its maintainer lease was taken over (lib/log/maintain.ts,
+ * `leaseStop`; docs/design/shards.md, "Maintenance"). Found by the review of the first version:
+ * F1 a step left unlisted, F2 an unreachable lease store asked before every step, F3 a takeover
+ * by a maintainer whose clock runs ahead not noticed, F4 a test that could not see whether the
+ * pass renewed. Real Lance on a local root, manual clocks, gates.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../lib/clock.ts';
+import { UnavailableError } from '../lib/errors.ts';
+import type { LocalLeaseStore } from '../lib/lease/local.ts';
+import { Pause, raceFixture, settle, sharedLeases, testLog, type TestLog } from './support/race-kit.ts';
+
+const TTL = 60_000;
+const { setup } = raceFixture(TTL);
+const batch = (itemId: string) => ({ itemId, runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: itemId } });
+const codes = (r: { failures: Array<{ step: string; code: string }> }) => r.failures.map((f) => `${f.step}:${f.code}`);
+const AFTER_MERGE = ['zombies', 'deletions', 'compaction', 'indexes', 'projection', 'claims', 'meta'];
+
+const extra: { logs: TestLog[]; stores: LocalLeaseStore[] } = { logs: [], stores: [] };
+afterEach(async () => {
+  for (const t of extra.logs) await t.log.close().catch(() => undefined);
+  for (const s of extra.stores) await s.close().catch(() => undefined);
+  extra.logs = [];
+  extra.stores = [];
+});
+
+/** A writer's generation left to the maintainer (its lease lapsed), and a maintainer that pauses at its base commit. */
+function pausedAtCommit(s: ReturnType<typeof setup>, owner = 'maintainer') {
+  const pause = new Pause();
+  const M = s.open({
+    slot: 1,
+    slots: 2,
+    owner,
+    hooks: {
+      beforeMergeStep: async (step) => {
+        if (step === 'base-commit') await pause.hit();
+      },
+    },
+  });
+  return { pause, M };
+}
+
+async function orphanedWrite(s: ReturnType<typeof setup>): Promise<void> {
+  const A = s.open({ slot: 0, slots: 2 });
+  await A.log.append([batch('x')]);
+  s.clock.advance(2 * TTL);
+}
+
+describe('review25: a pass whose maintainer lease was taken over', () => {
+  it('F1: fenced during the orphans step, every step left is listed FENCED (zombies too)', async () => {
+    const s = setup();
+    await orphanedWrite(s);
+    const pause = new Pause();
+    const M1 = s.open({ slot: 1, slots: 2, owner: 'maintainer-1' });
+    let paused = false;
+    M1.leases.tap.before = async (op, key) => {
+      // takeOrphans reads the orphan's slot record: pause there, inside the 'orphans' step
+      if (op === 'read' && key.includes('/slot/') && !paused) {
+        paused = true;
+        await pause.hit();
+      }
+    };
+    const stalled = settle(M1.log.maintain());
+    try {
+      await pause.reached.promise;
+      s.clock.advance(2 * TTL);
+      const m2 = await s.open({ slot: 1, slots: 2, owner: 'maintainer-2' }).log.maintain();
+      expect([m2.ran, m2.failures]).toEqual([true, []]);
+    } finally {
+      pause.release();
+    }
+    const late = await stalled;
+    expect(late.ok && codes(late.value)).toEqual(['retirements', ...AFTER_MERGE].map((step) => `${step}:FENCED`));
+    expect(late.ok && late.value.stoppedBy).toBe('FENCED');
+  });
+
+  it('F2: a store that does not renew but answers the read is asked once; one that answers neither stops an expired pass', async () => {
+    for (const readToo of [false, true]) {
+      const s = setup();
+      await orphanedWrite(s);
+      const { pause, M } = pausedAtCommit(s);
+      const asked: string[] = [];
+      M.leases.tap.before = (op) => {
+        if (op === 'renew' || (readToo && op === 'assertCurrent')) {
+          asked.push(op);
+          throw new UnavailableError('lease store unreachable (test)');
+        }
+      };
+      const pass = settle(M.log.maintain());
+      try {
+        await pause.reached.promise;
+        s.clock.advance(2 * TTL);
+      } finally {
+        pause.release();
+      }
+      const done = await pass;
+      if (!readToo) {
+        expect(done.ok && [done.value.failures, done.value.stoppedBy], 'nobody took the lease: the pass goes on').toEqual([[], undefined]);
+        expect(asked).toEqual(['renew']);
+      } else {
+        expect(done.ok && codes(done.value)).toEqual(AFTER_MERGE.map((step) => `${step}:UNAVAILABLE`));
+        expect(done.ok && done.value.stoppedBy).toBe('UNAVAILABLE');
+        expect(asked).toEqual(['renew', 'assertCurrent']);
+      }
+    }
+  });
+
+  it('F3: a takeover by a maintainer whose clock runs ahead (less than half the ttl) is noticed', async () => {
+    const s = setup();
+    await orphanedWrite(s);
+    const { pause, M: M1 } = pausedAtCommit(s, 'maintainer-1');
+    const stalled = settle(M1.log.maintain());
+    try {
+      await pause.reached.promise;
+      s.clock.advance(TTL - 20_000); // M1: 20 s of its lease left on its own clock
+      const c2 = new ManualClock(s.clock.nowMs() + 25_000); // M2's runs 25 s ahead: the lease ran out
+      const store2 = sharedLeases(s.root, c2);
+      extra.stores.push(store2);
+      const M2 = testLog({ root: s.root, leases: store2, clock: c2, owner: 'maintainer-2', slots: 2, slot: 1, leaseTtlMs: TTL });
+      extra.logs.push(M2);
+      const m2 = await M2.log.maintain();
+      expect([m2.ran, m2.heldBy], 'M2 took the maintainer lease over').toEqual([true, undefined]);
+    } finally {
+      pause.release();
+    }
+    const late = await stalled;
+    expect(late.ok && [codes(late.value), late.value.stoppedBy]).toEqual([AFTER_MERGE.map((step) => `${step}:FENCED`), 'FENCED']);
+  });
+
+  it('F4: a pass paused past its lease that nobody took renews it before its next step', async () => {
+    const s = setup();
+    await orphanedWrite(s);
+    const pause = new Pause();
+    const atIndexes = new Pause();
+    const M = s.open({
+      slot: 1,
+      slots: 2,
+      owner: 'maintainer',
+      hooks: {
+        beforeMergeStep: async (step) => {
+          if (step === 'base-commit') await pause.hit();
+        },
+      },
+      tableTap: {
+        beforeBaseOp: async (op) => {
+          if (op === 'createIndex') await atIndexes.hit();
+        },
+      },
+    });
+    const pass = settle(M.log.maintain());
+    let m2;
+    try {
+      await pause.reached.promise;
+      s.clock.advance(2 * TTL);
+      pause.release();
+      await atIndexes.reached.promise;
+      m2 = await s.open({ slot: 1, slots: 2, owner: 'maintainer-2' }).log.maintain();
+    } finally {
+      pause.release();
+      atIndexes.release();
+    }
+    const done = await pass;
+    expect(m2.heldBy, 'the paused pass renewed its lease before its next step').toBe('maintainer');
+    expect(done.ok && done.value.failures).toEqual([]);
+  });
+});
