@@ -7,7 +7,7 @@
  * the record folders last and reporting a failed delete without stopping the purge.
  */
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { META_DIR, PURGED_DIR, SHARDS_DIR } from '../lib/log/layout.ts';
+import { META_DIR, PURGED_DIR } from '../lib/log/layout.ts';
 import { trajectoryOrNone } from './support/ack-checks.ts';
 import { Pause, raceFixture, settle, withFreshReader, type TestLog } from './support/race-kit.ts';
 
@@ -156,9 +156,11 @@ describe('review24: checked and sound (pass at 79fbd5b)', () => {
   });
 
 
-  // sweepRecords with a stale listing: a zombie maintainer (lease lost while it stalled after
-  // its listing, which had no tombstone) sweeps every record folder, also the live maintainer's
-  // record of a removal it just made. Deleting records only makes the tombstone wait longer.
+  // sweepRecords with a stale listing: a zombie maintainer (lease lost while it stalled inside
+  // its 'deletions' step, past its lease check, with a listing that had no tombstone) sweeps
+  // every record folder, also the live maintainer's record of a removal it just made. Deleting
+  // records only makes the tombstone wait longer. (The stall was in the 'zombies' step before a
+  // pass checked its lease between steps; it stops there now: review26.)
   it("a zombie maintainer's stale sweep deletes a live tombstone's records: the tombstone waits longer, never less", async () => {
     const s = setup();
     const { open, clock } = s;
@@ -167,10 +169,13 @@ describe('review24: checked and sound (pass at 79fbd5b)', () => {
     await A.log.mergeOwnShard();
     const Z = open({ slot: 1, slots: 2, owner: 'zombie' });
     const stall = new Pause();
+    let stalled = false;
     Z.objects.tap.before = async (op, key) => {
-      if (op === 'list' && key === SHARDS_DIR) await stall.hit(); // zombies step: after its listing
+      if (op === 'list' && key === PURGED_DIR && !stalled) {
+        stalled = true; // the deletions step's sweep of removal records
+        await stall.hit();
+      }
     };
-    onTestFinished(() => stall.release());
     const zombie = settle(Z.log.maintain());
     await stall.reached.promise;
     await A.log.append([batch('gone')]);
@@ -184,7 +189,7 @@ describe('review24: checked and sound (pass at 79fbd5b)', () => {
     expect(await M.objects.list(PURGED_DIR)).toHaveLength(1);
     stall.release();
     const z = await zombie;
-    expect(z.ok).toBe(true);
+    expect(z.ok && z.value.stoppedBy, 'the zombie stops after the step it was in').toBe('FENCED');
     expect(await M.objects.list(PURGED_DIR), "the zombie's stale sweep deleted the live record").toEqual([]);
     clock.advance(RETENTION);
     const r1 = await M.log.maintain();

@@ -3,13 +3,15 @@
  * `leaseStop`; docs/design/shards.md, "Maintenance"). Found by the review of the first version:
  * F1 a step left unlisted, F2 an unreachable lease store asked before every step, F3 a takeover
  * by a maintainer whose clock runs ahead not noticed, F4 a test that could not see whether the
- * pass renewed. Real Lance on a local root, manual clocks, gates.
+ * pass renewed; and by the review of the fixes (review26): L1 a store that answered nothing just
+ * before the expiry not asked again after it. Real Lance on a local root, manual clocks, gates.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import type { MaintenanceStep } from '../lib/api.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { UnavailableError } from '../lib/errors.ts';
 import type { LocalLeaseStore } from '../lib/lease/local.ts';
-import { Pause, raceFixture, settle, sharedLeases, testLog, type TestLog } from './support/race-kit.ts';
+import { Pause, raceFixture, settle, sharedLeases, testLog, type TestLog, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const { setup } = raceFixture(TTL);
@@ -163,5 +165,60 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
     const done = await pass;
     expect(m2.heldBy, 'the paused pass renewed its lease before its next step').toBe('maintainer');
     expect(done.ok && done.value.failures).toEqual([]);
+  });
+
+  it('review26 L1: a store that answered nothing just before the expiry is asked again once the lease ran out, and the pass stops UNAVAILABLE', async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 2 });
+    await A.log.append([batch('x')]);
+    await A.log.mergeOwnShard();
+    await A.log.close();
+    const asked: string[] = [];
+    const M = s.open({ slot: 1, slots: 2, owner: 'maintainer' });
+    M.leases.tap.before = (op, key) => {
+      if ((op === 'renew' || op === 'assertCurrent') && key.endsWith('/maintainer')) {
+        asked.push(op);
+        throw new UnavailableError('lease store unreachable (test)');
+      }
+    };
+    const onProgress = (step: MaintenanceStep) => {
+      // 1 s of the lease left before 'retirements': asked, no answer, not run out: go on.
+      if (step === 'orphans') s.clock.advance(TTL - 1_000);
+      // Before the next step the lease ran out 1 s ago, less than a keeper interval after the ask.
+      if (step === 'retirements') s.clock.advance(2_000);
+    };
+    const done = await M.log.maintain({ onProgress });
+    expect([codes(done), done.stoppedBy]).toEqual([AFTER_MERGE.map((step) => `${step}:UNAVAILABLE`), 'UNAVAILABLE']);
+    expect(asked, 'asked again once the lease ran out').toEqual(['renew', 'assertCurrent', 'renew', 'assertCurrent']);
+  });
+
+  it('an overtaken pass (same owner string) whose taker already released stops FENCED; the next pass finishes', async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 2 });
+    await A.log.append([batch('x')]);
+    s.clock.advance(2 * TTL); // A's generation is left to the maintainer
+    const pause = new Pause();
+    const M1 = s.open({
+      slot: 1,
+      slots: 2,
+      owner: 'same',
+      hooks: {
+        beforeMergeStep: async (step) => {
+          if (step === 'base-commit') await pause.hit();
+        },
+      },
+    });
+    const stalled = settle(M1.log.maintain());
+    await pause.reached.promise;
+    s.clock.advance(2 * TTL);
+    const M2 = s.open({ slot: 1, slots: 2, owner: 'same' });
+    const m2 = await M2.log.maintain();
+    expect([m2.ran, m2.failures]).toEqual([true, []]);
+    pause.release();
+    const late = await stalled;
+    expect(late.ok && late.value.stoppedBy).toBe('FENCED');
+    const next = await M2.log.maintain();
+    expect([next.ran, next.failures, next.stoppedBy]).toEqual([true, [], undefined]);
+    expect(await withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.trajectory('x')).length), 'x whole: each event once').toBe(3);
   });
 });

@@ -98,8 +98,9 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
     if (keeper.lostReason) return fenced(keeper.lostReason);
     const now = o.clock.nowMs();
     if (keeper.current().expiresAtMs - now > o.leaseTtlMs / 2) return undefined;
-    // A store that did not renew (but answered the read) is asked again a keeper interval later.
-    if (now - askedAtMs < o.leaseTtlMs / 3) return undefined;
+    // A store that did not renew is asked again a keeper interval later, or once the lease ran
+    // out if it had not at the last ask (review26 L1: no answer just before the expiry).
+    if (now - askedAtMs < o.leaseTtlMs / 3 && !(keeper.expired() && askedAtMs < keeper.current().expiresAtMs)) return undefined;
     askedAtMs = now;
     try {
       await keeper.renewNow();
