@@ -28,12 +28,13 @@ afterEach(async () => {
 });
 
 /** A writer's generation left to the maintainer (its lease lapsed), and a maintainer that pauses at its base commit. */
-function pausedAtCommit(s: ReturnType<typeof setup>, owner = 'maintainer') {
+function pausedAtCommit(s: ReturnType<typeof setup>, owner = 'maintainer', extra: Omit<Parameters<typeof s.open>[0], 'hooks'> = {}) {
   const pause = new Pause();
   const M = s.open({
     slot: 1,
     slots: 2,
     owner,
+    ...extra,
     hooks: {
       beforeMergeStep: async (step) => {
         if (step === 'base-commit') await pause.hit();
@@ -133,17 +134,8 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
   it('F4: a pass paused past its lease that nobody took renews it before its next step', async () => {
     const s = setup();
     await orphanedWrite(s);
-    const pause = new Pause();
     const atIndexes = new Pause();
-    const M = s.open({
-      slot: 1,
-      slots: 2,
-      owner: 'maintainer',
-      hooks: {
-        beforeMergeStep: async (step) => {
-          if (step === 'base-commit') await pause.hit();
-        },
-      },
+    const { pause, M } = pausedAtCommit(s, 'maintainer', {
       tableTap: {
         beforeBaseOp: async (op) => {
           if (op === 'createIndex') await atIndexes.hit();
@@ -194,20 +186,8 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
 
   it('an overtaken pass (same owner string) whose taker already released stops FENCED; the next pass finishes', async () => {
     const s = setup();
-    const A = s.open({ slot: 0, slots: 2 });
-    await A.log.append([batch('x')]);
-    s.clock.advance(2 * TTL); // A's generation is left to the maintainer
-    const pause = new Pause();
-    const M1 = s.open({
-      slot: 1,
-      slots: 2,
-      owner: 'same',
-      hooks: {
-        beforeMergeStep: async (step) => {
-          if (step === 'base-commit') await pause.hit();
-        },
-      },
-    });
+    await orphanedWrite(s);
+    const { pause, M: M1 } = pausedAtCommit(s, 'same');
     const stalled = settle(M1.log.maintain());
     await pause.reached.promise;
     s.clock.advance(2 * TTL);

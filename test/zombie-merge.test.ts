@@ -146,31 +146,6 @@ describe('a merge stalled across a takeover and a purge', () => {
     expect(await withFreshReader(root, leases, clock, async (log) => (await log.trajectory('bystander')).length)).toBe(3);
   });
 
-  it('a maintainer paused past its lease goes on when nobody took the lease over (it renews first)', async () => {
-    const { open, clock } = setup();
-    const A = open({ slot: 0, slots: 2 });
-    await A.log.append([batch('x')]);
-    clock.advance(2 * TTL); // A's lease lapses: its generation is left to the maintainer
-    const pause = new Pause();
-    const M = open({
-      slot: 1,
-      slots: 2,
-      owner: 'maintainer',
-      hooks: {
-        beforeMergeStep: async (step) => {
-          if (step === 'base-commit') await pause.hit();
-        },
-      },
-    });
-    const pass = settle(M.log.maintain());
-    await pause.reached.promise;
-    clock.advance(2 * TTL);
-    pause.release();
-    const done = await pass;
-    expect(done.ok && [done.value.mergedShards.length, done.value.failures]).toEqual([1, []]);
-    expect(done.ok && [done.value.indexes.includes('item_id_idx'), done.value.projection !== null], 'the steps after the merge ran').toEqual([true, true]);
-  });
-
   it('counts the grace from the removal, to the millisecond', async () => {
     const { open, clock } = setup();
     const A = open({ slot: 0, slots: 2 });
