@@ -31,6 +31,22 @@ const { logger, metrics } = obs;
 /** An experiment is not started with less time than this left in the invocation. */
 export const MAINTAIN_START_RESERVE_MS = 30_000;
 
+/**
+ * How a pass is logged and counted. An overtaken pass (paused past its lease, the steps left
+ * skipped because another maintainer took it over: `stoppedBy: FENCED`, nothing else failed) is
+ * no failure: the maintainer that took over does those steps.
+ */
+export function passOutcome(report: MaintenanceReport): 'maintained' | 'failed' | 'overtaken' | 'held' {
+  if (!report.ran) return 'held';
+  if (report.stoppedBy === 'FENCED' && report.failures.every((f) => f.code === 'FENCED')) return 'overtaken';
+  return report.failures.length > 0 ? 'failed' : 'maintained';
+}
+
+/** Steps that failed, not counting those skipped because another maintainer took the lease over. */
+export function stepFailures(report: MaintenanceReport): number {
+  return report.failures.filter((f) => f.code !== 'FENCED').length;
+}
+
 /** One experiment's outcome: the lib's report, or why there is none. */
 export type MaintenanceEntry =
   | (MaintenanceReport & { pipeline: string; experimentName: string; durationMs: number })
@@ -73,10 +89,10 @@ export const handler = lambdaHandler(
         const started = systemClock.nowMs();
         const report = await maintainOne(t, config, context);
         entries.push({ ...report, pipeline: t.pipeline, experimentName: t.experiment, durationMs: systemClock.nowMs() - started });
-        // An overtaken pass is no failure of its steps: the maintainer that took over does them.
-        if (report.stoppedBy === 'FENCED' && report.failures.every((f) => f.code === 'FENCED')) logger.warn('pass overtaken by another maintainer (it was paused past its lease); steps left to it', { ...report });
-        else if (report.ran && report.failures.length > 0) logger.error('maintenance steps failed; the next run retries them', { ...report });
-        else if (report.ran) logger.info('maintained', { ...report });
+        const outcome = passOutcome(report);
+        if (outcome === 'overtaken') logger.warn('pass overtaken by another maintainer (it was paused past its lease); steps left to it', { ...report });
+        else if (outcome === 'failed') logger.error('maintenance steps failed; the next run retries them', { ...report });
+        else if (outcome === 'maintained') logger.info('maintained', { ...report });
         else logger.info('another maintainer holds the lease; nothing done', { experiment: report.experiment, heldBy: report.heldBy });
       } catch (e) {
         errors.push(e);
@@ -99,8 +115,8 @@ export const handler = lambdaHandler(
     metrics.addMetric('MaintenanceLeaseHeld', MetricUnit.Count, result.summary.leaseHeld);
     metrics.addMetric('MaintenanceSkipped', MetricUnit.Count, result.summary.skipped);
     metrics.addMetric('MaintenanceFailures', MetricUnit.Count, result.summary.failed);
-    metrics.addMetric('MaintenanceStepFailures', MetricUnit.Count, entries.reduce((n, e) => n + ('failures' in e ? e.failures.filter((f) => f.code !== 'FENCED').length : 0), 0));
-    metrics.addMetric('MaintenanceOvertaken', MetricUnit.Count, entries.filter((e) => 'stoppedBy' in e && e.stoppedBy === 'FENCED').length);
+    metrics.addMetric('MaintenanceStepFailures', MetricUnit.Count, entries.reduce((n, e) => n + ('failures' in e ? stepFailures(e) : 0), 0));
+    metrics.addMetric('MaintenanceOvertaken', MetricUnit.Count, entries.filter((e) => 'failures' in e && passOutcome(e) === 'overtaken').length);
     metrics.addMetric('MergedRows', MetricUnit.Count, entries.reduce((n, e) => n + ('mergedRows' in e ? e.mergedRows : 0), 0));
     if (errors.length > 0) {
       logger.error('maintenance failed for some experiments', { ...result });

@@ -6,7 +6,8 @@ import './support/env.ts';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { handler as maintenanceHandler, type MaintenanceEntry, type MaintenanceResult } from '../../functions/maintenance.ts';
+import { handler as maintenanceHandler, passOutcome, stepFailures, type MaintenanceEntry, type MaintenanceResult } from '../../functions/maintenance.ts';
+import type { MaintenanceReport } from '../../lib/api.ts';
 import { eventBridgeEvent } from '../../functions/shared/events.ts';
 import { logCache } from '../../functions/shared/logs.ts';
 import { openLog } from '../../lib/index.ts';
@@ -137,5 +138,33 @@ describe('maintenance handler', () => {
     } finally {
       await reader.close();
     }
+  });
+});
+
+describe('how a pass is logged and counted', () => {
+  const report = (over: Partial<MaintenanceReport>): MaintenanceReport => ({
+    experiment: 'p/e',
+    ran: true,
+    mergedShards: [],
+    mergedRows: 0,
+    compacted: null,
+    indexes: [],
+    prunedVersions: 0,
+    deletedClaims: 0,
+    purgedItems: 0,
+    pendingDeletions: 0,
+    sweptShards: [],
+    projection: null,
+    failures: [],
+    ...over,
+  });
+  const fenced = (step: MaintenanceReport['failures'][number]['step']) => ({ step, code: 'FENCED', message: 'skipped: another maintainer took the lease over' });
+
+  it('an overtaken pass is a WARN and no step failure; a real failure beside it is still an ERROR', () => {
+    const overtaken = report({ stoppedBy: 'FENCED', failures: [fenced('claims'), fenced('meta')] });
+    const withFailure = report({ stoppedBy: 'FENCED', failures: [{ step: 'compaction', code: 'UNAVAILABLE', message: 'x' }, fenced('meta')] });
+    const unconfirmed = report({ stoppedBy: 'UNAVAILABLE', failures: [{ step: 'meta', code: 'UNAVAILABLE', message: 'skipped: the maintainer lease ran out' }] });
+    expect([overtaken, withFailure, unconfirmed, report({}), report({ ran: false, heldBy: 'm' })].map(passOutcome)).toEqual(['overtaken', 'failed', 'failed', 'maintained', 'held']);
+    expect([overtaken, withFailure, unconfirmed].map(stepFailures)).toEqual([0, 1, 1]);
   });
 });
