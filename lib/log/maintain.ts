@@ -50,9 +50,10 @@ export const INDEXED_COLUMNS = ['item_id', 'event_id'] as const;
 
 type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore; coord: (o?: { create: boolean }) => Promise<CoordStore> };
 
-export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<MaintenanceReport> {
-  const report: MaintenanceReport = {
-    experiment: `${o.pipeline}/${o.experiment}`,
+/** A report of a pass over `experiment` ("pipeline/experiment") that has done nothing yet. */
+export function emptyMaintenanceReport(experiment: string): MaintenanceReport {
+  return {
+    experiment,
     ran: false,
     mergedShards: [],
     mergedRows: 0,
@@ -66,6 +67,10 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
     projection: null,
     failures: [],
   };
+}
+
+export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<MaintenanceReport> {
+  const report = emptyMaintenanceReport(`${o.pipeline}/${o.experiment}`);
   // The log's coordination store first: a process that may not write this log (another lease
   // table than its records', a copy of the log, no table for a table log) must stop before it
   // takes a slot or merges anything, not at the claims step (review15 F4: a maintainer on

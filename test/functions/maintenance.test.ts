@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { handler as maintenanceHandler, passOutcome, stepFailures, type MaintenanceEntry, type MaintenanceResult } from '../../functions/maintenance.ts';
 import type { MaintenanceReport } from '../../lib/api.ts';
+import { emptyMaintenanceReport } from '../../lib/log/maintain.ts';
 import { eventBridgeEvent } from '../../functions/shared/events.ts';
 import { logCache } from '../../functions/shared/logs.ts';
 import { openLog } from '../../lib/index.ts';
@@ -142,22 +143,7 @@ describe('maintenance handler', () => {
 });
 
 describe('how a pass is logged and counted', () => {
-  const report = (over: Partial<MaintenanceReport>): MaintenanceReport => ({
-    experiment: 'p/e',
-    ran: true,
-    mergedShards: [],
-    mergedRows: 0,
-    compacted: null,
-    indexes: [],
-    prunedVersions: 0,
-    deletedClaims: 0,
-    purgedItems: 0,
-    pendingDeletions: 0,
-    sweptShards: [],
-    projection: null,
-    failures: [],
-    ...over,
-  });
+  const report = (over: Partial<MaintenanceReport>): MaintenanceReport => ({ ...emptyMaintenanceReport('p/e'), ran: true, ...over });
   const fenced = (step: MaintenanceReport['failures'][number]['step']) => ({ step, code: 'FENCED', message: 'skipped: another maintainer took the lease over' });
 
   it('an overtaken pass is a WARN and no step failure; a real failure beside it is still an ERROR', () => {
