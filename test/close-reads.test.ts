@@ -4,9 +4,8 @@
  * before it; reads after it fail.
  * Real Lance on a local root; the read is held in its meta listing by a gate, no sleeps.
  */
-import { describe, expect, it, onTestFinished } from 'vitest';
-import { META_DIR } from '../lib/log/layout.ts';
-import { Pause, raceFixture, resolvesAfterRelease, settle } from './support/race-kit.ts';
+import { describe, expect, it } from 'vitest';
+import { holdFirstList, raceFixture, resolvesAfterRelease, settle } from './support/race-kit.ts';
 
 const { setup } = raceFixture(60_000);
 
@@ -19,15 +18,7 @@ describe('close() with a read in flight', () => {
     await W.log.close();
 
     const R = open({});
-    const hold = new Pause();
-    let armed = true;
-    R.objects.tap.before = async (op, key) => {
-      if (op === 'list' && key === META_DIR && armed) {
-        armed = false;
-        await hold.hit();
-      }
-    };
-    onTestFinished(() => hold.release());
+    const hold = holdFirstList(R);
     const folding = settle(R.log.fold('x'));
     await hold.reached.promise;
     expect(await resolvesAfterRelease(R.log.close(), hold), 'close() returned while a read was in flight').toBe(true);

@@ -14,7 +14,7 @@ import { parseBatch } from '../lib/batch.ts';
 import { claimKey, META_DIR, PURGED_DIR } from '../lib/log/layout.ts';
 import { trajectoryOrNone } from './support/ack-checks.ts';
 import { createBatch, ctx, freshFileRoot, stepBatch, uniq } from './functions/support/fixtures.ts';
-import { Gate, Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
+import { deleteMergedItem, Gate, Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const RETENTION = 3_600_000; // DEFAULTS.deletionRetentionMs
@@ -157,11 +157,7 @@ describe('review23 findings (fail on c9565e3, pass since)', () => {
   it('F5: a record PUT landing late, after the tombstone is dropped, stays forever', async () => {
     const s = setup();
     const { open, clock } = s;
-    const A = open({ slot: 0, slots: 2 });
-    await A.log.append([batch('gone')]);
-    await A.log.mergeOwnShard();
-    expect((await A.log.deleteItem('gone')).deleted).toBe(true);
-    await A.log.close();
+    await deleteMergedItem(open({ slot: 0, slots: 2 }), batch('gone'));
     const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
     let late: (() => Promise<unknown>) | null = null;
     M.objects.tap.before = (op, key) => {
@@ -188,11 +184,7 @@ describe('review23: checked and sound (pass on c9565e3)', () => {
   it('a pass that stops between deleting the records and the tombstone: the next pass records now and waits a whole grace', async () => {
     const s = setup();
     const { open, clock } = s;
-    const A = open({ slot: 0, slots: 2 });
-    await A.log.append([batch('gone')]);
-    await A.log.mergeOwnShard();
-    expect((await A.log.deleteItem('gone')).deleted).toBe(true);
-    await A.log.close();
+    await deleteMergedItem(open({ slot: 0, slots: 2 }), batch('gone'));
     const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
     clock.advance(RETENTION);
     await M.log.maintain(); // removal

@@ -9,7 +9,7 @@
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { META_DIR, PURGED_DIR } from '../lib/log/layout.ts';
 import { trajectoryOrNone } from './support/ack-checks.ts';
-import { Pause, raceFixture, settle, withFreshReader, type TestLog } from './support/race-kit.ts';
+import { deleteMergedItem, holdFirstList, Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const RETENTION = 3_600_000; // DEFAULTS.deletionRetentionMs
@@ -32,19 +32,6 @@ async function seeded(open: ReturnType<typeof setup>['open']) {
   await W.log.close();
 }
 
-/** Hold the first meta listing of `R` (a read's first step). */
-function holdFirstList(R: TestLog) {
-  const hold = new Pause();
-  let armed = true;
-  R.objects.tap.before = async (op, key) => {
-    if (op === 'list' && key === META_DIR && armed) {
-      armed = false;
-      await hold.hit();
-    }
-  };
-  onTestFinished(() => hold.release());
-  return hold;
-}
 
 describe('review24 findings (fail at 79fbd5b, pass since)', () => {
   // close() drains reads, but a public call made of SEVERAL reads (blob = fold + loadBlob,
@@ -118,11 +105,7 @@ describe('review24 findings (fail at 79fbd5b, pass since)', () => {
   it('S1: a leftover record folder that cannot be deleted blocks the purge of every tombstone', async () => {
     const s = setup();
     const { open, clock } = s;
-    const A = open({ slot: 0, slots: 2 });
-    await A.log.append([batch('gone')]);
-    await A.log.mergeOwnShard();
-    expect((await A.log.deleteItem('gone')).deleted).toBe(true);
-    await A.log.close();
+    await deleteMergedItem(open({ slot: 0, slots: 2 }), batch('gone'));
     const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
     const stale = `${PURGED_DIR}/tomb.${'0'.repeat(40)}.000000000001`;
     await M.objects.put(`${stale}/000000000000001`, '');

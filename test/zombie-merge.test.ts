@@ -10,7 +10,7 @@
 import { describe, expect, it } from 'vitest';
 import { META_DIR, PURGED_DIR } from '../lib/log/layout.ts';
 import { trajectoryOrNone } from './support/ack-checks.ts';
-import { Pause, raceFixture, resolvesAfterRelease, settle, withFreshReader } from './support/race-kit.ts';
+import { deleteMergedItem, Pause, raceFixture, resolvesAfterRelease, settle, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const RETENTION = 3_600_000; // DEFAULTS.deletionRetentionMs
@@ -148,11 +148,7 @@ describe('a merge stalled across a takeover and a purge', () => {
 
   it('counts the grace from the removal, to the millisecond', async () => {
     const { open, clock } = setup();
-    const A = open({ slot: 0, slots: 2 });
-    await A.log.append([batch('gone')]);
-    await A.log.mergeOwnShard();
-    expect((await A.log.deleteItem('gone')).deleted).toBe(true);
-    await A.log.close();
+    await deleteMergedItem(open({ slot: 0, slots: 2 }), batch('gone'));
     const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
     clock.advance(RETENTION - 1);
     expect((await M.log.maintain()).pendingDeletions, 'within the retention: nothing removed').toBe(1);

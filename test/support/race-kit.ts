@@ -13,6 +13,7 @@ import { ManualClock, type Clock } from '../../lib/clock.ts';
 import { DEFAULTS } from '../../lib/index.ts';
 import { LocalLeaseStore } from '../../lib/lease/local.ts';
 import type { Lease, LeaseStore } from '../../lib/lease/types.ts';
+import { META_DIR } from '../../lib/log/layout.ts';
 import { LanceCheckpointLog, type LanceLogOptions } from '../../lib/log/log.ts';
 import type { MergeHooks } from '../../lib/log/merge.ts';
 import type { Table, TableWrapper } from '../../lib/log/tables.ts';
@@ -486,4 +487,25 @@ export async function writerHeldAtFirstMarker(
   const appended = settle(writer.log.append([batch]));
   await marker.reached.promise;
   return { writer, marker, appended, writerEpoch: writer.log.writerEpoch! };
+}
+
+/** Holds the first meta listing of `R` (a read's first step) until the pause is released. */
+export function holdFirstList(R: TestLog): Pause {
+  const hold = new Pause();
+  let armed = true;
+  R.objects.tap.before = async (op, key) => {
+    if (op === 'list' && key === META_DIR && armed) {
+      armed = false;
+      await hold.hit();
+    }
+  };
+  return hold;
+}
+
+/** `W` appends `batch`, merges it into the base, deletes its item and closes: a tombstone over base rows. */
+export async function deleteMergedItem(W: TestLog, batch: Parameters<TestLog['log']['append']>[0][number] & { itemId: string }): Promise<void> {
+  await W.log.append([batch]);
+  await W.log.mergeOwnShard();
+  expect((await W.log.deleteItem(batch.itemId)).deleted).toBe(true);
+  await W.log.close();
 }
