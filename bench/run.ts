@@ -207,9 +207,28 @@ interface SizeFigures {
   n: number;
   foldP50: number;
   queryP50: number;
-  unmergedP50?: number;
-  /** Folds of items the live writers wrote (their rows are in the unmerged shards). */
-  unmergedLiveP50?: number;
+}
+
+/** Fold p50s with 16 live writers' shards unmerged, and the merged figures they are compared with. */
+interface Unmerged {
+  /** A fresh reader before the writers: each probe's first fold in the process, then again. */
+  mergedFirst: number;
+  mergedAgain: number;
+  /** A fresh reader with the writers live, the same probes the same way. */
+  first: number;
+  again: number;
+  /** Folds of items the live writers wrote (their rows are in the unmerged shards), in that reader. */
+  liveItem: number;
+}
+
+async function foldP50(lg: Awaited<ReturnType<typeof openLog>>, ids: readonly string[]): Promise<number> {
+  const lat: number[] = [];
+  for (const id of ids) {
+    const t = now();
+    await lg.fold(id);
+    lat.push(now() - t);
+  }
+  return pct(lat, 50);
 }
 
 async function atSize(n: number, first: SizeFigures | undefined, last: boolean): Promise<SizeFigures> {
@@ -296,11 +315,19 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
   log(`size ${n} read`);
 
   // 16 live writers with unmerged shards, then a fold from a reader (largest size only: the
-  // writers' appends take a while).
-  let unmergedP50: number | undefined;
-  let unmergedLiveP50: number | undefined;
+  // writers' appends take a while). Like for like: the merged figure it is compared with comes
+  // from a fresh reader too, opened before the writers, timed the same way (each probe's first
+  // fold in the process, then again). The merged fold above ran in the process that built the
+  // log, whose caches the maintenance pass had warmed: at 10^7 a fresh reader's first folds
+  // (index pages read for the first time) cost more than 16 live shards do.
+  let unmerged: Unmerged | undefined;
   let withTail: { events: number; ms: number; againMs: number; scanMs: number } | undefined;
   if (last) {
+    const fresh = await openLog({ root, pipeline: 'b', experiment: 'size' });
+    await fresh.fold(probe[0]!);
+    const mergedFirst = await foldP50(fresh, probe);
+    const mergedAgain = await foldP50(fresh, probe);
+    await fresh.close();
     const writers = await Promise.all(
       Array.from({ length: 16 }, (_, s) => openLog({ root, pipeline: 'b', experiment: 'size', slot: s, mergeEveryCommits: 1_000_000 })),
     );
@@ -311,20 +338,10 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
     );
     const reader = await openLog({ root, pipeline: 'b', experiment: 'size' });
     await reader.fold(probe[0]!);
-    const lat: number[] = [];
-    for (const id of probe) {
-      const t1 = now();
-      await reader.fold(id);
-      lat.push(now() - t1);
-    }
-    unmergedP50 = pct(lat, 50);
-    const live: number[] = [];
-    for (let k = 0; k < probe.length; k++) {
-      const t1 = now();
-      await reader.fold(`live-${k % 16}-${(k * 7) % P.shardCommits}`);
-      live.push(now() - t1);
-    }
-    unmergedLiveP50 = pct(live, 50);
+    const first = await foldP50(reader, probe);
+    const again = await foldP50(reader, probe);
+    const liveItem = await foldP50(reader, probe.map((_, k) => `live-${k % 16}-${(k * 7) % P.shardCommits}`));
+    unmerged = { mergedFirst, mergedAgain, first, again, liveItem };
     // items() with the 16 shards' tail: the projection maintenance built plus the tail, against
     // the same listing by a scan (same process, after the folds warmed both).
     const tailEvents = 16 * P.shardCommits * 10;
@@ -349,7 +366,7 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
   rmSync(jlFile, { force: true });
 
   const S = sizeText(n);
-  const f: SizeFigures = { n, foldP50: pct(fold, 50), queryP50: pct(query, 50), ...(unmergedP50 !== undefined ? { unmergedP50 } : {}), ...(unmergedLiveP50 !== undefined ? { unmergedLiveP50 } : {}) };
+  const f: SizeFigures = { n, foldP50: pct(fold, 50), queryP50: pct(query, 50) };
   Object.assign(raw, {
     [`build_${n}_ms`]: buildOurs,
     [`build_${n}_sqlite_ms`]: buildSq,
@@ -367,8 +384,15 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
     [`disk_${n}_files`]: files,
     [`disk_${n}_sqlite_bytes`]: sqDisk,
     [`disk_${n}_jsonl_bytes`]: jlDisk,
-    ...(unmergedP50 !== undefined ? { [`fold_${n}_unmerged16_p50_ms`]: unmergedP50 } : {}),
-    ...(unmergedLiveP50 !== undefined ? { [`fold_${n}_unmerged16_live_item_p50_ms`]: unmergedLiveP50 } : {}),
+    ...(unmerged
+      ? {
+          [`fold_${n}_fresh_reader_first_p50_ms`]: unmerged.mergedFirst,
+          [`fold_${n}_fresh_reader_again_p50_ms`]: unmerged.mergedAgain,
+          [`fold_${n}_unmerged16_p50_ms`]: unmerged.first,
+          [`fold_${n}_unmerged16_again_p50_ms`]: unmerged.again,
+          [`fold_${n}_unmerged16_live_item_p50_ms`]: unmerged.liveItem,
+        }
+      : {}),
     ...(withTail ? { [`items_${n}_unmerged16_ms`]: withTail.ms, [`items_${n}_unmerged16_again_ms`]: withTail.againMs, [`items_${n}_unmerged16_scan_ms`]: withTail.scanMs } : {}),
   });
   if (withTail) {
@@ -397,12 +421,13 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
     baseline: `bare Lance query ${msText(f.queryP50)}; SQLite ${msText(pct(sqFold, 50))}${first ? `; growth vs ${sizeText(first.n)} ${ratio(f.foldP50, first.foldP50)}` : ''}`,
     ratio: ratio(f.foldP50, f.queryP50),
   });
-  if (unmergedP50 !== undefined && unmergedLiveP50 !== undefined) {
+  if (unmerged) {
+    const u = unmerged;
     rows.push('unmerged', {
-      figure: `fold one item, ${S} events, 16 writers' shards unmerged (${P.shardCommits} commits each), p50: an item of the base / an item a live writer wrote`,
-      ours: `${msText(unmergedP50)} / ${msText(unmergedLiveP50)}`,
-      baseline: `merged ${msText(f.foldP50)}`,
-      ratio: `${ratio(unmergedP50, f.foldP50)} / ${ratio(unmergedLiveP50, f.foldP50)}`,
+      figure: `fold one item, ${S} events, 16 writers' shards unmerged (${P.shardCommits} commits each), p50 in a fresh reader: an item of the base, first fold / again; an item a live writer wrote`,
+      ours: `${msText(u.first)} / ${msText(u.again)}; ${msText(u.liveItem)}`,
+      baseline: `merged, a fresh reader the same way ${msText(u.mergedFirst)} / ${msText(u.mergedAgain)}`,
+      ratio: `${ratio(u.first, u.mergedFirst)} / ${ratio(u.again, u.mergedAgain)}; ${ratio(u.liveItem, u.mergedAgain)}`,
     });
   }
   rows.push('disk', {
