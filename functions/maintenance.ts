@@ -34,17 +34,20 @@ export const MAINTAIN_START_RESERVE_MS = 30_000;
 /**
  * How a pass is logged and counted. An overtaken pass (paused past its lease, the steps left
  * skipped because another maintainer took it over: `stoppedBy: FENCED`, nothing else failed) is
- * no failure: the maintainer that took over does those steps.
+ * no failure: the maintainer that took over does those steps. A pass stopped because its lease
+ * ran out and the lease store did not answer (`stoppedBy: UNAVAILABLE`) is one failure, not one
+ * per step it skipped.
  */
-export function passOutcome(report: MaintenanceReport): 'maintained' | 'failed' | 'overtaken' | 'held' {
+export function passOutcome(report: MaintenanceReport): 'maintained' | 'failed' | 'overtaken' | 'stopped' | 'held' {
   if (!report.ran) return 'held';
-  if (report.stoppedBy === 'FENCED' && report.failures.every((f) => f.code === 'FENCED')) return 'overtaken';
-  return report.failures.length > 0 ? 'failed' : 'maintained';
+  if (stepFailures(report) > (report.stoppedBy === 'UNAVAILABLE' ? 1 : 0)) return 'failed';
+  if (report.stoppedBy === 'FENCED') return 'overtaken';
+  return report.stoppedBy === 'UNAVAILABLE' ? 'stopped' : 'maintained';
 }
 
-/** Steps that failed, not counting those skipped because another maintainer took the lease over. */
+/** Steps that failed (not those a stopped pass skipped), and a stop for an unanswering lease store as one. */
 export function stepFailures(report: MaintenanceReport): number {
-  return report.failures.filter((f) => f.code !== 'FENCED').length;
+  return report.failures.filter((f) => !f.skipped).length + (report.stoppedBy === 'UNAVAILABLE' ? 1 : 0);
 }
 
 /** One experiment's outcome: the lib's report, or why there is none. */
@@ -91,6 +94,7 @@ export const handler = lambdaHandler(
         entries.push({ ...report, pipeline: t.pipeline, experimentName: t.experiment, durationMs: systemClock.nowMs() - started });
         const outcome = passOutcome(report);
         if (outcome === 'overtaken') logger.warn('pass overtaken by another maintainer (it was paused past its lease); steps left to it', { ...report });
+        else if (outcome === 'stopped') logger.error('pass stopped: its lease ran out and the lease store did not answer; the next run does the steps left', { ...report });
         else if (outcome === 'failed') logger.error('maintenance steps failed; the next run retries them', { ...report });
         else if (outcome === 'maintained') logger.info('maintained', { ...report });
         else logger.info('another maintainer holds the lease; nothing done', { experiment: report.experiment, heldBy: report.heldBy });

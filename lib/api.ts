@@ -98,9 +98,9 @@ export interface MaintenanceReport {
   /**
    * Steps that failed; the other steps still ran. A failed step is retried by the next run
    * (every step is idempotent). Empty when everything succeeded. The steps a pass skipped
-   * because it stopped early (`stoppedBy`) are listed too, with that code.
+   * because it stopped early (`stoppedBy`) are listed too, with that code and `skipped: true`.
    */
-  failures: Array<{ step: MaintenanceStep; code: string; message: string }>;
+  failures: Array<{ step: MaintenanceStep; code: string; message: string; skipped?: true }>;
   /**
    * Set when the pass stopped before its end: it was paused past its lease's ttl (a frozen
    * container thawed later) and another maintainer took the lease over (`FENCED`), or the lease

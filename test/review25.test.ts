@@ -4,14 +4,16 @@
  * F1 a step left unlisted, F2 an unreachable lease store asked before every step, F3 a takeover
  * by a maintainer whose clock runs ahead not noticed, F4 a test that could not see whether the
  * pass renewed; and by the review of the fixes (review26): L1 a store that answered nothing just
- * before the expiry not asked again after it. Real Lance on a local root, manual clocks, gates.
+ * before the expiry not asked again after it; F7 a renewal sent again right after the keeper's
+ * own. Real Lance on a local root, manual clocks, gates.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { MaintenanceStep } from '../lib/api.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { UnavailableError } from '../lib/errors.ts';
 import type { LocalLeaseStore } from '../lib/lease/local.ts';
-import { Pause, raceFixture, settle, sharedLeases, testLog, type TestLog, withFreshReader } from './support/race-kit.ts';
+import { LeaseKeeper, maintainerKey } from '../lib/lease/slots.ts';
+import { Pause, raceFixture, settle, sharedLeases, TapLeaseStore, testLog, type TestLog, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const { setup } = raceFixture(TTL);
@@ -76,6 +78,7 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
     const late = await stalled;
     expect(late.ok && codes(late.value)).toEqual(['retirements', ...AFTER_MERGE].map((step) => `${step}:FENCED`));
     expect(late.ok && late.value.stoppedBy).toBe('FENCED');
+    expect(late.ok && late.value.failures.map((f) => f.skipped), 'each marked skipped').toEqual(['retirements', ...AFTER_MERGE].map(() => true));
   });
 
   it('F2: a store that does not renew but answers the read is asked once; one that answers neither stops an expired pass', async () => {
@@ -200,5 +203,26 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
     const next = await M2.log.maintain();
     expect([next.ran, next.failures, next.stoppedBy]).toEqual([true, [], undefined]);
     expect(await withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.trajectory('x')).length), 'x whole: each event once').toBe(3);
+  });
+
+  it('F7: renewNow joins the keeper\'s renewal in flight instead of sending a second one', async () => {
+    const s = setup();
+    const store = new TapLeaseStore(s.leases);
+    const lease = await store.acquire(maintainerKey('p', 'e'), 'm', TTL);
+    const pause = new Pause();
+    let renewals = 0;
+    store.tap.before = async (op) => {
+      if (op === 'renew' && ++renewals === 1) await pause.hit();
+    };
+    const keeper = new LeaseKeeper(store, lease, { ttlMs: TTL, intervalMs: 1, clock: s.clock });
+    await pause.reached.promise; // the timer's renewal, held before the store
+    s.clock.advance(1_000);
+    const joined = settle(keeper.renewNow());
+    const stopped = keeper.stop(); // no timer renewal after this one
+    pause.release();
+    const got = await joined;
+    await stopped;
+    expect(got.ok && got.value).toEqual({ ...lease, expiresAtMs: s.clock.nowMs() + TTL });
+    expect(renewals, 'one renewal: the one in flight').toBe(1);
   });
 });

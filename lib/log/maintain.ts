@@ -137,7 +137,7 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
   const skipped = async (name: MaintenanceStep): Promise<boolean> => {
     const why = await leaseStop();
     if (!why) return false;
-    report.failures.push({ step: name, code: why.code, message: why.message });
+    report.failures.push({ step: name, code: why.code, message: why.message, skipped: true });
     report.stoppedBy = why.code === 'FENCED' ? 'FENCED' : 'UNAVAILABLE';
     tick(name);
     return true;

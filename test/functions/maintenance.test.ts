@@ -144,13 +144,21 @@ describe('maintenance handler', () => {
 
 describe('how a pass is logged and counted', () => {
   const report = (over: Partial<MaintenanceReport>): MaintenanceReport => ({ ...emptyMaintenanceReport('p/e'), ran: true, ...over });
-  const fenced = (step: MaintenanceReport['failures'][number]['step']) => ({ step, code: 'FENCED', message: 'skipped: another maintainer took the lease over' });
+  type Step = MaintenanceReport['failures'][number]['step'];
+  const skipped = (step: Step, code: 'FENCED' | 'UNAVAILABLE') => ({ step, code, message: 'skipped: ...', skipped: true as const });
 
   it('an overtaken pass is a WARN and no step failure; a real failure beside it is still an ERROR', () => {
-    const overtaken = report({ stoppedBy: 'FENCED', failures: [fenced('claims'), fenced('meta')] });
-    const withFailure = report({ stoppedBy: 'FENCED', failures: [{ step: 'compaction', code: 'UNAVAILABLE', message: 'x' }, fenced('meta')] });
-    const unconfirmed = report({ stoppedBy: 'UNAVAILABLE', failures: [{ step: 'meta', code: 'UNAVAILABLE', message: 'skipped: the maintainer lease ran out' }] });
-    expect([overtaken, withFailure, unconfirmed, report({}), report({ ran: false, heldBy: 'm' })].map(passOutcome)).toEqual(['overtaken', 'failed', 'failed', 'maintained', 'held']);
-    expect([overtaken, withFailure, unconfirmed].map(stepFailures)).toEqual([0, 1, 1]);
+    const overtaken = report({ stoppedBy: 'FENCED', failures: [skipped('claims', 'FENCED'), skipped('meta', 'FENCED')] });
+    const withFailure = report({ stoppedBy: 'FENCED', failures: [{ step: 'compaction', code: 'UNAVAILABLE', message: 'x' }, skipped('meta', 'FENCED')] });
+    expect([overtaken, withFailure, report({}), report({ ran: false, heldBy: 'm' })].map(passOutcome)).toEqual(['overtaken', 'failed', 'maintained', 'held']);
+    expect([overtaken, withFailure].map(stepFailures)).toEqual([0, 1]);
+  });
+
+  it('a pass stopped for an unanswering lease store counts once, however many steps it skipped', () => {
+    const stopped = report({ stoppedBy: 'UNAVAILABLE', failures: (['compaction', 'indexes', 'projection', 'claims', 'meta'] as const).map((step) => skipped(step, 'UNAVAILABLE')) });
+    // a step that failed by itself with the same code is still a step failure
+    const withFailure = report({ stoppedBy: 'UNAVAILABLE', failures: [{ step: 'merge', code: 'UNAVAILABLE', message: 'x' }, skipped('meta', 'UNAVAILABLE')] });
+    expect([stopped, withFailure].map(passOutcome)).toEqual(['stopped', 'failed']);
+    expect([stopped, withFailure].map(stepFailures)).toEqual([1, 2]);
   });
 });
