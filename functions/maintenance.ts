@@ -93,11 +93,27 @@ export const handler = lambdaHandler(
         const report = await maintainOne(t, config, context);
         entries.push({ ...report, pipeline: t.pipeline, experimentName: t.experiment, durationMs: systemClock.nowMs() - started });
         const outcome = passOutcome(report);
-        if (outcome === 'overtaken') logger.warn('pass overtaken by another maintainer (it was paused past its lease); steps left to it', { ...report });
-        else if (outcome === 'stopped') logger.error('pass stopped: its lease ran out and the lease store did not answer; the next run does the steps left', { ...report });
-        else if (outcome === 'failed') logger.error('maintenance steps failed; the next run retries them', { ...report });
-        else if (outcome === 'maintained') logger.info('maintained', { ...report });
-        else logger.info('another maintainer holds the lease; nothing done', { experiment: report.experiment, heldBy: report.heldBy });
+        switch (outcome) {
+          case 'overtaken':
+            logger.warn('pass overtaken by another maintainer (it was paused past its lease); steps left to it', { ...report });
+            break;
+          case 'stopped':
+            logger.error('pass stopped: its lease ran out and the lease store did not answer; the next run does the steps left', { ...report });
+            break;
+          case 'failed':
+            logger.error('maintenance steps failed; the next run retries them', { ...report });
+            break;
+          case 'maintained':
+            logger.info('maintained', { ...report });
+            break;
+          case 'held':
+            logger.info('another maintainer holds the lease; nothing done', { experiment: report.experiment, heldBy: report.heldBy });
+            break;
+          default: {
+            const unhandled: never = outcome;
+            throw new Error(`unhandled pass outcome ${String(unhandled)}`);
+          }
+        }
       } catch (e) {
         errors.push(e);
         entries.push({ ...names, ran: false, error: summarizeError(e) });
@@ -120,7 +136,7 @@ export const handler = lambdaHandler(
     metrics.addMetric('MaintenanceSkipped', MetricUnit.Count, result.summary.skipped);
     metrics.addMetric('MaintenanceFailures', MetricUnit.Count, result.summary.failed);
     metrics.addMetric('MaintenanceStepFailures', MetricUnit.Count, entries.reduce((n, e) => n + ('failures' in e ? stepFailures(e) : 0), 0));
-    metrics.addMetric('MaintenanceOvertaken', MetricUnit.Count, entries.filter((e) => 'failures' in e && passOutcome(e) === 'overtaken').length);
+    metrics.addMetric('MaintenanceOvertaken', MetricUnit.Count, entries.filter((e) => 'failures' in e && e.stoppedBy === 'FENCED').length);
     metrics.addMetric('MergedRows', MetricUnit.Count, entries.reduce((n, e) => n + ('mergedRows' in e ? e.mergedRows : 0), 0));
     if (errors.length > 0) {
       logger.error('maintenance failed for some experiments', { ...result });

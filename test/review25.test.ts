@@ -4,8 +4,8 @@
  * F1 a step left unlisted, F2 an unreachable lease store asked before every step, F3 a takeover
  * by a maintainer whose clock runs ahead not noticed, F4 a test that could not see whether the
  * pass renewed; and by the review of the fixes (review26): L1 a store that answered nothing just
- * before the expiry not asked again after it; F7 a renewal sent again right after the keeper's
- * own. Real Lance on a local root, manual clocks, gates.
+ * before the expiry not asked again after it; and by review27: H1 a renewal joined instead of sent
+ * (a change since reverted) let a paused pass run on. Real Lance on a local root, manual clocks, gates.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { MaintenanceStep } from '../lib/api.ts';
@@ -13,10 +13,13 @@ import { ManualClock } from '../lib/clock.ts';
 import { UnavailableError } from '../lib/errors.ts';
 import type { LocalLeaseStore } from '../lib/lease/local.ts';
 import { LeaseKeeper, maintainerKey } from '../lib/lease/slots.ts';
-import { Pause, raceFixture, settle, sharedLeases, TapLeaseStore, testLog, type TestLog, withFreshReader } from './support/race-kit.ts';
+import { EXPERIMENT, Pause, PIPELINE, raceFixture, settle, sharedLeases, TapLeaseStore, testLog, type TestLog, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const { setup } = raceFixture(TTL);
+/** A ttl whose keeper renews every second of real time (H1 needs a timer renewal to happen). */
+const SHORT_TTL = 3_000;
+const raceFixtureShort = raceFixture(SHORT_TTL);
 const batch = (itemId: string) => ({ itemId, runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: itemId } });
 const codes = (r: { failures: Array<{ step: string; code: string }> }) => r.failures.map((f) => `${f.step}:${f.code}`);
 const AFTER_MERGE = ['zombies', 'deletions', 'compaction', 'indexes', 'projection', 'claims', 'meta'];
@@ -205,24 +208,75 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
     expect(await withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.trajectory('x')).length), 'x whole: each event once').toBe(3);
   });
 
-  it('F7: renewNow joins the keeper\'s renewal in flight instead of sending a second one', async () => {
+  // review27 H1, against a change that made renewNow join the renewal in flight (F7's "one renewal
+  // too many"): a renewal the store answered before the process was paused says nothing of the
+  // lease after the pause. Both tests fail with the joining renewNow.
+  it('H1: a pass paused past its lease while its keeper\'s renewal was answered stops FENCED at its next step', async () => {
+    const s = raceFixtureShort.setup();
+    const A = s.open({ slot: 0, slots: 2 });
+    await A.log.append([batch('x')]);
+    await A.log.mergeOwnShard();
+    await A.log.close();
+    const atIndexes = new Pause(); // the pass, inside its 'indexes' step: the container freezes here
+    const answered = new Pause(); // the keeper's timer renewal: answered by the store, not yet seen by the process
+    let indexHeld = false;
+    let renewHeld = false;
+    const M = s.open({
+      slot: 1,
+      slots: 2,
+      owner: 'm1',
+      tableTap: {
+        beforeBaseOp: async (op) => {
+          if (op === 'createIndex' && !indexHeld) {
+            indexHeld = true;
+            await atIndexes.hit();
+          }
+        },
+      },
+    });
+    M.leases.tap.after = async (op, key) => {
+      if (op === 'renew' && key.endsWith('/maintainer') && !renewHeld) {
+        renewHeld = true;
+        await answered.hit();
+      }
+    };
+    // The answer reaches the thawed process just after the pass asked before 'projection'.
+    const onProgress = (step: MaintenanceStep) => {
+      if (step === 'indexes') setTimeout(() => answered.release(), 50);
+    };
+    const pass = settle(M.log.maintain({ onProgress }));
+    await atIndexes.reached.promise;
+    await answered.reached.promise; // the keeper renews every ttl/3 of real time (1 s)
+    s.clock.advance(2 * SHORT_TTL); // frozen past the lease
+    expect((await s.leases.acquire(maintainerKey(PIPELINE, EXPERIMENT), 'm2', SHORT_TTL)).owner, 'm2 took the lease over').toBe('m2');
+    atIndexes.release();
+    const done = await pass;
+    expect(done.ok && [codes(done.value), done.value.stoppedBy]).toEqual([['projection:FENCED', 'claims:FENCED', 'meta:FENCED'], 'FENCED']);
+  });
+
+  it('H1 (keeper alone): renewNow after a pause fails FENCED although the renewal in flight was answered before it', async () => {
     const s = setup();
     const store = new TapLeaseStore(s.leases);
-    const lease = await store.acquire(maintainerKey('p', 'e'), 'm', TTL);
-    const pause = new Pause();
+    const key = maintainerKey(PIPELINE, EXPERIMENT);
+    const lease = await store.acquire(key, 'm1', TTL);
+    const answered = new Pause();
     let renewals = 0;
-    store.tap.before = async (op) => {
-      if (op === 'renew' && ++renewals === 1) await pause.hit();
+    store.tap.before = (op) => {
+      if (op === 'renew') renewals++;
+    };
+    store.tap.after = async (op) => {
+      if (op === 'renew' && renewals === 1) await answered.hit();
     };
     const keeper = new LeaseKeeper(store, lease, { ttlMs: TTL, intervalMs: 1, clock: s.clock });
-    await pause.reached.promise; // the timer's renewal, held before the store
-    s.clock.advance(1_000);
-    const joined = settle(keeper.renewNow());
-    const stopped = keeper.stop(); // no timer renewal after this one
-    pause.release();
-    const got = await joined;
+    await answered.reached.promise; // the timer's renewal, answered by the store
+    s.clock.advance(2 * TTL); // paused past the lease
+    expect((await s.leases.acquire(key, 'm2', TTL)).owner).toBe('m2');
+    const got = settle(keeper.renewNow());
+    const stopped = keeper.stop();
+    answered.release();
+    const r = await got;
     await stopped;
-    expect(got.ok && got.value).toEqual({ ...lease, expiresAtMs: s.clock.nowMs() + TTL });
-    expect(renewals, 'one renewal: the one in flight').toBe(1);
+    expect(r.ok ? 'renewed' : (r.error as { code?: string }).code, 'no renewal of a lease m2 holds').toBe('FENCED');
+    expect([keeper.lost, renewals], 'lost; its own renewal was sent after the one in flight').toEqual([true, 2]);
   });
 });

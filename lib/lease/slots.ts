@@ -197,8 +197,7 @@ export interface LeaseKeeperOptions {
 export class LeaseKeeper {
   private lease: Lease;
   private timer: NodeJS.Timeout | undefined;
-  /** The renewal running; resolves to what it threw (undefined: renewed). */
-  private inFlight: Promise<unknown> | undefined;
+  private inFlight: Promise<void> | undefined;
   private stopped = false;
   private lostError: FencedError | undefined;
   /** The last renewal error that was not a FencedError (cleared by a successful renewal). */
@@ -240,28 +239,29 @@ export class LeaseKeeper {
   }
 
   /**
-   * Renews now; throws what the renewal threw. A renewal already running (the timer's) is
-   * joined, not followed by another (review25 F7): its answer says what a second one would, that
-   * the lease was ours when the store took the request, and until which expiry.
+   * Renews now (waits for a renewal already running first, then sends its own). Throws what the
+   * renewal threw. The one running is not taken for this one's answer: it may have been answered
+   * before the process was paused past the lease, and then tells nothing of the lease now
+   * (review27 H1: a maintenance pass ran its next steps beside the maintainer that took over).
    */
   async renewNow(): Promise<Lease> {
     if (this.lostError) throw this.lostError;
-    const run =
-      this.inFlight ??
-      this.store.renew(this.lease, this.options.ttlMs).then(
-        (next): unknown => {
-          this.lease = next;
-          this.lastError = undefined;
-          return undefined;
-        },
-        (e: unknown): unknown => {
-          if (e instanceof FencedError) this.markLost(e);
-          else this.lastError = e;
-          return e;
-        },
-      );
+    await this.inFlight;
+    if (this.lostError) throw this.lostError;
+    let failure: unknown;
+    const run = this.store.renew(this.lease, this.options.ttlMs).then(
+      (next) => {
+        this.lease = next;
+        this.lastError = undefined;
+      },
+      (e: unknown) => {
+        failure = e;
+        if (e instanceof FencedError) this.markLost(e);
+        else this.lastError = e;
+      },
+    );
     this.inFlight = run;
-    const failure = await run;
+    await run;
     if (this.inFlight === run) this.inFlight = undefined;
     if (failure !== undefined) throw failure;
     return this.lease;

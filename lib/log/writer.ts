@@ -232,7 +232,8 @@ export class ShardWriter {
       for (const p of plans) p.req.resolve(p.acks);
       return;
     }
-    const gen = shardName(st.writerEpoch, st.generation);
+    // The generation this group commits to; moves on if making it fails (openGeneration).
+    let gen = shardName(st.writerEpoch, st.generation);
     const writing = new Set(rows.map((r) => r.item_id));
     let committing = false;
     let committed: number | null = null;
@@ -263,7 +264,8 @@ export class ShardWriter {
       committed = committedBytes(data);
       await syncing;
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
-      const table = st.table ?? (st.table = await this.generationTable(st, gen));
+      const table = st.table ?? (st.table = await this.openGeneration(st));
+      gen = shardName(st.writerEpoch, st.generation);
       committing = true;
       await table.add(data as never);
       st.commitsInGen++;
@@ -681,12 +683,36 @@ export class ShardWriter {
     st.creating = { gen, table };
   }
 
-  /** The table of generation `gen`: the one made ahead, or made now (again, if that failed: creating is idempotent). */
-  private generationTable(st: SlotState, gen: string): Promise<Table> {
-    const ahead = st.creating;
-    st.creating = null;
-    if (ahead?.gen !== gen) return this.ctx.tables.createShard(gen);
-    return ahead.table.catch(() => this.ctx.tables.createShard(gen));
+  /**
+   * The table of the slot's current generation: the one made ahead, or made now. A name whose
+   * making failed is never made again: the making may have landed (its marker put, the answer
+   * lost), and a second making of the same name after a takeover had sealed the epoch and a
+   * maintainer had merged and retired the generation brought its marker back over a deleted
+   * dataset, which every later read then failed on, for good (simulation seed 18370). So the
+   * name is given up (retired in the background: it may exist, and holds no rows) and the next
+   * one is made; after a second failure the commit fails.
+   */
+  private async openGeneration(st: SlotState): Promise<Table> {
+    for (let attempt = 1; ; attempt++) {
+      const gen = shardName(st.writerEpoch, st.generation);
+      const ahead = st.creating;
+      if (ahead?.gen === gen) st.creating = null;
+      try {
+        return await (ahead?.gen === gen ? ahead.table : this.ctx.tables.createShard(gen));
+      } catch (e) {
+        if (shardName(st.writerEpoch, st.generation) === gen) st.generation++;
+        this.retireGivenUp(gen);
+        if (attempt >= 2) throw e;
+      }
+    }
+  }
+
+  /** Retire, in the background (close() waits), a generation whose making failed: empty if it exists. */
+  private retireGivenUp(gen: string): void {
+    const p: Promise<void> = retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, gen, { version: null, rows: 0 })
+      .catch(() => undefined) // left to the maintainer: merged (empty) and retired once the epoch is sealed
+      .finally(() => this.retiring.delete(p));
+    this.retiring.add(p);
   }
 
   /**
