@@ -10,7 +10,7 @@
 import { describe, expect, it } from 'vitest';
 import { UnavailableError } from '../lib/errors.ts';
 import { META_DIR } from '../lib/log/layout.ts';
-import { Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
+import { Gate, Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const { setup } = raceFixture(TTL);
@@ -61,5 +61,34 @@ describe('a generation whose making failed', () => {
     expect(made.zombie.filter((k) => made.lost.includes(k)), 'no name made again').toEqual([]);
     expect((await M.log.maintain()).failures).toEqual([]);
     expect(await read()).toEqual({ y: 3, items: ['y'] });
+  });
+
+  // review28 F1, against a first version of the fix that retired the given-up name: its marker
+  // PUT timed out and landed after the retirement, a marker without a dataset in a live epoch,
+  // and every read failed until the epoch was sealed.
+  it('is left as it is: its marker landing late leaves an empty generation readers read', async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 2, owner: 'a', cachedItems: 0 });
+    const land = new Gate();
+    let late: Promise<boolean> | null = null;
+    A.objects.tap.before = (op, key) => {
+      if (isGenMarker(op, key) && late === null) {
+        // Timed out: the caller is told now; the request lands when the test says.
+        late = land.promise.then(() => A.objects.inner.putIfAbsent(key, ''));
+        throw new UnavailableError('injected: timed out, lands later');
+      }
+    };
+    const [ack] = await A.log.append([batch('x')]);
+    expect(ack!.firstSeq, 'acked through the next generation').toBe(1);
+    await new Promise((r) => setTimeout(r, 100)); // time for anything the writer does in the background
+    land.resolve();
+    expect(await late, 'the late marker landed').toBe(true);
+    const read = () => withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.trajectory('x')).length);
+    expect(await read()).toBe(3);
+    expect((await s.open({ slot: 1, slots: 2, owner: 'm' }).log.maintain()).failures).toEqual([]);
+    expect(await read()).toBe(3);
+    await A.log.append([{ ...batch('x'), create: undefined, step: { name: 's', index: 1 } }]); // reads x from storage (nothing cached)
+    await A.log.close();
+    expect(await read()).toBe(5);
   });
 });

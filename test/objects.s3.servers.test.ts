@@ -353,6 +353,23 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
     expect(await t.direct.get('marker')).toBe('body-2');
   });
 
+  // A shard generation's marker (review28 F2): a resent copy landing after the generation was
+  // retired would bring its marker back over a deleted dataset.
+  it('sends putIfAbsent once when asked: a lost answer fails the call and nothing is resent', async () => {
+    let first = true;
+    const t = scene((r) => (conditionalPut(r) && first ? ((first = false), 'forward-then-fail') : 'forward'));
+    const err = await t.store.putIfAbsent('gen', '', { once: true }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'UnavailableError', retryable: true });
+    expect(t.count(conditionalPut)).toBe(1);
+    expect(await t.direct.get('gen')).toBe(''); // it landed; only the answer was lost
+    expect(await t.store.putIfAbsent('gen', '', { once: true })).toBe(false);
+    // control: without `once` the SDK resends the conditional PUT, which meets 412
+    let again = true;
+    const c = scene((r) => (conditionalPut(r) && again ? ((again = false), 'forward-then-fail') : 'forward'));
+    expect(await c.store.putIfAbsent('gen', '')).toBe(false);
+    expect(c.count(conditionalPut)).toBe(2);
+  });
+
   // review12: the surfaced error is the first attempt's (checked), and a put the server itself
   // refused (S3's SlowDown: nothing landed, nothing can land later) is no longer resent either.
   it('review12: a lost answer surfaces as the first attempt\'s error (the cause)', async () => {

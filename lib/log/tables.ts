@@ -161,7 +161,9 @@ export class LanceTables {
     const conn = await this.ownShardConn;
     const t = this.wrap(await conn.createEmptyTable(name, EVENT_SCHEMA, this.createOptions()), name);
     // The marker makes the generation visible to readers; nothing is committed to it before.
-    await this.objects.putIfAbsent(genKey(name), '');
+    // Sent once: a resent copy landing after the generation's retirement would bring its marker
+    // back over a deleted dataset (docs/design/shards.md, "Merge (own generation)").
+    await this.objects.putIfAbsent(genKey(name), '', { once: true });
     this.latest.set(name, Promise.resolve(t));
     return t;
   }

@@ -679,7 +679,7 @@ export class ShardWriter {
       await this.ctx.tables.sync(gen);
       return t;
     });
-    table.catch(() => undefined); // its first commit makes it again
+    table.catch(() => undefined); // its first commit gives the name up and makes the next
     st.creating = { gen, table };
   }
 
@@ -689,8 +689,11 @@ export class ShardWriter {
    * lost), and a second making of the same name after a takeover had sealed the epoch and a
    * maintainer had merged and retired the generation brought its marker back over a deleted
    * dataset, which every later read then failed on, for good (simulation seed 18370). So the
-   * name is given up (retired in the background: it may exist, and holds no rows) and the next
-   * one is made; after a second failure the commit fails.
+   * name is given up and the next one made; after a second failure the commit fails. A given-up
+   * name is left as it is, not retired: its marker may still land (a PUT that timed out), and
+   * one landing after the retirement is a marker without a dataset in a live epoch, which reads
+   * fail on (seed 20544). Made before its marker, the dataset is there if the marker is: an empty
+   * generation until the epoch ends, then merged (empty) and retired by the maintainer.
    */
   private async openGeneration(st: SlotState): Promise<Table> {
     for (let attempt = 1; ; attempt++) {
@@ -701,18 +704,10 @@ export class ShardWriter {
         return await (ahead?.gen === gen ? ahead.table : this.ctx.tables.createShard(gen));
       } catch (e) {
         if (shardName(st.writerEpoch, st.generation) === gen) st.generation++;
-        this.retireGivenUp(gen);
-        if (attempt >= 2) throw e;
+        // A slot dropped meanwhile (a background merge found the epoch over) makes nothing more.
+        if (attempt >= 2 || this.state !== st) throw e;
       }
     }
-  }
-
-  /** Retire, in the background (close() waits), a generation whose making failed: empty if it exists. */
-  private retireGivenUp(gen: string): void {
-    const p: Promise<void> = retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, gen, { version: null, rows: 0 })
-      .catch(() => undefined) // left to the maintainer: merged (empty) and retired once the epoch is sealed
-      .finally(() => this.retiring.delete(p));
-    this.retiring.add(p);
   }
 
   /**

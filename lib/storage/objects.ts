@@ -11,6 +11,13 @@ export interface PutOptions {
    * time, which the same power loss stops. Object stores are always durable; default true.
    */
   durable?: boolean;
+  /**
+   * true: `putIfAbsent` is sent once, never resent by the client (S3's SDK resends a conditional
+   * PUT whose answer it did not get). For a key that is deleted later and must not come back: a
+   * slow first copy can land after a resent one was answered and the key deleted (a shard
+   * generation's marker: lib/log/tables.ts). A failure then may have landed, as always.
+   */
+  once?: boolean;
 }
 
 export interface ObjectStore {

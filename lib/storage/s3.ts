@@ -80,20 +80,21 @@ export class S3ObjectStore implements ObjectStore {
    * the body is never compared, because two callers putting identical bodies would then both
    * "win" (see ObjectStore.putIfAbsent: a caller recognises its own write by a nonce in the body).
    */
-  async putIfAbsent(key: string, body: string, _o?: PutOptions): Promise<boolean> {
+  async putIfAbsent(key: string, body: string, o: PutOptions = {}): Promise<boolean> {
     const k = this.key(checkObjectKey(key, 'key'));
     const bytes = Buffer.from(body, 'utf8');
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.client.send(
-          new PutObjectCommand({
-            Bucket: this.bucket,
-            Key: k,
-            Body: bytes,
-            ContentLength: bytes.byteLength,
-            IfNoneMatch: '*',
-          }),
-        );
+        const cmd = new PutObjectCommand({
+          Bucket: this.bucket,
+          Key: k,
+          Body: bytes,
+          ContentLength: bytes.byteLength,
+          IfNoneMatch: '*',
+        });
+        // A 409 below was answered (it lands never), so trying again after it resends nothing.
+        if (o.once) await sendOnce(cmd, (c) => this.client.send(c));
+        else await this.client.send(cmd);
         return true;
       } catch (e) {
         const status = meta(e).httpStatusCode;
