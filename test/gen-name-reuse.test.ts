@@ -7,7 +7,7 @@
  * sealed). The marker then came back over a dataset without the version the seal names, and every
  * read failed on it from then on. Real Lance on a local root, a manual clock, taps and gates.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { UnavailableError } from '../lib/errors.ts';
 import { META_DIR } from '../lib/log/layout.ts';
 import { Gate, Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
@@ -90,5 +90,35 @@ describe('a generation whose making failed', () => {
     await A.log.append([{ ...batch('x'), create: undefined, step: { name: 's', index: 1 } }]); // reads x from storage (nothing cached)
     await A.log.close();
     expect(await read()).toBe(5);
+  });
+
+  // review29: close() retired a made-ahead generation whose making failed before its marker was
+  // there; the marker PUT, timed out, landed after the retirement, and close()'s seal failed: a
+  // marker without a dataset in a live epoch, and every read failed until the lease ran out.
+  it('made ahead, is not retired by close() while its marker may still land', async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 2, owner: 'a', mergeEveryCommits: 5 });
+    const ahead = `${META_DIR}/gen.s00-e000001-g000002`;
+    const land = new Gate();
+    let late: Promise<boolean> | null = null;
+    let failFence = false;
+    A.objects.tap.before = (op, key) => {
+      if (op === 'putIfAbsent' && key === ahead && late === null) {
+        late = land.promise.then(() => A.objects.inner.putIfAbsent(key, ''));
+        throw new UnavailableError('injected: timed out, lands later');
+      }
+      if (failFence && op === 'putIfAbsent' && key.includes('/fence.')) throw new UnavailableError('injected: the fence PUT failed');
+    };
+    await A.log.append([batch('x')]); // the next generation is made ahead after this commit
+    await vi.waitFor(() => expect(late, 'the made-ahead marker was sent').not.toBeNull(), { timeout: 10_000, interval: 5 });
+    failFence = true;
+    expect((await settle(A.log.close())).ok, 'close() fails at its fence: the epoch stays live').toBe(false);
+    land.resolve();
+    expect(await late, 'the late marker landed').toBe(true);
+    const read = () => withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.trajectory('x')).length);
+    expect(await read()).toBe(3);
+    s.clock.advance(2 * TTL);
+    expect((await s.open({ slot: 1, slots: 2, owner: 'm' }).log.maintain()).failures).toEqual([]);
+    expect(await read()).toBe(3);
   });
 });

@@ -370,6 +370,14 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
     expect(c.count(conditionalPut)).toBe(2);
   });
 
+  it('sends putIfAbsent once, yet sends it again after a SlowDown (refused unprocessed: it never lands)', async () => {
+    let first = true;
+    const t = scene((r) => (conditionalPut(r) && first ? ((first = false), s3Error(503, 'SlowDown', 'refused by the test proxy')) : 'forward'));
+    expect(await t.store.putIfAbsent('gen', 'x', { once: true })).toBe(true);
+    expect(t.count(conditionalPut)).toBe(2);
+    expect(await t.direct.get('gen')).toBe('x');
+  });
+
   // review12: the surfaced error is the first attempt's (checked), and a put the server itself
   // refused (S3's SlowDown: nothing landed, nothing can land later) is no longer resent either.
   it('review12: a lost answer surfaces as the first attempt\'s error (the cause)', async () => {

@@ -25,7 +25,7 @@ import type { Table as ArrowTable } from 'apache-arrow';
 import { rowsToArrow } from '../schema.ts';
 import { guardDecision } from './delete-guard.ts';
 import { deletedThrough } from './deleted.ts';
-import { claimKey, floorDir, floorKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
+import { claimKey, floorDir, floorKey, genKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
 import { commitData, committedBytes } from './lance-add.ts';
@@ -718,9 +718,17 @@ export class ShardWriter {
     const ahead = st.creating;
     st.creating = null;
     // Taken by no commit (a commit takes it before it adds anything), so empty. Retired even if
-    // its making failed: it may have failed after its marker landed (review22 W2).
+    // its making failed, once its marker is there (it may have failed after the marker landed:
+    // review22 W2). Without the marker, its PUT may still land (timed out), and one landing after
+    // the retirement would be a marker without a dataset, which reads fail on until the epoch is
+    // sealed (review29): left to the seal and the maintainer. The marker is sent once, so a
+    // marker that is there has no other copy to come.
     if (!ahead) return;
-    await ahead.table.catch(() => undefined);
+    const made = await ahead.table.then(
+      () => true,
+      () => false,
+    );
+    if (!made && (await this.ctx.objects.get(genKey(ahead.gen)).catch(() => null)) === null) return;
     await retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, ahead.gen, { version: null, rows: 0 });
   }
 

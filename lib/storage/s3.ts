@@ -111,6 +111,12 @@ export class S3ObjectStore implements ObjectStore {
             { cause: e },
           );
         }
+        // Sent once: a request S3 refused unprocessed (503 SlowDown, 429) never lands, so a new
+        // one is sent after a pause, as the SDK would have resent it (review29).
+        if (o.once && (status === 503 || status === 429 || name === 'SlowDown') && attempt < this.conflictRetries) {
+          await sleep(backoffMs(attempt));
+          continue;
+        }
         if (status === 501 || name === 'NotImplemented') {
           throw new UnavailableError(
             `S3 putIfAbsent ${this.uri(k)} failed: the server does not support conditional writes (If-None-Match: *) (${describe(e)})`,
