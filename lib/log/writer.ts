@@ -611,13 +611,14 @@ export class ShardWriter {
   }
 
   /**
-   * Resolves once nothing is being committed and no background merge runs. The commit loop
-   * first: a commit answers its callers before it starts the merge it triggers.
+   * Resolves once nothing is being committed and no background merge or retirement runs. The
+   * commit loop first: a commit answers its callers before it starts the merge it triggers.
    */
   async idle(): Promise<void> {
-    while (this.running || this.merging) {
+    while (this.running || this.merging || this.retiring.size > 0) {
       await this.running?.catch(() => undefined);
       await this.merging;
+      await Promise.allSettled([...this.retiring]);
     }
   }
 
