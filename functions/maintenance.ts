@@ -38,17 +38,31 @@ export const MAINTAIN_START_RESERVE_MS = 30_000;
  * ran out and the lease store did not answer (`stoppedBy: UNAVAILABLE`) is one failure, not one
  * per step it skipped.
  */
-export function passOutcome(report: MaintenanceReport): 'maintained' | 'failed' | 'overtaken' | 'stopped' | 'held' {
+export function passOutcome(report: MaintenanceReport): PassOutcome {
   if (!report.ran) return 'held';
-  if (stepFailures(report) > (report.stoppedBy === 'UNAVAILABLE' ? 1 : 0)) return 'failed';
+  if (failedSteps(report) > 0) return 'failed';
   if (report.stoppedBy === 'FENCED') return 'overtaken';
   return report.stoppedBy === 'UNAVAILABLE' ? 'stopped' : 'maintained';
 }
 
+export type PassOutcome = 'maintained' | 'failed' | 'overtaken' | 'stopped' | 'held';
+
+/** Steps that failed by themselves (not those a stopped pass skipped). */
+const failedSteps = (report: MaintenanceReport): number => report.failures.filter((f) => !f.skipped).length;
+
 /** Steps that failed (not those a stopped pass skipped), and a stop for an unanswering lease store as one. */
 export function stepFailures(report: MaintenanceReport): number {
-  return report.failures.filter((f) => !f.skipped).length + (report.stoppedBy === 'UNAVAILABLE' ? 1 : 0);
+  return failedSteps(report) + (report.stoppedBy === 'UNAVAILABLE' ? 1 : 0);
 }
+
+/** How each outcome is logged (a Record: an outcome without a line does not compile). */
+const PASS_LOG: Record<PassOutcome, { level: 'info' | 'warn' | 'error'; message: string }> = {
+  maintained: { level: 'info', message: 'maintained' },
+  held: { level: 'info', message: 'another maintainer holds the lease; nothing done' },
+  overtaken: { level: 'warn', message: 'pass overtaken by another maintainer (it was paused past its lease); steps left to it' },
+  stopped: { level: 'error', message: 'pass stopped: its lease ran out and the lease store did not answer; the next run does the steps left' },
+  failed: { level: 'error', message: 'maintenance steps failed; the next run retries them' },
+};
 
 /** One experiment's outcome: the lib's report, or why there is none. */
 export type MaintenanceEntry =
@@ -93,27 +107,8 @@ export const handler = lambdaHandler(
         const report = await maintainOne(t, config, context);
         entries.push({ ...report, pipeline: t.pipeline, experimentName: t.experiment, durationMs: systemClock.nowMs() - started });
         const outcome = passOutcome(report);
-        switch (outcome) {
-          case 'overtaken':
-            logger.warn('pass overtaken by another maintainer (it was paused past its lease); steps left to it', { ...report });
-            break;
-          case 'stopped':
-            logger.error('pass stopped: its lease ran out and the lease store did not answer; the next run does the steps left', { ...report });
-            break;
-          case 'failed':
-            logger.error('maintenance steps failed; the next run retries them', { ...report });
-            break;
-          case 'maintained':
-            logger.info('maintained', { ...report });
-            break;
-          case 'held':
-            logger.info('another maintainer holds the lease; nothing done', { experiment: report.experiment, heldBy: report.heldBy });
-            break;
-          default: {
-            const unhandled: never = outcome;
-            throw new Error(`unhandled pass outcome ${String(unhandled)}`);
-          }
-        }
+        const { level, message } = PASS_LOG[outcome];
+        logger[level](message, outcome === 'held' ? { experiment: report.experiment, heldBy: report.heldBy } : { ...report });
       } catch (e) {
         errors.push(e);
         entries.push({ ...names, ran: false, error: summarizeError(e) });

@@ -143,10 +143,10 @@ export interface CheckpointLog {
   mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }>;
   /**
    * Resolves once no merge this writer started in the background (every `mergeEveryCommits`
-   * commits), and no retirement of a generation it made ahead and never used, is running. Call it before a process may be frozen with the log open (a Lambda
-   * handler returning): a merge frozen between its epoch check and its base commit, and thawed
-   * after a takeover and a purge, can put a deleted item's rows back (docs/design/deletion.md,
-   * "Stalled mergers").
+   * commits), and no retirement of a generation it made ahead and never used, is running. Call
+   * it before a process may be frozen with the log open (a Lambda handler returning): a merge
+   * frozen between its epoch check and its base commit, and thawed after a takeover and a purge,
+   * can put a deleted item's rows back (docs/design/deletion.md, "Stalled mergers").
    */
   idle(): Promise<void>;
   /** Elected-maintainer work: merge orphaned shards, compact, index, clean up. */
