@@ -8,8 +8,11 @@
  * read failed on it from then on. Real Lance on a local root, a manual clock, taps and gates.
  */
 import { describe, expect, it, vi } from 'vitest';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { UnavailableError } from '../lib/errors.ts';
-import { META_DIR } from '../lib/log/layout.ts';
+import { META_DIR, shardPrefix } from '../lib/log/layout.ts';
+import { DatasetSync } from '../lib/storage/dataset-sync.ts';
 import { Gate, Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
@@ -63,10 +66,32 @@ describe('a generation whose making failed', () => {
     expect(await read()).toEqual({ y: 3, items: ['y'] });
   });
 
-  // review28 F1, against a first version of the fix that retired the given-up name: its marker
-  // PUT timed out and landed after the retirement, a marker without a dataset in a live epoch,
-  // and every read failed until the epoch was sealed.
-  it('is left as it is: its marker landing late leaves an empty generation readers read', async () => {
+  it('is retired by the next merge round once its marker is there: reads stop listing it', async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 2, owner: 'a', mergeEveryCommits: 2 });
+    const givenUp = `${META_DIR}/gen.s00-e000001-g000001`;
+    let lost = false;
+    A.objects.tap.after = (op, key) => {
+      if (op === 'putIfAbsent' && key === givenUp && !lost) {
+        lost = true;
+        throw new UnavailableError('injected: the marker landed, its answer was lost');
+      }
+    };
+    const [ack] = await A.log.append([batch('x')]);
+    expect(ack!.firstSeq, 'acked through the next generation').toBe(1);
+    expect(await A.objects.inner.get(givenUp), 'the given-up marker landed').not.toBeNull();
+    await A.log.append([{ ...batch('x'), create: undefined, step: { name: 's', index: 1 } }]); // the second commit: a merge round
+    await A.log.idle();
+    expect(await A.objects.inner.get(givenUp), 'retired after the merge round').toBeNull();
+    expect(existsSync(path.join(A.objects.inner.dir, ...shardPrefix('s00-e000001-g000001').split('/'))), 'its dataset deleted').toBe(false);
+    const read = () => withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.trajectory('x')).length);
+    expect(await read()).toBe(5);
+  });
+
+  // review28 F1, against a first version of the fix that retired the given-up name at once: its
+  // marker PUT timed out and landed after the retirement, a marker without a dataset in a live
+  // epoch, and every read failed until the epoch was sealed.
+  it('is not retired while its marker may still land: landing late, it is an empty generation readers read, retired by close()', async () => {
     const s = setup();
     const A = s.open({ slot: 0, slots: 2, owner: 'a', cachedItems: 0 });
     const land = new Gate();
@@ -89,7 +114,46 @@ describe('a generation whose making failed', () => {
     expect(await read()).toBe(3);
     await A.log.append([{ ...batch('x'), create: undefined, step: { name: 's', index: 1 } }]); // reads x from storage (nothing cached)
     await A.log.close();
+    expect(await A.objects.inner.get(`${META_DIR}/gen.s00-e000001-g000001`), 'retired by close(): its marker was there').toBeNull();
     expect(await read()).toBe(5);
+  });
+
+  it('failing twice fails the commit with an error naming both names tried, and nothing is acked', async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 2, owner: 'a' });
+    A.objects.tap.before = (op, key) => {
+      if (isGenMarker(op, key)) throw new Error('injected: no space left');
+    };
+    const e = (await settle(A.log.append([batch('x')]))).error as Error;
+    expect(e).toBeInstanceOf(UnavailableError);
+    expect(e.message).toMatch(/making shard generation s00-e000001-g000001, then s00-e000001-g000002 failed: injected: no space left/);
+    A.objects.tap.before = undefined;
+    expect(await withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.items()).items)).toEqual([]);
+  });
+
+  it("is made durable before its marker: the marker never names a dataset a power cut could take", async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 2, owner: 'a', mergeEveryCommits: 3 });
+    const order: string[] = [];
+    const real = DatasetSync.prototype.sync;
+    const sync = vi.spyOn(DatasetSync.prototype, 'sync').mockImplementation(async function (this: DatasetSync) {
+      await real.call(this);
+      order.push(`synced ${path.basename(this.dir, '.lance')}`);
+    });
+    try {
+      A.objects.tap.before = (op, key) => void (isGenMarker(op, key) && order.push(`marker ${key.slice(`${META_DIR}/gen.`.length)}`));
+      for (let i = 0; i < 4; i++) await A.log.append([batch(`i${i}`)]); // the first generation, and the one made ahead
+      await A.log.idle();
+    } finally {
+      sync.mockRestore();
+    }
+    const markers = order.filter((o) => o.startsWith('marker '));
+    expect(markers.slice(0, 2), 'the first generation, and the one made ahead').toEqual(['marker s00-e000001-g000001', 'marker s00-e000001-g000002']);
+    for (const m of markers) {
+      const gen = m.slice('marker '.length);
+      expect(order.indexOf(`synced ${gen}`), `${gen} synced before its marker: ${order.join(', ')}`).toBeGreaterThanOrEqual(0);
+      expect(order.indexOf(`synced ${gen}`)).toBeLessThan(order.indexOf(m));
+    }
   });
 
   // review29: close() retired a made-ahead generation whose making failed before its marker was

@@ -160,6 +160,10 @@ export class LanceTables {
     }
     const conn = await this.ownShardConn;
     const t = this.wrap(await conn.createEmptyTable(name, EVENT_SCHEMA, this.createOptions()), name);
+    // Durable before its marker (local roots; a no-op on S3): a power cut that kept the marker
+    // but not the dataset's first manifest would list a generation no read can open, in an epoch
+    // whose next writer seals it at a version the dataset lacks.
+    await this.sync(name);
     // The marker makes the generation visible to readers; nothing is committed to it before.
     // Sent once: a resent copy landing after the generation's retirement would bring its marker
     // back over a deleted dataset (docs/design/shards.md, "Merge (own generation)").

@@ -110,6 +110,8 @@ interface SlotState {
   commitsInGen: number;
   /** The next generation, made MAKE_AHEAD_COMMITS before the rotation; taken by its first commit. */
   creating: { gen: string; table: Promise<Table> } | null;
+  /** Names whose making failed (openGeneration), until retired once their marker is seen (retireGivenUp). */
+  givenUp: string[];
 }
 
 export class ShardWriter {
@@ -546,7 +548,7 @@ export class ShardWriter {
       await this.ctx.leases.release(lease).catch(() => undefined);
       throw e;
     }
-    this.state = { slot, lease, writerEpoch, keeper, generation: 1, table: null, commitsInGen: 0, creating: null };
+    this.state = { slot, lease, writerEpoch, keeper, generation: 1, table: null, commitsInGen: 0, creating: null, givenUp: [] };
     return this.state;
   }
 
@@ -648,6 +650,8 @@ export class ShardWriter {
       out.mergedRows += r.mergedRows;
       out.shards.push(...r.shards);
     }
+    const st = this.state;
+    if (st && st.givenUp.length > 0) await this.retireGivenUp(st);
     return out;
   }
 
@@ -675,11 +679,7 @@ export class ShardWriter {
   private makeAhead(st: SlotState): void {
     const gen = shardName(st.writerEpoch, st.generation + 1);
     if (this.state !== st || this.closing || st.creating?.gen === gen) return;
-    // Synced too: a new dataset's first fsync round also covers its creation's files and folders.
-    const table = this.ctx.tables.createShard(gen).then(async (t) => {
-      await this.ctx.tables.sync(gen);
-      return t;
-    });
+    const table = this.ctx.tables.createShard(gen);
     table.catch(() => undefined); // its first commit gives the name up and makes the next
     st.creating = { gen, table };
   }
@@ -691,13 +691,15 @@ export class ShardWriter {
    * maintainer had merged and retired the generation brought its marker back over a deleted
    * dataset, which every later read then failed on, for good (simulation seed 18370). So the
    * name is given up and the next one made; after a second failure the commit fails. A given-up
-   * name is left as it is, not retired: its marker may still land (a PUT that timed out), and
-   * one landing after the retirement is a marker without a dataset in a live epoch, which reads
-   * fail on (seed 20544). Made before its marker, the dataset is there if the marker is: an empty
-   * generation until the epoch ends, then merged (empty) and retired by the maintainer.
+   * name is not retired at once: its marker may still land (a PUT that timed out), and one
+   * landing after the retirement is a marker without a dataset in a live epoch, which reads fail
+   * on (seed 20544). Made (and synced) before its marker, the dataset is there if the marker is:
+   * an empty generation, retired once its marker is seen (retireGivenUp), or else merged (empty)
+   * and retired by the maintainer after the epoch's seal.
    */
   private async openGeneration(st: SlotState): Promise<Table> {
-    for (let attempt = 1; ; attempt++) {
+    const tried: string[] = [];
+    for (;;) {
       const gen = shardName(st.writerEpoch, st.generation);
       const ahead = st.creating;
       if (ahead?.gen === gen) st.creating = null;
@@ -705,9 +707,36 @@ export class ShardWriter {
         return await (ahead?.gen === gen ? ahead.table : this.ctx.tables.createShard(gen));
       } catch (e) {
         if (shardName(st.writerEpoch, st.generation) === gen) st.generation++;
+        st.givenUp.push(gen);
+        tried.push(gen);
         // A slot dropped meanwhile (a background merge found the epoch over) makes nothing more.
-        if (attempt >= 2 || this.state !== st) throw e;
+        if (tried.length >= 2 || this.state !== st) {
+          if (e instanceof DgclError) throw e;
+          throw new UnavailableError(`making shard generation ${tried.join(', then ')} failed: ${errMsg(e)}`, { cause: e });
+        }
       }
+    }
+  }
+
+  /**
+   * Retire the slot's given-up generations whose marker is there (after a merge round, and by
+   * close()): otherwise each stays listed, an empty dataset every read opens, until the epoch is
+   * sealed and the maintainer merges it. Only once its marker is seen: the marker is sent once,
+   * so a marker that is there has no other copy to come, while one not there yet may still land
+   * (a PUT that timed out), and landing after the retirement it would be a marker without a
+   * dataset in a live epoch (review28 F1). Those are asked again after the next merge round.
+   */
+  private async retireGivenUp(st: SlotState): Promise<void> {
+    for (const gen of st.givenUp.splice(0)) {
+      const landed = await this.ctx.objects.get(genKey(gen)).then(
+        (body) => body !== null,
+        () => false,
+      );
+      if (!landed) {
+        st.givenUp.push(gen);
+        continue;
+      }
+      await retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, gen, { version: null, rows: 0 }).catch(() => st.givenUp.push(gen));
     }
   }
 
