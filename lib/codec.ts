@@ -113,59 +113,71 @@ function typeName(v: unknown): string {
  * lone surrogates, cycles and nesting deeper than MAX_JSON_DEPTH.
  */
 export function canonicalJson(v: unknown, path = 'value'): string {
-  const out: string[] = [];
-  writeCanonical(v, path, out, new Set(), 0);
-  return out.join('');
-}
-
-function writeCanonical(v: unknown, path: string, out: string[], stack: Set<object>, depth: number): void {
-  switch (typeof v) {
-    case 'string':
-      if (!isWellFormed(v)) throw new InvalidInputError('string holds a lone UTF-16 surrogate (not valid Unicode)', { field: path });
-      out.push(JSON.stringify(v));
-      return;
-    case 'number':
-      if (!Number.isFinite(v)) throw new InvalidInputError(`number ${String(v)} is not valid JSON (must be finite)`, { field: path });
-      out.push(JSON.stringify(v));
-      return;
-    case 'boolean':
-      out.push(v ? 'true' : 'false');
-      return;
-    case 'object':
-      break;
-    default:
-      throw new InvalidInputError(`${typeName(v)} is not a JSON value`, { field: path });
-  }
-  if (v === null) {
-    out.push('null');
-    return;
-  }
-  if (depth >= MAX_JSON_DEPTH) throw new InvalidInputError(`nested deeper than ${MAX_JSON_DEPTH} levels`, { field: path });
-  if (stack.has(v)) throw new InvalidInputError('circular reference', { field: path });
-  if (Array.isArray(v)) {
-    stack.add(v);
-    out.push('[');
-    for (let i = 0; i < v.length; i++) {
-      if (i > 0) out.push(',');
-      writeCanonical(v[i], joinPath(path, i), out, stack, depth + 1);
+  // The offending path is built only for an error: joining it at every key was a third of the
+  // time of a checkpoint id's content (written once per batch).
+  const keys: (string | number)[] = [];
+  const parents: object[] = [];
+  const fail = (message: string, key?: string): never => {
+    const at = keys.reduce<string>((p, k) => joinPath(p, k), path);
+    throw new InvalidInputError(message, { field: key === undefined ? at : joinPath(at, key) });
+  };
+  let out = '';
+  const write = (x: unknown): void => {
+    switch (typeof x) {
+      case 'string':
+        if (!isWellFormed(x)) fail('string holds a lone UTF-16 surrogate (not valid Unicode)');
+        out += JSON.stringify(x);
+        return;
+      case 'number':
+        if (!Number.isFinite(x)) fail(`number ${String(x)} is not valid JSON (must be finite)`);
+        out += JSON.stringify(x);
+        return;
+      case 'boolean':
+        out += x ? 'true' : 'false';
+        return;
+      case 'object':
+        break;
+      default:
+        fail(`${typeName(x)} is not a JSON value`);
     }
-    out.push(']');
-    stack.delete(v);
-    return;
-  }
-  if (!isPlainObject(v)) throw new InvalidInputError(`${typeName(v)} is not a plain JSON object`, { field: path });
-  stack.add(v);
-  const keys = Object.keys(v).sort();
-  out.push('{');
-  for (let i = 0; i < keys.length; i++) {
-    const k = keys[i]!;
-    if (!isWellFormed(k)) throw new InvalidInputError('object key holds a lone UTF-16 surrogate (not valid Unicode)', { field: joinPath(path, k) });
-    if (i > 0) out.push(',');
-    out.push(JSON.stringify(k), ':');
-    writeCanonical(v[k], joinPath(path, k), out, stack, depth + 1);
-  }
-  out.push('}');
-  stack.delete(v);
+    if (x === null) {
+      out += 'null';
+      return;
+    }
+    if (parents.length >= MAX_JSON_DEPTH) fail(`nested deeper than ${MAX_JSON_DEPTH} levels`);
+    if (parents.includes(x as object)) fail('circular reference');
+    if (Array.isArray(x)) {
+      parents.push(x);
+      out += '[';
+      for (let i = 0; i < x.length; i++) {
+        if (i > 0) out += ',';
+        keys.push(i);
+        write(x[i]);
+        keys.pop();
+      }
+      out += ']';
+      parents.pop();
+      return;
+    }
+    if (!isPlainObject(x)) fail(`${typeName(x)} is not a plain JSON object`);
+    const o = x as Record<string, unknown>;
+    parents.push(o);
+    const ks = Object.keys(o).sort();
+    out += '{';
+    for (let i = 0; i < ks.length; i++) {
+      const k = ks[i]!;
+      if (!isWellFormed(k)) fail('object key holds a lone UTF-16 surrogate (not valid Unicode)', k);
+      if (i > 0) out += ',';
+      out += JSON.stringify(k) + ':';
+      keys.push(k);
+      write(o[k]);
+      keys.pop();
+    }
+    out += '}';
+    parents.pop();
+  };
+  write(v);
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
  * between processes.
  */
 import { spawn } from 'node:child_process';
-import { promises as fs, readdirSync, readlinkSync } from 'node:fs';
+import { promises as fs, mkdirSync, readdirSync, readlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
@@ -42,7 +42,80 @@ coordStoreConformance('sqlite beside a local log', {
   },
 });
 
+/** A database in the table shape files made before the rowid table still have (same layout version). */
+function earlierShape(logDir: string): void {
+  mkdirSync(path.join(logDir, '_dgcl'), { recursive: true });
+  const { DatabaseSync } = process.getBuiltinModule('node:sqlite') as typeof import('node:sqlite');
+  const db = new DatabaseSync(path.join(logDir, ...COORD_DB.split('/')));
+  db.exec('PRAGMA journal_mode = WAL');
+  db.exec('CREATE TABLE records (key TEXT PRIMARY KEY, body TEXT NOT NULL, written_ms INTEGER NOT NULL) WITHOUT ROWID');
+  db.exec('CREATE INDEX records_by_time ON records (written_ms)');
+  db.exec('PRAGMA user_version = 1');
+  db.close();
+}
+
+coordStoreConformance('sqlite beside a local log, a file in the earlier table shape (WITHOUT ROWID)', {
+  kind: 'sqlite',
+  async create() {
+    const dir = path.join(root, `t${n++}`);
+    for (const l of ['a', 'b']) earlierShape(path.join(dir, l, 'log.lance'));
+    const store = await SqliteCoordStore.open(path.join(dir, 'a', 'log.lance'), { create: false });
+    const other = await SqliteCoordStore.open(path.join(dir, 'b', 'log.lance'), { create: false });
+    return {
+      store,
+      other,
+      destroy: async () => {
+        store.close();
+        other.close();
+        await fs.rm(dir, { recursive: true, force: true });
+      },
+    };
+  },
+});
+
 describe('SqliteCoordStore', () => {
+  it('a new file keeps records in a rowid table with a unique key; one in the earlier shape is used as it is', async () => {
+    const { DatabaseSync } = process.getBuiltinModule('node:sqlite') as typeof import('node:sqlite');
+    const ddl = (dir: string) => {
+      const db = new DatabaseSync(path.join(dir, ...COORD_DB.split('/')));
+      const sql = (db.prepare("SELECT sql FROM sqlite_master WHERE name = 'records'").get() as { sql: string }).sql;
+      db.close();
+      return sql;
+    };
+    const fresh = newDir();
+    (await SqliteCoordStore.open(fresh, { create: true })).close();
+    expect(ddl(fresh)).toMatch(/key TEXT NOT NULL UNIQUE/);
+    expect(ddl(fresh)).not.toMatch(/WITHOUT ROWID/);
+    const earlier = newDir();
+    earlierShape(earlier);
+    const s = await SqliteCoordStore.open(earlier, { create: true });
+    await s.putIfAbsent(claimKey('c'), 'x', EXPIRY);
+    await s.put(itemKey('i'), 'm');
+    s.close();
+    expect(ddl(earlier)).toMatch(/WITHOUT ROWID/);
+  });
+
+  for (const shape of ['rowid', 'earlier'] as const) {
+    it(`the claim sweep on a file of the ${shape} shape deletes old claims only, never markers`, async () => {
+      const dir = newDir();
+      if (shape === 'earlier') earlierShape(dir);
+      const s = await SqliteCoordStore.open(dir, { create: true });
+      await s.putIfAbsent(claimKey('old'), 'x', EXPIRY);
+      await s.put(itemKey('old-marker'), 'm');
+      await new Promise((r) => setTimeout(r, 20));
+      const cutoff = Date.now();
+      await new Promise((r) => setTimeout(r, 20));
+      await s.putIfAbsent(claimKey('new'), 'y', EXPIRY);
+      await s.put(itemKey('old-marker'), 'm2'); // replaced: one row for the key, not two
+      expect(await s.deleteClaimsOlderThan(cutoff)).toBe(1);
+      expect([...(await s.getMany([claimKey('old'), claimKey('new'), itemKey('old-marker')])).values()]).toEqual([null, 'y', 'm2']);
+      s.close();
+      const db = new (process.getBuiltinModule('node:sqlite') as typeof import('node:sqlite')).DatabaseSync(path.join(dir, ...COORD_DB.split('/')));
+      expect((db.prepare('SELECT count(*) AS n FROM records').get() as { n: number }).n).toBe(2);
+      db.close();
+    });
+  }
+
   it('two handles of one log share the records; closing one leaves the other working', async () => {
     const dir = newDir();
     const a = await SqliteCoordStore.open(dir, { create: true });

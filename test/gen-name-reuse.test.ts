@@ -19,6 +19,7 @@ const TTL = 60_000;
 const { setup } = raceFixture(TTL);
 const batch = (itemId: string) => ({ itemId, runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: itemId } });
 const isGenMarker = (op: string, key: string) => op === 'putIfAbsent' && key.startsWith(`${META_DIR}/gen.`);
+const G1 = `${META_DIR}/gen.s00-e000001-g000001`;
 
 describe('a generation whose making failed', () => {
   it('is not made again by a zombie: after a takeover, merge, retirement and sweep every read still succeeds', async () => {
@@ -69,7 +70,7 @@ describe('a generation whose making failed', () => {
   it('is retired by the next merge round once its marker is there: reads stop listing it', async () => {
     const s = setup();
     const A = s.open({ slot: 0, slots: 2, owner: 'a', mergeEveryCommits: 2 });
-    const givenUp = `${META_DIR}/gen.s00-e000001-g000001`;
+    const givenUp = G1;
     let lost = false;
     A.objects.tap.after = (op, key) => {
       if (op === 'putIfAbsent' && key === givenUp && !lost) {
@@ -85,6 +86,70 @@ describe('a generation whose making failed', () => {
     expect(await A.objects.inner.get(givenUp), 'retired after the merge round').toBeNull();
     expect(existsSync(path.join(A.objects.inner.dir, ...shardPrefix('s00-e000001-g000001').split('/'))), 'its dataset deleted').toBe(false);
     const read = () => withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.trajectory('x')).length);
+    expect(await read()).toBe(5);
+  });
+
+  // review30 #1: without this a retirement that ignored whether the marker was there passed every test.
+  it('a merge round before its late marker lands keeps the name; the round after it lands retires it; reads never fail', async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 2, owner: 'a', mergeEveryCommits: 2, cachedItems: 0 });
+    const land = new Gate();
+    let late: Promise<boolean> | null = null;
+    A.objects.tap.before = (op, key) => {
+      if (isGenMarker(op, key) && late === null) {
+        late = land.promise.then(() => A.objects.inner.putIfAbsent(key, ''));
+        throw new UnavailableError('injected: timed out, lands later');
+      }
+    };
+    const step = (index: number) => ({ ...batch('x'), ...(index > 0 ? { create: undefined } : {}), step: { name: 's', index } });
+    const read = () => withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.trajectory('x')).length);
+    await A.log.append([step(0)]);
+    await A.log.append([step(1)]); // a rotation: merge round 1, the marker not there yet
+    await A.log.idle();
+    land.resolve();
+    expect(await late, 'the late marker landed').toBe(true);
+    expect(await read()).toBe(5);
+    await A.log.append([step(2)]);
+    await A.log.append([step(3)]); // merge round 2: there now, retired
+    await A.log.idle();
+    expect(await A.objects.inner.get(G1), 'retired').toBeNull();
+    expect(await read()).toBe(9);
+  });
+
+  it('is looked for in 3 merge rounds at most, and not at all if it failed before its marker was sent', async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 2, owner: 'a', mergeEveryCommits: 1 });
+    // g1: its dataset's first fsync round fails (before the marker); g2: its marker PUT fails.
+    const real = DatasetSync.prototype.sync;
+    let syncFailed = false;
+    const sync = vi.spyOn(DatasetSync.prototype, 'sync').mockImplementation(async function (this: DatasetSync) {
+      if (!syncFailed && this.dir.endsWith('g000001.lance')) {
+        syncFailed = true;
+        throw new Error('injected: EIO');
+      }
+      return real.call(this);
+    });
+    let putFailed = false;
+    const gets = new Map<string, number>();
+    A.objects.tap.before = (op, key) => {
+      if (isGenMarker(op, key) && key.endsWith('g000002') && !putFailed) {
+        putFailed = true;
+        throw new UnavailableError('injected: the marker PUT failed');
+      }
+      if (op === 'get' && key.startsWith(`${META_DIR}/gen.`)) gets.set(key, (gets.get(key) ?? 0) + 1);
+    };
+    try {
+      const r = await settle(A.log.append([batch('x')]));
+      expect(r.ok, 'two makings failed').toBe(false);
+      for (let i = 0; i < 5; i++) {
+        await A.log.append([{ ...batch(`y${i}`) }]); // a rotation and a merge round each
+        await A.log.idle();
+      }
+    } finally {
+      sync.mockRestore();
+    }
+    expect(Object.fromEntries(gets)).toEqual({ [`${META_DIR}/gen.s00-e000001-g000002`]: 3 });
+    const read = () => withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.items()).items.length);
     expect(await read()).toBe(5);
   });
 
@@ -114,7 +179,7 @@ describe('a generation whose making failed', () => {
     expect(await read()).toBe(3);
     await A.log.append([{ ...batch('x'), create: undefined, step: { name: 's', index: 1 } }]); // reads x from storage (nothing cached)
     await A.log.close();
-    expect(await A.objects.inner.get(`${META_DIR}/gen.s00-e000001-g000001`), 'retired by close(): its marker was there').toBeNull();
+    expect(await A.objects.inner.get(G1), 'retired by close(): its marker was there').toBeNull();
     expect(await read()).toBe(5);
   });
 
@@ -124,7 +189,9 @@ describe('a generation whose making failed', () => {
     A.objects.tap.before = (op, key) => {
       if (isGenMarker(op, key)) throw new Error('injected: no space left');
     };
-    const e = (await settle(A.log.append([batch('x')]))).error as Error;
+    const r = await settle(A.log.append([batch('x')]));
+    expect(r.ok, 'not acked').toBe(false);
+    const e = (r as { error: Error }).error;
     expect(e).toBeInstanceOf(UnavailableError);
     expect(e.message).toMatch(/making shard generation s00-e000001-g000001, then s00-e000001-g000002 failed: injected: no space left/);
     A.objects.tap.before = undefined;

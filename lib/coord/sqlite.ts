@@ -133,7 +133,12 @@ function open(file: string, create: boolean): Connection {
       const v = (db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
       if (v === 0 && !create) throw missing(file);
       if (v === 0) {
-        db.exec('CREATE TABLE records (key TEXT PRIMARY KEY, body TEXT NOT NULL, written_ms INTEGER NOT NULL) WITHOUT ROWID');
+        // A rowid table with a unique key: rows land in write order, and only the narrow key
+        // index takes each random key (claims and markers are keyed by hashes and ids). Keyed by
+        // `key` itself (WITHOUT ROWID, as files made earlier still are), each insert split and dirtied a
+        // random page of ~200-byte rows: half the coordination time of a group. Both shapes
+        // answer the same statements, so the layout version did not change.
+        db.exec('CREATE TABLE records (key TEXT NOT NULL UNIQUE, body TEXT NOT NULL, written_ms INTEGER NOT NULL)');
         db.exec('CREATE INDEX records_by_time ON records (written_ms)'); // the claim sweep
         db.exec(`PRAGMA user_version = ${LAYOUT_VERSION}`);
       } else if (v !== LAYOUT_VERSION) {

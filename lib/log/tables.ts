@@ -159,11 +159,17 @@ export class LanceTables {
       c.catch(() => this.ownShardConn === c && (this.ownShardConn = null));
     }
     const conn = await this.ownShardConn;
-    const t = this.wrap(await conn.createEmptyTable(name, EVENT_SCHEMA, this.createOptions()), name);
-    // Durable before its marker (local roots; a no-op on S3): a power cut that kept the marker
-    // but not the dataset's first manifest would list a generation no read can open, in an epoch
-    // whose next writer seals it at a version the dataset lacks.
-    await this.sync(name);
+    let t: Table;
+    try {
+      t = this.wrap(await conn.createEmptyTable(name, EVENT_SCHEMA, this.createOptions()), name);
+      // Durable before its marker (local roots; a no-op on S3): a power cut that kept the marker
+      // but not the dataset's first manifest would list a generation no read can open, in an
+      // epoch whose next writer seals it at a version the dataset lacks.
+      await this.sync(name);
+    } catch (e) {
+      if (typeof e === 'object' && e !== null) beforeMarker.add(e);
+      throw e;
+    }
     // The marker makes the generation visible to readers; nothing is committed to it before.
     // Sent once: a resent copy landing after the generation's retirement would bring its marker
     // back over a deleted dataset (docs/design/shards.md, "Merge (own generation)").
@@ -232,6 +238,16 @@ export class LanceTables {
     this.shardConn = null;
     this.ownShardConn = null;
   }
+}
+
+const beforeMarker = new WeakSet<object>();
+
+/**
+ * True for an error of `createShard` thrown before its marker PUT was sent: that generation's
+ * marker can never appear (its dataset, unlisted, is swept once the epoch is sealed).
+ */
+export function failedBeforeMarker(e: unknown): boolean {
+  return typeof e === 'object' && e !== null && beforeMarker.has(e);
 }
 
 /** Single-quoted SQL string literal for Lance filters. */

@@ -31,7 +31,7 @@ import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from
 import { commitData, committedBytes } from './lance-add.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
 import type { LogReader } from './reader.ts';
-import { sqlIn, type LanceTables, type Table } from './tables.ts';
+import { failedBeforeMarker, sqlIn, type LanceTables, type Table } from './tables.ts';
 
 export interface WriterOptions {
   pipeline: string;
@@ -96,6 +96,8 @@ const MERGE_COPY_MAX_BYTES = 8 * 1024 * 1024;
  * when its first commit comes, even when acks follow each other without a pause.
  */
 const MAKE_AHEAD_COMMITS = 4;
+/** Merge rounds a given-up generation's marker is looked for before the name is left to the seal (retireGivenUp). */
+const GIVEN_UP_ROUNDS = 3;
 
 /** Placeholder epoch for a validation pass before the slot is taken; never written. */
 const PENDING_EPOCH = 'pending';
@@ -110,8 +112,12 @@ interface SlotState {
   commitsInGen: number;
   /** The next generation, made MAKE_AHEAD_COMMITS before the rotation; taken by its first commit. */
   creating: { gen: string; table: Promise<Table> } | null;
-  /** Names whose making failed (openGeneration), until retired once their marker is seen (retireGivenUp). */
-  givenUp: string[];
+  /**
+   * Names whose making failed after their marker PUT was sent (openGeneration), until retired
+   * once the marker is seen, or left to the seal after GIVEN_UP_ROUNDS rounds without it
+   * (retireGivenUp).
+   */
+  givenUp: Array<{ gen: string; rounds: number }>;
 }
 
 export class ShardWriter {
@@ -707,7 +713,7 @@ export class ShardWriter {
         return await (ahead?.gen === gen ? ahead.table : this.ctx.tables.createShard(gen));
       } catch (e) {
         if (shardName(st.writerEpoch, st.generation) === gen) st.generation++;
-        st.givenUp.push(gen);
+        if (!failedBeforeMarker(e)) st.givenUp.push({ gen, rounds: 0 });
         tried.push(gen);
         // A slot dropped meanwhile (a background merge found the epoch over) makes nothing more.
         if (tried.length >= 2 || this.state !== st) {
@@ -724,20 +730,32 @@ export class ShardWriter {
    * sealed and the maintainer merges it. Only once its marker is seen: the marker is sent once,
    * so a marker that is there has no other copy to come, while one not there yet may still land
    * (a PUT that timed out), and landing after the retirement it would be a marker without a
-   * dataset in a live epoch (review28 F1). Those are asked again after the next merge round.
+   * dataset in a live epoch (review28 F1). Those are asked again after the next rounds, then
+   * left to the seal (a PUT lands within its timeout or, nearly always, never). Nothing is
+   * retired in an epoch not confirmed current (over, or the lease store not answering): they are
+   * left to the seal, and the maintainer merges them (a retirement under its merge failed that
+   * merge once: review30).
    */
   private async retireGivenUp(st: SlotState): Promise<void> {
-    for (const gen of st.givenUp.splice(0)) {
-      const landed = await this.ctx.objects.get(genKey(gen)).then(
-        (body) => body !== null,
-        () => false,
-      );
-      if (!landed) {
-        st.givenUp.push(gen);
-        continue;
-      }
-      await retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, gen, { version: null, rows: 0 }).catch(() => st.givenUp.push(gen));
-    }
+    const names = st.givenUp.splice(0);
+    const current = await this.ctx.leases.assertCurrent(st.lease).then(
+      () => true,
+      () => false,
+    );
+    if (!current) return;
+    await Promise.all(
+      names.map(async (g) => {
+        const landed = await this.ctx.objects.get(genKey(g.gen)).then(
+          (body) => body !== null,
+          () => false,
+        );
+        if (!landed) {
+          if (++g.rounds < GIVEN_UP_ROUNDS) st.givenUp.push(g);
+          return;
+        }
+        await retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, g.gen, { version: null, rows: 0 }).catch(() => st.givenUp.push(g));
+      }),
+    );
   }
 
   /**

@@ -45,8 +45,9 @@ export class DatasetSync {
     const dirs: string[] = [];
     const files: string[] = [];
     await this.walk(this.dir, dirs, files, true);
-    // The dataset's own name, the first time (a new shard generation's folder).
-    if (!this.parentSynced) dirs.push(path.dirname(this.dir));
+    // The dataset's own name, the first time (a new shard generation's folder), and its
+    // parent's: the local store prunes emptied folders, so `_dgcl/shards` itself may be new.
+    if (!this.parentSynced) dirs.push(path.dirname(this.dir), path.dirname(path.dirname(this.dir)));
     await Promise.all(files.map((f) => fsyncPath(f)));
     // Folders after their files: a name becomes durable with its folder.
     await Promise.all(dirs.map((d) => fsyncPath(d)));
