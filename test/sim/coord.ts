@@ -42,8 +42,9 @@ class SimCoordStore implements CoordStore {
     private readonly scope: string,
   ) {}
 
-  private op<T>(kind: string, key: string, mutating: boolean, run: () => Promise<T>): Promise<T> {
-    return this.sched.op({ kind: `coord.${kind}`, target: key, mutating, faultable: true, run, error: unavailable });
+  /** `resendable`: the DynamoDB store lets the SDK resend it (all but `put`, sent once: lib/coord/dynamo.ts). */
+  private op<T>(kind: string, key: string, mutating: boolean, run: () => Promise<T>, resendable = mutating): Promise<T> {
+    return this.sched.op({ kind: `coord.${kind}`, target: key, mutating, faultable: true, run, error: unavailable, resendable });
   }
 
   private pk(key: string): string {
@@ -61,7 +62,7 @@ class SimCoordStore implements CoordStore {
   put(key: string, body: string): Promise<void> {
     return this.op('put', key, true, async () => {
       this.recs.records.set(this.pk(key), { body, expiresAtMs: null });
-    });
+    }, false);
   }
 
   putIfAbsent(key: string, body: string, o: { expiresAfterMs: number }): Promise<boolean> {

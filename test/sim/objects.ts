@@ -30,8 +30,9 @@ export class SimObjectStore implements ObjectStore {
     this.baseUri = inner.baseUri;
   }
 
-  private op<T>(kind: string, key: string, mutating: boolean, run: () => Promise<T>): Promise<T> {
-    return this.sched.op({ kind: `obj.${kind}`, target: key, mutating, faultable: true, run, error: unavailable });
+  /** `resendable`: the S3 store lets the SDK resend it (all but plain PUTs and `once` PUTs: lib/storage/s3.ts). */
+  private op<T>(kind: string, key: string, mutating: boolean, run: () => Promise<T>, resendable = mutating): Promise<T> {
+    return this.sched.op({ kind: `obj.${kind}`, target: key, mutating, faultable: true, run, error: unavailable, resendable });
   }
 
   putIfAbsent(key: string, body: string, o?: PutOptions): Promise<boolean> {
@@ -39,14 +40,14 @@ export class SimObjectStore implements ObjectStore {
       const won = await this.inner.putIfAbsent(key, body, o);
       if (won) this.written.set(key, this.nowMs());
       return won;
-    });
+    }, !o?.once);
   }
 
   put(key: string, body: string): Promise<void> {
     return this.op('put', key, true, async () => {
       await this.inner.put(key, body);
       this.written.set(key, this.nowMs());
-    });
+    }, false);
   }
 
   get(key: string): Promise<string | null> {
@@ -75,11 +76,13 @@ export class SimObjectStore implements ObjectStore {
       n++;
     }
     // Folders are not objects: drop the empty ones, as a listing of S3 would no longer show them.
-    await this.op('deletePrefix.prune', prefix, true, () => pruneEmpty(path.join(this.inner.dir, ...prefix.split('/'))));
+    await this.op('deletePrefix.prune', prefix, true, () => pruneEmpty(path.join(this.inner.dir, ...prefix.split('/'))), false);
     return n;
   }
 
   deleteOlderThan(prefix: string, cutoffMs: number): Promise<number> {
+    // Not resent here: a copy of this call would list again, where S3's resend deletes the keys
+    // the first listing found (claims, whose keys come back only with their checkpoint).
     return this.op('deleteOlderThan', prefix, true, async () => {
       let n = 0;
       for (const name of await this.inner.list(prefix)) {
@@ -91,7 +94,7 @@ export class SimObjectStore implements ObjectStore {
         n++;
       }
       return n;
-    });
+    }, false);
   }
 }
 

@@ -22,6 +22,10 @@
  *    attempt the same seq (a retry must answer "already deleted"); a CONFLICT (events it never
  *    saw acked, e.g. an append that failed after its commit) makes the next attempt read the
  *    item first and delete through its last seq.
+ *
+ * Faults (scheduler.ts): failures before and after landing, timeouts that land later or never,
+ * and in half the seeds SDK resends (a write the real store lets its SDK resend answered by a
+ * second copy while the first lands later).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -152,7 +156,11 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   const t0 = performance.now();
   const rng = new Rng(seed);
   const cfg = pickConfig(rng);
-  const sched = new Scheduler(rng.fork(), { faultRate: cfg.faultRate, priorityBias: cfg.priorityBias });
+  // Half the seeds (never a regression seed) get SDK resends: a write answered by a second copy
+  // while the first lands later. From their own stream: the other seeds replay as before.
+  const rs = new Rng(seed + 0x7273);
+  const resends = !REGRESSION_SEEDS.some((r) => r.seed === seed) && rs.chance(0.5) ? { rng: rs, probability: rs.pick([0.05, 0.2]) } : undefined;
+  const sched = new Scheduler(rng.fork(), { faultRate: cfg.faultRate, priorityBias: cfg.priorityBias, resends });
   const wl = rng.fork(); // workload choices, apart from the scheduler's
   // Deletions draw from their own stream, and only some seeds (never a regression seed) get
   // them, so every other seed runs exactly the schedule it ran before deletions existed.
@@ -628,7 +636,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   }
   const result: ScheduleResult = {
     seed,
-    config: { ...cfg, ...(deletions > 0 ? { deletions, deletionRetentionMs } : {}), ...(coordInTable ? { coord: 'table' as const } : {}), ...(twoMaintainers ? { maintainers: 2 } : {}) },
+    config: { ...cfg, ...(deletions > 0 ? { deletions, deletionRetentionMs } : {}), ...(coordInTable ? { coord: 'table' as const } : {}), ...(twoMaintainers ? { maintainers: 2 } : {}), ...(resends ? { resends: resends.probability } : {}) },
     violations,
     trace: sched.trace,
     counts: { ...history.counts(), steps: sched.step },

@@ -40,6 +40,11 @@ export interface OpSpec<T> {
   error: (message: string) => Error;
   /** Prepares, when the call times out, how it lands later (default: `run`). */
   late?: () => Promise<() => Promise<unknown>>;
+  /**
+   * The real store's SDK may send it again (every request but the ones sent once): a copy that
+   * timed out may land after the copy that answered (SchedulerOptions.resends).
+   */
+  resendable?: boolean;
 }
 
 export interface Op {
@@ -63,6 +68,13 @@ export interface SchedulerOptions {
    * of another, e.g. a reader through a whole merge, or a paused zombie until after a takeover).
    */
   priorityBias?: number;
+  /**
+   * SDK resends: a resendable mutating operation released without a fault is, with this
+   * probability, answered by a second copy while the first (timed out on the client) lands
+   * later, at a point the seed picks, or never. Drawn from its own stream (`rng`), so that a
+   * schedule without resends replays what it did before they existed.
+   */
+  resends?: { rng: Rng; probability: number };
 }
 
 /** Time spent per operation kind in this process (for tuning the harness's speed). */
@@ -172,6 +184,10 @@ export class Scheduler {
           } catch (e) {
             op.reject(e);
           }
+          if (spec.mutating && spec.resendable && this.o.resends?.rng.chance(this.o.resends.probability)) {
+            this.trace.push(`${this.step} ${op.actor} ${op.spec.kind} ${maskRandom(op.spec.target)} (resent: an earlier copy may land later)`);
+            if (this.o.resends.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.run);
+          }
           break;
         case 'failBefore':
           op.reject(spec.error(`injected: ${spec.kind} ${spec.target} failed (not done)`));
@@ -186,16 +202,7 @@ export class Scheduler {
           break;
         case 'timeout':
           op.reject(spec.error(`injected: ${spec.kind} ${spec.target} timed out`));
-          if (spec.mutating && this.rng.chance(this.o.lateLandProbability ?? 0.7)) {
-            const late = spec.late ? await spec.late() : spec.run;
-            this.pending.push({
-              id: this.nextId++,
-              actor: 'late',
-              spec: { ...spec, kind: `late:${spec.kind}`, faultable: false, run: late, late: undefined },
-              resolve: () => undefined,
-              reject: () => undefined,
-            });
-          }
+          if (spec.mutating && this.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.late ? await spec.late() : spec.run);
           break;
       }
     } finally {
@@ -206,6 +213,17 @@ export class Scheduler {
       p.ms += performance.now() - t0;
       profile.set(k, p);
     }
+  }
+
+  /** Queue `run` as a copy of `spec` that lands when the seed picks it (a late actor's operation). */
+  private landLater(spec: OpSpec<unknown>, run: () => Promise<unknown>): void {
+    this.pending.push({
+      id: this.nextId++,
+      actor: 'late',
+      spec: { ...spec, kind: `late:${spec.kind}`, faultable: false, run, late: undefined, resendable: false },
+      resolve: () => undefined,
+      reject: () => undefined,
+    });
   }
 
   /**
