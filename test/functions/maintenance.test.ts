@@ -5,7 +5,9 @@
 import './support/env.ts';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { handler as maintenanceHandler, passOutcome, stepFailures, type MaintenanceEntry, type MaintenanceResult } from '../../functions/maintenance.ts';
 import type { MaintenanceReport } from '../../lib/api.ts';
 import { emptyMaintenanceReport } from '../../lib/log/maintain.ts';
@@ -138,6 +140,57 @@ describe('maintenance handler', () => {
       expect(await reader.allStates()).toEqual(before);
     } finally {
       await reader.close();
+    }
+  });
+});
+
+describe('what the handler logs and counts, end to end', () => {
+  /** The handler's log lines (level, message, experiment) and step-failure metric, from one invocation. */
+  async function observed(event: unknown) {
+    const lines: Array<[string, string, unknown]> = [];
+    const spies = (['info', 'warn', 'error'] as const).map((level) =>
+      vi.spyOn(Logger.prototype, level).mockImplementation(function (this: Logger, message: unknown, ...extra: unknown[]) {
+        const first = extra[0] as { experiment?: unknown } | undefined;
+        lines.push([level, String(message), first?.experiment]);
+      }),
+    );
+    const metrics = new Map<string, number>();
+    const metric = vi.spyOn(Metrics.prototype, 'addMetric').mockImplementation(function (this: Metrics, name: string, _unit: unknown, value: number) {
+      metrics.set(name, value);
+    });
+    try {
+      const res = await maintenance(event, ctx('maintenance', 900_000)).catch((e: unknown) => e);
+      return { res, lines: lines.filter(([, m]) => !m.startsWith('maintenance done') && !m.startsWith('maintenance failed for')), metrics };
+    } finally {
+      for (const s of [...spies, metric]) s.mockRestore();
+    }
+  }
+
+  it('a maintained pass, a held lease and a failed step each get their line, and only the failure counts', async () => {
+    await cleanWriter('p', 'ok', ['x']);
+    await cleanWriter('p', 'held', ['y']);
+    await cleanWriter('p', 'bad', ['z']);
+    // A real failure of the projection step: its index's name is taken by a folder.
+    mkdirSync(path.join(dir, 'datagen_checkpoints', 'p', 'bad', 'log.lance', '_dgcl', 'projection', 'items.json'), { recursive: true });
+    const leases = new LocalLeaseStore({ dir: path.join(dir, '.dgcl', 'leases') });
+    try {
+      const held = await leases.acquire(maintainerKey('p', 'held'), 'someone-else', 60_000);
+      const { lines, metrics } = await observed({});
+      await leases.release(held);
+      expect(lines.sort((a, b) => String(a[2]).localeCompare(String(b[2])))).toEqual([
+        ['error', 'maintenance steps failed; the next run retries them', 'p/bad'],
+        ['info', 'another maintainer holds the lease; nothing done', 'p/held'],
+        ['info', 'maintained', 'p/ok'],
+      ]);
+      expect(Object.fromEntries(['MaintainedExperiments', 'MaintenanceLeaseHeld', 'MaintenanceStepFailures', 'MaintenanceOvertaken', 'MaintenanceFailures'].map((k) => [k, metrics.get(k)]))).toEqual({
+        MaintainedExperiments: 2,
+        MaintenanceLeaseHeld: 1,
+        MaintenanceStepFailures: 1,
+        MaintenanceOvertaken: 0,
+        MaintenanceFailures: 0,
+      });
+    } finally {
+      await leases.close();
     }
   });
 });
