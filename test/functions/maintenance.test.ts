@@ -157,6 +157,7 @@ describe('what the handler logs and counts, end to end', () => {
     const metrics = new Map<string, number>();
     const metric = vi.spyOn(Metrics.prototype, 'addMetric').mockImplementation(function (this: Metrics, name: string, _unit: unknown, value: number) {
       metrics.set(name, value);
+      return this;
     });
     try {
       const res = await maintenance(event, ctx('maintenance', 900_000)).catch((e: unknown) => e);
