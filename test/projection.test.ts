@@ -9,8 +9,9 @@
 import { describe, expect, it } from 'vitest';
 import { summarize } from '../lib/fold.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
-import { fragmentKey, fragmentRows, PROJECTION_DIR, PROJECTION_KEY, ProjectionCache, refreshProjection } from '../lib/log/projection.ts';
-import { SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from '../lib/log/summary.ts';
+import { CHUNK_ITEMS, chunkKey, fragmentRows, PROJECTION_DIR, PROJECTION_KEY, ProjectionCache, refreshProjection } from '../lib/log/projection.ts';
+import { decodeAggregate } from '../lib/log/projection-codec.ts';
+import { mergeAggregates, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from '../lib/log/summary.ts';
 import { LanceTables } from '../lib/log/tables.ts';
 import { rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
@@ -66,12 +67,24 @@ function whiteBox(log: LanceCheckpointLog) {
   return { objects, tables: new LanceTables(log.uri, undefined, objects) };
 }
 
-/** The stored projection as a fresh process loads it, for the base's current version (null: it does not cover it). */
+/**
+ * The stored projection as a fresh process finds it, for the base's current version (null: it
+ * does not cover it), with every item's aggregate over its chunks (merged across fragments).
+ */
 async function stored(log: LanceCheckpointLog) {
   const { objects, tables } = whiteBox(log);
   const latest = (await tables.base(true))!;
   const counts = await fragmentRows(await tables.baseAt(await latest.version()));
-  return { counts, projection: await new ProjectionCache(objects).covering(Promise.resolve(counts)) };
+  const index = await new ProjectionCache(objects).covering(Promise.resolve(counts));
+  if (!index) return { counts, projection: null };
+  const byId = new Map<string, ItemAggregate>();
+  for (const [f, rows] of index.fragments) {
+    for (let k = 0; k < index.chunks.get(f)!.length; k++) {
+      const doc = JSON.parse((await objects.get(chunkKey(f, rows, k)))!) as { items: unknown[] };
+      for (const a of doc.items.map(decodeAggregate)) byId.set(a.itemId, byId.has(a.itemId) ? mergeAggregates(byId.get(a.itemId)!, a) : a);
+    }
+  }
+  return { counts, projection: { fragments: index.fragments, byId } };
 }
 
 const baseRows = async (log: LanceCheckpointLog) => (await log.stats()).base.rows;
@@ -142,6 +155,66 @@ describe('the item listing projection', () => {
     await expectProjected(A.log, 'a losing base copy, the older projection');
   });
 
+  it('a page reads a chunk or two per fragment, not the whole projection; pages across chunk boundaries equal the scan', async () => {
+    const { open } = setup();
+    const A = open({ slot: 0, slots: 2 });
+    const B = open({ slot: 1, slots: 2 });
+    await A.log.append(batches(1300, 0));
+    await B.log.append(batches(1000, 0, 1300));
+    await A.log.append(batches(1300, 1));
+    await A.log.mergeOwnShard();
+    await B.log.mergeOwnShard();
+    const M = open({ slot: 0, slots: 2, owner: 'maintainer' });
+    expect((await M.log.maintain()).failures).toEqual([]);
+    // A second counted fragment whose items overlap the first's (aggregates merged across
+    // fragments, chunk boundaries at other items), then merges since (a fragment it did not
+    // count) and an unmerged tail with new items.
+    await B.log.append(batches(1200, 1, 1100));
+    await B.log.mergeOwnShard();
+    const { objects, tables } = whiteBox(A.log);
+    await refreshProjection({ tables, objects }, true);
+    await B.log.append(batches(300, 2, 1300));
+    await B.log.mergeOwnShard();
+    await A.log.append([...batches(40, 2), ...batches(5, 0, 2300)]);
+    await A.log.deleteItem('it-1500');
+    const states = await A.log.allStates({ fields: false });
+    const want = states.map(summarize);
+    expect(want.length).toBe(2304);
+    const index = (await stored(A.log)).projection!;
+    expect(index.fragments.size, 'two counted fragments').toBe(2);
+    const firstIds = JSON.parse((await A.objects.inner.get(PROJECTION_KEY))!).fragments.flatMap((e: [number, number, string[]]) => e[2]) as string[];
+    expect(firstIds.length, `chunks of ${CHUNK_ITEMS}: more than one per fragment`).toBeGreaterThan(index.fragments.size);
+
+    // Pages of 400 cover every item once, in order, as the scan lists them.
+    const paged: typeof want = [];
+    let after: string | undefined;
+    do {
+      const page = await A.log.items({ limit: 400, ...(after ? { after } : {}) });
+      paged.push(...page.items);
+      after = page.next;
+    } while (after);
+    expect(paged).toEqual(want);
+    // Pages starting at a chunk's first item and just before it.
+    const ids = want.map((w) => w.itemId);
+    for (const first of firstIds.filter((id) => ids.indexOf(id) > 0)) {
+      const at = ids.indexOf(first);
+      for (const from of [at - 1, at]) {
+        expect((await A.log.items({ after: ids[from]!, limit: 3 })).items.map((i) => i.itemId), `after ${ids[from]}`).toEqual(ids.slice(from + 1, from + 4));
+      }
+    }
+    expect((await A.log.items({ status: 'failed', limit: 30 })).items).toEqual(want.filter((w) => w.status === 'failed').slice(0, 30));
+    expect(await A.log.projected(), 'the projection answers').toEqual(await scanned(A.log));
+
+    // A page of 10 from the middle reads at most two chunks per counted fragment.
+    let chunkGets = 0;
+    A.objects.tap.before = (op, key) => void (op === 'get' && /\/frag-v\d+-\d+-\d+-\d+\.json$/.test(key) && chunkGets++);
+    const page = await A.log.items({ after: ids[1150]!, limit: 10 });
+    expect(page.items.map((i) => i.itemId)).toEqual(ids.slice(1151, 1161));
+    expect(chunkGets).toBeGreaterThanOrEqual(1);
+    expect(chunkGets, 'at most the chunk of the cursor and the next, per fragment').toBeLessThanOrEqual(2 * index.fragments.size);
+    expect(chunkGets, 'fewer than all').toBeLessThan(firstIds.length);
+  });
+
   it('counts a pinned base handle once: the next page reuses the count, a new version is counted again', async () => {
     const { open } = setup();
     const A = open({ slot: 0, slots: 1 });
@@ -210,13 +283,16 @@ describe('the item listing projection', () => {
     expect((await M.log.maintain()).projection?.countedRows).toBeGreaterThan(0);
     await expectProjected(A.log, 'rebuilt again');
     const index = (await objects.get(PROJECTION_KEY))!;
-    const [f, fRows] = (JSON.parse(index) as { fragments: [number, number][] }).fragments[0]!;
-    const fragKey = fragmentKey(f, fRows);
+    const [f, fRows] = (JSON.parse(index) as { fragments: [number, number, string[]][] }).fragments[0]!;
+    const fragKey = chunkKey(f, fRows, 0);
     const doc = (await objects.get(fragKey))!;
     const item = (JSON.parse(doc) as { items: unknown[][] }).items[0]!;
     const bads: [string, string][] = [
       [PROJECTION_KEY, '{"format":2,'],
       [PROJECTION_KEY, JSON.stringify({ ...JSON.parse(index), format: 99 })],
+      // the format before chunks: [fragment, rows] without the chunks' first ids
+      [PROJECTION_KEY, JSON.stringify({ ...JSON.parse(index), format: 3, fragments: [[f, fRows]] })],
+      [fragKey, JSON.stringify({ ...JSON.parse(doc), chunk: 1 })],
       [fragKey, JSON.stringify({ ...JSON.parse(doc), rows: fRows + 1 })],
       [fragKey, JSON.stringify({ ...JSON.parse(doc), items: [item.slice(0, 16)] })],
       [fragKey, JSON.stringify({ ...JSON.parse(doc), items: [[...item.slice(0, 1), '7', ...item.slice(2)]] })],

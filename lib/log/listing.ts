@@ -18,8 +18,11 @@ import { sqlIn, sqlString } from './tables.ts';
 
 export interface ListingSource {
   aggregates(filter: string | null): Promise<ItemAggregate[]>;
-  /** Every item's aggregate from the maintained projection, or null when none describes the base. */
-  projected(): Promise<ItemAggregate[] | null>;
+  /**
+   * The page `q` asks for (cursor, status, limit; no lineage or tags) through the maintained
+   * projection, or null when none describes the base.
+   */
+  projectedPage(q: ItemQuery): Promise<ItemPage | null>;
   scanEvents<T>(o: ScanOptions, make: () => EventVisitor<T>): Promise<T>;
 }
 
@@ -62,8 +65,8 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
   // Without lineage or tags, every item's aggregate through the projection is cheaper than
   // choosing a page's ids from the log (lib/log/projection.ts); the page is cut from it here.
   if (lineage.length === 0 && tags.size === 0) {
-    const all = await src.projected();
-    if (all) return pageOf(all, q);
+    const page = await src.projectedPage(q);
+    if (page) return page;
   }
 
   // Candidate ids, sorted like Lance compares them (UTF-8 bytes): null = every item matching `where`.
@@ -117,17 +120,26 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
   return next !== undefined ? { items: list, next } : { items: list };
 }
 
-/** The page `q` asks for (cursor, status, limit) of every item's aggregate, sorted by id. */
-function pageOf(all: readonly ItemAggregate[], q: ItemQuery): ItemPage {
+/**
+ * Builds the page `q` asks for (status, limit) from aggregates handed over in item order after
+ * the cursor: stops at the first item past a full page (so `next` is only set when there is more).
+ */
+export function pageVisitor(q: ItemQuery): { visit(a: ItemAggregate): boolean; done(): ItemPage } {
   const items: ItemPage['items'] = [];
-  for (const a of all) {
-    if (q.after !== undefined && compareUtf8(a.itemId, q.after) <= 0) continue;
-    const s = summaryOf(a);
-    if (q.status !== undefined && s.status !== q.status) continue;
-    if (q.limit !== undefined && items.length === q.limit) return { items, next: items.at(-1)!.itemId };
-    items.push(s);
-  }
-  return { items };
+  let next: string | undefined;
+  return {
+    visit(a) {
+      const s = summaryOf(a);
+      if (q.status !== undefined && s.status !== q.status) return true;
+      if (q.limit !== undefined && items.length === q.limit) {
+        next = items.at(-1)!.itemId;
+        return false;
+      }
+      items.push(s);
+      return true;
+    },
+    done: () => (next !== undefined ? { items, next } : { items }),
+  };
 }
 
 /**

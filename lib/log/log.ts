@@ -15,13 +15,13 @@ import { item, type DurableItem, type ItemOptions } from '../steps.ts';
 import type { Ack, BlobRef, EventRow, FieldsQuery, ItemFields, ItemQuery, ItemState, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
 import { checkDeleteOptions } from './delete-guard.ts';
 import { deletedThrough } from './deleted.ts';
-import { listItems } from './listing.ts';
+import { listItems, pageVisitor } from './listing.ts';
 import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
 import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { LogReader, type ShardListing } from './reader.ts';
-import { projectedAggregates, ProjectionCache } from './projection.ts';
+import { projectedAggregates, ProjectionCache, walkProjected } from './projection.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
 import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
 import { LanceTables, sqlString, type SyncWrapper, type Table, type TableWrapper } from './tables.ts';
@@ -225,7 +225,27 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   failures(): Promise<FailureSummary[]> {
-    return this.track(async () => (await this.aggregates()).map(failureOf).filter((f): f is FailureSummary => f !== null));
+    return this.track(async () => {
+      // Through the projection a walk holds only the failures (and a chunk per fragment).
+      const walked = await walkProjected(this.reader, this.tables, this.projection, undefined, () => {
+        const out: FailureSummary[] = [];
+        return {
+          visit: (a) => {
+            const f = failureOf(a);
+            if (f) out.push(f);
+            return true;
+          },
+          done: () => out,
+        };
+      });
+      if (walked) return walked;
+      return (await this.aggregates()).map(failureOf).filter((f): f is FailureSummary => f !== null);
+    });
+  }
+
+  /** The page `q` asks for through the projection, or null when none describes the base (lib/log/listing.ts). */
+  projectedPage(q: ItemQuery): Promise<ItemPage | null> {
+    return this.track(() => walkProjected(this.reader, this.tables, this.projection, q.after, () => pageVisitor(q)));
   }
 
   /**

@@ -27,42 +27,61 @@ import { sqlIn, type LanceTables, type Table } from './tables.ts';
 export const PROJECTION_DIR = '_dgcl/projection';
 /** The index: which fragment documents make up the projection of which base version. */
 export const PROJECTION_KEY = `${PROJECTION_DIR}/items.json`;
-/** Bumped whenever ItemAggregate, its encoding or what it is computed from changes: older ones are ignored. */
-const FORMAT = 2;
+/** Bumped whenever ItemAggregate, its encoding, its layout or what it is computed from changes: older ones are ignored. */
+const FORMAT = 3;
+/** Aggregates per chunk document: a page reads one chunk (or two) per fragment, not the fragment's every item. */
+export const CHUNK_ITEMS = 1000;
 /** Items recounted from the log per query, and most recounted before a plain scan is cheaper. */
 const RECOUNT_CHUNK = 1000;
 const MAX_RECOUNT = 10_000;
 const ALL = (): boolean => true;
 
 /**
- * One fragment's document: the aggregates of its rows while it has `rows` live rows. The name
- * carries the format: maintenance decides what to count from the names it lists, so a document
- * another release wrote must not pass for one of this format (review9 F1).
+ * One fragment's head: written after its chunks, so a head present means a whole document. The
+ * name carries the format: maintenance decides what to count from the names it lists, so a
+ * document another release wrote must not pass for one of this format (review9 F1).
  */
 export const fragmentKey = (fragment: number, rows: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-${fragment}-${rows}.json`;
+/** The `chunk`-th part of a fragment's aggregates (CHUNK_ITEMS each, in item order). */
+export const chunkKey = (fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-${fragment}-${rows}-${chunk}.json`;
+/** Any format's fragment head or chunk: fragment id, live rows. */
+const DOC_NAME = /^frag-v\d+-(\d+)-(\d+)(?:-\d+)?\.json$/;
+
+/** [fragment id, live rows, first item id of each chunk, last item id]. */
+type FragmentEntry = [number, number, string[], string];
 
 interface IndexDoc {
   format: number;
   /** The base version it was built from (maintenance skips a pass while it is current). */
   baseVersion: number;
-  /** [fragment id, live rows]: each has a document (fragmentKey); together, every row counted. */
-  fragments: Array<[number, number]>;
+  /** Every counted fragment; together, every row counted. */
+  fragments: FragmentEntry[];
 }
 
-interface FragmentDoc {
+interface HeadDoc {
   format: number;
   fragment: number;
   rows: number;
+  firstIds: string[];
+  lastId: string;
+}
+
+interface ChunkDoc {
+  format: number;
+  fragment: number;
+  rows: number;
+  chunk: number;
   items: unknown[];
 }
 
-export interface Projection {
+/** The stored projection's index, parsed (a process holds it while it covers the base). */
+export interface ProjectionIndex {
   baseVersion: number;
   fragments: ReadonlyMap<number, number>;
-  /** Every counted item's aggregate over the counted rows (fragments merged). */
-  byId: ReadonlyMap<string, ItemAggregate>;
-  /** Item id -> the hash tombstones name it by, computed on first need. */
-  hashes: Map<string, string>;
+  /** Fragment id -> first item id of each of its chunks. */
+  chunks: ReadonlyMap<number, readonly string[]>;
+  /** Fragment id -> its last item id. */
+  lastIds: ReadonlyMap<number, string>;
 }
 
 /** Live rows per fragment of `base`, from its row ids alone (`fragment << 32 | offset`). */
@@ -93,11 +112,6 @@ export async function fragmentRows(base: Table): Promise<Map<number, number>> {
   return counts;
 }
 
-function freezeAggregate(a: ItemAggregate): ItemAggregate {
-  for (const v of [a.first, a.created, a.cursorAt, a.cursor, a.stepAt, a.failureAt, a.failure, a.terminalAt]) if (v) Object.freeze(v);
-  return Object.freeze(a);
-}
-
 /** Whether every counted fragment is in `counts`' base with as many live rows (so, the same rows). */
 export function covers(p: { fragments: ReadonlyMap<number, number> }, counts: ReadonlyMap<number, number>): boolean {
   for (const [f, n] of p.fragments) if (counts.get(f) !== n) return false;
@@ -118,7 +132,7 @@ export function fragmentFilter(fragments: readonly number[]): string {
 }
 
 /** The base's fragments `p` did not count (rows merged since it was built). */
-function uncounted(p: Projection, counts: ReadonlyMap<number, number>): number[] {
+function uncounted(p: ProjectionIndex, counts: ReadonlyMap<number, number>): number[] {
   return [...counts.keys()].filter((f) => !p.fragments.has(f));
 }
 
@@ -132,7 +146,9 @@ async function getJson(objects: ObjectStore, key: string): Promise<unknown> {
   }
 }
 
-async function loadIndex(objects: ObjectStore): Promise<IndexDoc | null> {
+const isIds = (x: unknown): x is string[] => Array.isArray(x) && x.length > 0 && x.every((id) => typeof id === 'string');
+
+async function loadIndex(objects: ObjectStore): Promise<ProjectionIndex | null> {
   const d = (await getJson(objects, PROJECTION_KEY)) as IndexDoc | null;
   const ok =
     typeof d === 'object' &&
@@ -140,19 +156,36 @@ async function loadIndex(objects: ObjectStore): Promise<IndexDoc | null> {
     d.format === FORMAT &&
     Number.isSafeInteger(d.baseVersion) &&
     Array.isArray(d.fragments) &&
-    d.fragments.every((x) => Array.isArray(x) && x.length === 2 && Number.isSafeInteger(x[0]) && Number.isSafeInteger(x[1]));
-  return ok ? d : null;
+    d.fragments.every((x) => Array.isArray(x) && x.length === 4 && Number.isSafeInteger(x[0]) && Number.isSafeInteger(x[1]) && isIds(x[2]) && typeof x[3] === 'string');
+  if (!ok) return null;
+  return {
+    baseVersion: d.baseVersion,
+    fragments: new Map(d.fragments.map(([f, rows]) => [f, rows])),
+    chunks: new Map(d.fragments.map(([f, , ids]) => [f, ids])),
+    lastIds: new Map(d.fragments.map(([f, , , last]) => [f, last])),
+  };
 }
 
-/** A fragment's aggregates, or null when its document is missing or not one this version reads. */
-async function loadFragment(objects: ObjectStore, fragment: number, rows: number): Promise<ItemAggregate[] | null> {
-  const d = (await getJson(objects, fragmentKey(fragment, rows))) as FragmentDoc | null;
-  if (typeof d !== 'object' || d === null || d.format !== FORMAT || d.fragment !== fragment || d.rows !== rows || !Array.isArray(d.items)) return null;
+/** A fragment's head (first ids of its chunks, last id), or null when missing or not one this version reads. */
+async function loadHead(objects: ObjectStore, fragment: number, rows: number): Promise<{ firstIds: string[]; lastId: string } | null> {
+  const d = (await getJson(objects, fragmentKey(fragment, rows))) as HeadDoc | null;
+  if (typeof d !== 'object' || d === null || d.format !== FORMAT || d.fragment !== fragment || d.rows !== rows || !isIds(d.firstIds) || typeof d.lastId !== 'string') return null;
+  return { firstIds: d.firstIds, lastId: d.lastId };
+}
+
+/** Thrown when a chunk the index names is missing or unreadable: the listing scans instead. */
+class StaleProjection extends Error {}
+
+/** One chunk's aggregates, in item order. */
+async function loadChunk(objects: ObjectStore, fragment: number, rows: number, chunk: number): Promise<ItemAggregate[]> {
+  const d = (await getJson(objects, chunkKey(fragment, rows, chunk))) as ChunkDoc | null;
+  if (typeof d !== 'object' || d === null || d.format !== FORMAT || d.fragment !== fragment || d.rows !== rows || d.chunk !== chunk || !Array.isArray(d.items)) {
+    throw new StaleProjection(`projection chunk ${chunkKey(fragment, rows, chunk)} missing or unreadable`);
+  }
   try {
-    // Frozen: the process shares them across reads; a change in place would alter later answers.
-    return d.items.map((x) => freezeAggregate(decodeAggregate(x)));
+    return d.items.map(decodeAggregate);
   } catch (e) {
-    if (e instanceof ProjectionFormatError) return null;
+    if (e instanceof ProjectionFormatError) throw new StaleProjection(e.message);
     throw e;
   }
 }
@@ -177,11 +210,25 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   const counts = await fragmentRows(base);
   const prev = await loadIndex(ctx.objects);
   const stored = new Set(await ctx.objects.list(PROJECTION_DIR));
-  const present = (f: number, rows: number) => stored.has(fragmentKey(f, rows).slice(PROJECTION_DIR.length + 1));
-  const missing = [...counts].filter(([f, rows]) => !present(f, rows));
+  const nameOf = (key: string) => key.slice(PROJECTION_DIR.length + 1);
   const report = { baseVersion: version, fragments: counts.size, countedRows: 0 };
-  const current = missing.length === 0 && prev?.baseVersion === version && covers({ fragments: new Map(prev.fragments) }, counts);
-  for (const [f, rows] of current ? [] : missing) {
+  // Each fragment's head: from the previous index, else read; a fragment without a readable one
+  // is counted (its leftovers deleted first: `putIfAbsent` would keep them).
+  const heads = new Map<number, { firstIds: string[]; lastId: string }>();
+  const missing: Array<[number, number]> = [];
+  for (const [f, rows] of counts) {
+    const head = !stored.has(nameOf(fragmentKey(f, rows)))
+      ? null
+      : prev?.fragments.get(f) === rows
+        ? { firstIds: [...prev.chunks.get(f)!], lastId: prev.lastIds.get(f)! }
+        : await loadHead(ctx.objects, f, rows);
+    if (head) heads.set(f, head);
+    else missing.push([f, rows]);
+  }
+  const current = missing.length === 0 && prev?.baseVersion === version && covers(prev, counts);
+  for (const [f, rows] of missing) {
+    const prefix = nameOf(fragmentKey(f, rows)).replace(/\.json$/, '');
+    for (const name of stored) if (name === `${prefix}.json` || name.startsWith(`${prefix}-`)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
     const visitor = new SummaryVisitor();
     let seen = 0;
     for await (const b of stream(base, fragmentFilter([f]), SUMMARY_SCAN_COLUMNS)) {
@@ -190,46 +237,62 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
       releaseBatch(b);
     }
     if (seen !== rows) throw new UnavailableError(`base fragment ${f} read ${seen} rows, ${rows} counted`);
-    const doc: FragmentDoc = { format: FORMAT, fragment: f, rows, items: visitor.done().map(encodeAggregate) };
-    // Durable create: a name present is a whole document (a power cut during a plain put could
-    // leave an empty file under it, which no later pass would count again). Its content follows
-    // from its name, so one already there (another maintainer's) is as good.
-    await ctx.objects.putIfAbsent(fragmentKey(f, rows), JSON.stringify(doc));
+    const items = visitor.done(); // in item order
+    const ids: string[] = [];
+    // Durable creates: a name present is a whole document (a power cut during a plain put could
+    // leave an empty file under it, which no later pass would count again). Content follows
+    // from the name, so one already there (another maintainer's) is as good. The head last.
+    for (let k = 0; k * CHUNK_ITEMS < items.length; k++) {
+      const part = items.slice(k * CHUNK_ITEMS, (k + 1) * CHUNK_ITEMS);
+      ids.push(part[0]!.itemId);
+      const doc: ChunkDoc = { format: FORMAT, fragment: f, rows, chunk: k, items: part.map(encodeAggregate) };
+      await ctx.objects.putIfAbsent(chunkKey(f, rows, k), JSON.stringify(doc));
+    }
+    const head: HeadDoc = { format: FORMAT, fragment: f, rows, firstIds: ids, lastId: items.at(-1)!.itemId };
+    await ctx.objects.putIfAbsent(fragmentKey(f, rows), JSON.stringify(head));
+    heads.set(f, { firstIds: ids, lastId: head.lastId });
     report.countedRows += rows;
   }
-  const index: IndexDoc = { format: FORMAT, baseVersion: version, fragments: [...counts].sort((a, b) => a[0] - b[0]) };
+  const entries: FragmentEntry[] = [...counts].sort((a, b) => a[0] - b[0]).map(([f, rows]) => [f, rows, heads.get(f)!.firstIds, heads.get(f)!.lastId]);
+  const index: IndexDoc = { format: FORMAT, baseVersion: version, fragments: entries };
   if (!current) await ctx.objects.put(PROJECTION_KEY, JSON.stringify(index));
   // Documents the index does not name go now (also after a pass that stopped before this), even
   // if a reader holds the previous index (it then finds one missing and scans): a purge rewrote
   // the fragments holding a deleted item, and the old fragments' documents hold its id and
   // failures (docs/design/deletion.md).
-  const keep = new Set(index.fragments.map(([f, rows]) => fragmentKey(f, rows).slice(PROJECTION_DIR.length + 1)));
+  const keep = new Set<string>();
+  for (const [f, rows, ids] of entries) {
+    keep.add(nameOf(fragmentKey(f, rows)));
+    for (let k = 0; k < ids.length; k++) keep.add(nameOf(chunkKey(f, rows, k)));
+  }
   for (const name of stored) if (name.startsWith('frag-') && !keep.has(name)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
   return report;
 }
 
 /**
- * Delete every fragment document that does not describe a fragment of the base as it is now
- * (fragment gone, or its live rows changed), whatever its format. The purge calls it before it
- * drops any tombstone: the fragments it rewrote held a deleted item, whose id and failures their
- * documents hold, and a projection step that fails in the same pass (or a pass that stops after
- * the purge's commit: the next one finds no rows left to purge) must not keep them. Readers then
- * find the index naming a missing document and scan until the next projection step. Fragment ids
- * are never reused, so no current document is deleted.
+ * Delete every fragment document (head or chunk) that does not describe a fragment of the base as
+ * it is now (fragment gone, or its live rows changed), whatever its format. The purge calls it
+ * before it drops any tombstone: the fragments it rewrote held a deleted item, whose id and
+ * failures their documents hold, and a projection step that fails in the same pass (or a pass
+ * that stops after the purge's commit: the next one finds no rows left to purge) must not keep
+ * them. Readers then find the index naming a missing document and scan until the next
+ * projection step. Fragment ids are never reused, so no current document is deleted.
  */
 export async function dropStaleDocs(objects: ObjectStore, base: Table): Promise<void> {
   const live = await fragmentRows(base);
   for (const name of await objects.list(PROJECTION_DIR)) {
-    const m = /^frag-v\d+-(\d+)-(\d+)\.json$/.exec(name);
+    const m = DOC_NAME.exec(name);
     if (m && live.get(Number(m[1])) !== Number(m[2])) await objects.delete(`${PROJECTION_DIR}/${name}`);
   }
 }
 
-/** A process's copy of the stored projection (read again when it no longer covers the base). */
+/**
+ * A process's copy of the stored projection's index (read again when it no longer covers the
+ * base). The aggregates are not held: a walk reads the chunks it needs, so a page costs memory
+ * for a page, not for the log (docs/design/projection.md, "Memory").
+ */
 export class ProjectionCache {
-  private held: Projection | null = null;
-  /** Fragment documents by key: immutable, kept while the held projection names them. */
-  private docs = new Map<string, ItemAggregate[]>();
+  private held: ProjectionIndex | null = null;
   /**
    * The live rows per fragment of the last pinned base handle counted. A version of a dataset
    * never changes, so a later listing on the same handle (the next page: LanceTables.baseAt
@@ -239,7 +302,7 @@ export class ProjectionCache {
    * (review22 R1).
    */
   private counted: { base: Table; counts: Promise<ReadonlyMap<number, number>> } | null = null;
-  constructor(private readonly objects: ObjectStore) {}
+  constructor(readonly objects: ObjectStore) {}
 
   /** `fragmentRows` of `base` (a handle pinned at a version), once per handle. */
   fragmentRowsOf(base: Table): Promise<ReadonlyMap<number, number>> {
@@ -251,99 +314,209 @@ export class ProjectionCache {
     return this.counted.counts;
   }
 
-  /**
-   * The projection if it covers the base whose fragment rows `counting` gives. A process's first
-   * read loads the stored one while the base's row ids are counted (its parse is the larger part).
-   */
-  async covering(counting: Promise<ReadonlyMap<number, number>>): Promise<Projection | null> {
+  /** The stored index if it covers the base whose fragment rows `counting` gives. */
+  async covering(counting: Promise<ReadonlyMap<number, number>>): Promise<ProjectionIndex | null> {
     if (this.held) {
-      const counts = await counting;
-      if (covers(this.held, counts)) return this.held;
+      if (covers(this.held, await counting)) return this.held;
       this.held = null;
     }
-    const [counts, stored] = await Promise.all([counting, this.load()]);
-    // Merged only once it is known to cover the base (a stale one costs no merge per listing).
-    if (!stored || !covers(stored, counts)) return null;
-    this.held = { baseVersion: stored.baseVersion, fragments: stored.fragments, byId: mergeDocs(stored.docs.values()), hashes: new Map() };
-    return this.held;
+    const [counts, index] = await Promise.all([counting, loadIndex(this.objects)]);
+    if (!index || !covers(index, counts)) return null;
+    this.held = index;
+    return index;
   }
 
   /** Forget what is held (the log is closed). */
   clear(): void {
     this.held = null;
     this.counted = null;
-    this.docs = new Map();
   }
-
-  /** The stored index and its documents (those already held are not read again), or null. */
-  private async load(): Promise<{ baseVersion: number; fragments: Map<number, number>; docs: Map<string, ItemAggregate[]> } | null> {
-    const index = await loadIndex(this.objects);
-    if (!index) return null;
-    const fragments = new Map(index.fragments);
-    const docs = new Map<string, ItemAggregate[]>();
-    for (const [f, rows] of fragments) {
-      const key = fragmentKey(f, rows);
-      const doc = this.docs.get(key) ?? (await loadFragment(this.objects, f, rows));
-      if (!doc) return null; // deleted after a newer index was written: the next read finds that one
-      docs.set(key, doc);
-    }
-    this.docs = docs;
-    return { baseVersion: index.baseVersion, fragments, docs };
-  }
-}
-
-/** Every item's aggregate over the documents' fragments together. */
-function mergeDocs(docs: Iterable<ItemAggregate[]>): Map<string, ItemAggregate> {
-  const byId = new Map<string, ItemAggregate>();
-  for (const doc of docs) {
-    for (const a of doc) {
-      const had = byId.get(a.itemId);
-      byId.set(a.itemId, had ? freezeAggregate(mergeAggregates(had, a)) : a);
-    }
-  }
-  return byId;
 }
 
 /**
- * Every item's listing aggregate through the projection, in one consistent read; null when no
- * stored projection describes the base (the caller scans the log instead).
+ * A fragment's aggregates after a cursor, a chunk at a time. A chunk is loaded only when the
+ * merge reaches it: until then its first item id (from the index) stands for it.
  */
-export function projectedAggregates(reader: LogReader, tables: LanceTables, cache: ProjectionCache): Promise<ItemAggregate[] | null> {
+class FragmentCursor {
+  private items: readonly ItemAggregate[] = [];
+  private i = 0;
+  /** The next chunk to load. */
+  private chunk: number;
+
+  constructor(
+    private readonly objects: ObjectStore,
+    private readonly fragment: number,
+    private readonly rows: number,
+    private readonly firstIds: readonly string[],
+    lastId: string,
+    private readonly after: string | undefined,
+  ) {
+    if (after !== undefined && compareUtf8(lastId, after) <= 0) this.chunk = firstIds.length; // nothing after it
+    else {
+      // The chunk holding the cursor's successor: the last starting at or before the cursor.
+      let k = 0;
+      if (after !== undefined) while (k + 1 < firstIds.length && compareUtf8(firstIds[k + 1]!, after) <= 0) k++;
+      this.chunk = k;
+    }
+  }
+
+  /**
+   * The id of the next aggregate after the cursor: null at the end; undefined when the chunk
+   * holding it must be loaded first (`load`).
+   */
+  peek(): string | null | undefined {
+    for (;;) {
+      const a = this.items[this.i];
+      if (a === undefined) break;
+      if (this.after !== undefined && compareUtf8(a.itemId, this.after) <= 0) this.i++;
+      else return a.itemId;
+    }
+    if (this.chunk >= this.firstIds.length) return null;
+    const first = this.firstIds[this.chunk]!;
+    return this.after === undefined || compareUtf8(first, this.after) > 0 ? first : undefined;
+  }
+
+  /** Whether the aggregate `peek` named is in memory. */
+  loaded(): boolean {
+    return this.i < this.items.length;
+  }
+
+  async load(): Promise<void> {
+    this.items = await loadChunk(this.objects, this.fragment, this.rows, this.chunk++);
+    this.i = 0;
+  }
+
+  /** The aggregate `peek` named (loaded). */
+  take(): ItemAggregate {
+    return this.items[this.i++]!;
+  }
+}
+
+/**
+ * Every counted item's aggregate over the counted fragments (merged across them) and the
+ * `extra` aggregates (sorted by id: the rows the projection did not count), from `after` on, in
+ * item order, a run at a time (a chunk is awaited only between runs). Holds one chunk per
+ * fragment.
+ */
+async function* merged(objects: ObjectStore, index: ProjectionIndex, after: string | undefined, extra: readonly ItemAggregate[]): AsyncGenerator<ItemAggregate[]> {
+  const cursors = [...index.fragments].map(([f, rows]) => new FragmentCursor(objects, f, rows, index.chunks.get(f)!, index.lastIds.get(f)!, after));
+  let e = 0;
+  while (e < extra.length && after !== undefined && compareUtf8(extra[e]!.itemId, after) <= 0) e++;
+  const ids: Array<string | null> = cursors.map(() => null);
+  for (;;) {
+    const run: ItemAggregate[] = [];
+    for (;;) {
+      let min: string | null = e < extra.length ? extra[e]!.itemId : null;
+      let blocked = false;
+      for (let c = 0; c < cursors.length; c++) {
+        const id = cursors[c]!.peek();
+        if (id === undefined) blocked = true;
+        ids[c] = id ?? null;
+        if (id && (min === null || compareUtf8(id, min) < 0)) min = id;
+      }
+      // A cursor must load before anything is known to come first; or the smallest is not loaded.
+      const toLoad = cursors.filter((c, i) => (blocked ? c.peek() === undefined : min !== null && ids[i] === min && !c.loaded()));
+      if (toLoad.length > 0) {
+        if (run.length > 0) yield run.splice(0);
+        await Promise.all(toLoad.map((c) => c.load()));
+        continue;
+      }
+      if (min === null) {
+        if (run.length > 0) yield run;
+        return;
+      }
+      let out: ItemAggregate | null = null;
+      for (let c = 0; c < cursors.length; c++) {
+        if (ids[c] !== min) continue;
+        const a = cursors[c]!.take();
+        out = out ? mergeAggregates(out, a) : a;
+      }
+      if (e < extra.length && extra[e]!.itemId === min) out = out ? mergeAggregates(out, extra[e++]!) : extra[e++]!;
+      run.push(out!);
+      if (run.length >= 256) break;
+    }
+    yield run;
+  }
+}
+
+/** Receives a walk's aggregates in item order; returns false to stop. */
+export interface ProjectionVisitor<T> {
+  visit(a: ItemAggregate): boolean;
+  done(): T;
+}
+
+/**
+ * Every item's listing aggregate from `after` on, in item order, through the projection, in one
+ * consistent read, handed to a visitor made for the read (a read that starts over makes a new
+ * one); null when no stored projection describes the base (the caller scans the log instead).
+ * Memory: one chunk per counted fragment, the aggregates of the rows it did not count (merges
+ * since and the unmerged tail, bounded by what maintenance leaves), and a window of recounts.
+ */
+export function walkProjected<T>(reader: LogReader, tables: LanceTables, cache: ProjectionCache, after: string | undefined, make: () => ProjectionVisitor<T>): Promise<T | null> {
   return reader.read(async (listing) => {
     const base = await pinnedBase(tables, listing);
     if (!base) return null;
     const counting = cache.fragmentRowsOf(base);
     // Settled even when the projection is not needed (a rejection must not go unhandled).
     counting.catch(() => undefined);
-    const p = await cache.covering(counting);
+    const index = await cache.covering(counting);
     const counts = await counting;
-    if (!p) return null;
-    // Items whose counted aggregate cannot be trusted: deleted ones (it counted their hidden
-    // rows), and those whose base copy of an event lost to a tail copy (it counted that copy).
-    const recount = new Set<string>();
-    if (listing.tombstones.size > 0) {
-      for (const id of p.byId.keys()) {
-        let h = p.hashes.get(id);
-        if (h === undefined) p.hashes.set(id, (h = itemHash(id)));
-        if (listing.tombstones.has(h)) recount.add(id);
+    if (!index) return null;
+    // The rows it did not count: base fragments merged since, and the unmerged tail.
+    const tail = new SummaryVisitor();
+    const rest = uncounted(index, counts);
+    const losers = await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS, keepTail: true }, tail, rest.length === 0 ? { skipBase: true } : { baseWhere: fragmentFilter(rest) });
+    // Items whose counted aggregate cannot be trusted are counted again from all their rows:
+    // deleted ones (it counted their hidden rows; at most one per tombstone), and those whose
+    // base copy of an event lost to a tail copy (it counted that copy).
+    if (losers.size + listing.tombstones.size > MAX_RECOUNT) return null;
+    const tombs = listing.tombstones;
+    const suspect = (id: string) => losers.has(id) || (tombs.size > 0 && tombs.has(itemHash(id)));
+    const visitor = make();
+    let window: ItemAggregate[] = [];
+    /** Hands the window to the visitor, recounted where needed; false once the visitor stopped. */
+    const flush = async (): Promise<boolean> => {
+      const ids = window.filter((a) => suspect(a.itemId)).map((a) => a.itemId);
+      const exact = new Map<string, ItemAggregate>();
+      if (ids.length > 0) {
+        const v = new SummaryVisitor();
+        await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS, filter: sqlIn('item_id', ids) }, v);
+        for (const a of v.done()) exact.set(a.itemId, a);
       }
+      const out = window;
+      window = [];
+      for (const a of out) {
+        const x = suspect(a.itemId) ? exact.get(a.itemId) : a;
+        if (x && !visitor.visit(x)) return false; // a recounted item without visible rows is gone
+      }
+      return true;
+    };
+    try {
+      for await (const run of merged(cache.objects, index, after, tail.done())) {
+        for (const a of run) {
+          // Handed over at once unless a recount waits before it: a page stops after its items.
+          if (window.length === 0 && !suspect(a.itemId)) {
+            if (!visitor.visit(a)) return visitor.done();
+            continue;
+          }
+          window.push(a);
+          if (window.length >= RECOUNT_CHUNK && !(await flush())) return visitor.done();
+        }
+      }
+      await flush();
+    } catch (e) {
+      // A chunk deleted after the index was read (a newer index replaced it): scan this once.
+      if (e instanceof StaleProjection) return null;
+      throw e;
     }
-    const visitor = new SummaryVisitor(p.byId);
-    const rest = uncounted(p, counts);
-    // Without rows added since, only items it counted can have a base copy of a tail event.
-    const extras = rest.length === 0 ? { skipBase: true, mayBeInBase: (id: string) => p.byId.has(id) } : { baseWhere: fragmentFilter(rest) };
-    const losers = await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS, keepTail: true }, visitor, extras);
-    for (const id of losers) recount.add(id);
-    let out = visitor.done();
-    if (recount.size === 0) return out;
-    if (recount.size > MAX_RECOUNT) return null;
-    out = out.filter((a) => !recount.has(a.itemId));
-    const ids = [...recount];
-    for (let i = 0; i < ids.length; i += RECOUNT_CHUNK) {
-      const exact = new SummaryVisitor();
-      await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS, filter: sqlIn('item_id', ids.slice(i, i + RECOUNT_CHUNK)) }, exact);
-      out.push(...exact.done());
-    }
-    return out.sort((a, b) => compareUtf8(a.itemId, b.itemId));
+    return visitor.done();
+  });
+}
+
+/** Every item's aggregate through the projection (in item order), or null when none describes the base. */
+export function projectedAggregates(reader: LogReader, tables: LanceTables, cache: ProjectionCache): Promise<ItemAggregate[] | null> {
+  return walkProjected(reader, tables, cache, undefined, () => {
+    const all: ItemAggregate[] = [];
+    return { visit: (a) => (all.push(a), true), done: () => all };
   });
 }
