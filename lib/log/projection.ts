@@ -31,6 +31,13 @@ export const PROJECTION_KEY = `${PROJECTION_DIR}/items.json`;
 const FORMAT = 3;
 /** Aggregates per chunk document: a page reads one chunk (or two) per fragment, not the fragment's every item. */
 export const CHUNK_ITEMS = 1000;
+/**
+ * Parsed chunks a process keeps (least recently used go first): ~0.5 MB of heap each, so ~8 MB
+ * whatever the log's size. Paging on, a page finds most fragments' chunks already parsed (at
+ * 10^7 events, 200 pages of 1,000: 1.1-1.2 s against 2.3-2.8 s without; peak RSS ~30 MB more),
+ * and a log of up to 16,000 items is listed again without a GET.
+ */
+const CACHED_CHUNKS = 16;
 /** Items recounted from the log per query, and most recounted before a plain scan is cheaper. */
 const RECOUNT_CHUNK = 1000;
 const MAX_RECOUNT = 10_000;
@@ -110,6 +117,11 @@ export async function fragmentRows(base: Table): Promise<Map<number, number>> {
     releaseBatch(b);
   }
   return counts;
+}
+
+function freezeAggregate(a: ItemAggregate): ItemAggregate {
+  for (const v of [a.first, a.created, a.cursorAt, a.cursor, a.stepAt, a.failureAt, a.failure, a.terminalAt]) if (v) Object.freeze(v);
+  return Object.freeze(a);
 }
 
 /** Whether every counted fragment is in `counts`' base with as many live rows (so, the same rows). */
@@ -302,7 +314,26 @@ export class ProjectionCache {
    * (review22 R1).
    */
   private counted: { base: Table; counts: Promise<ReadonlyMap<number, number>> } | null = null;
+  /** Parsed chunks by key (immutable: the name says what they hold), in order of last use. */
+  private chunks = new Map<string, Promise<readonly ItemAggregate[]>>();
   constructor(readonly objects: ObjectStore) {}
+
+  /** A chunk's aggregates (frozen: shared by every walk of the process), cached up to CACHED_CHUNKS. */
+  chunk(fragment: number, rows: number, k: number): Promise<readonly ItemAggregate[]> {
+    const key = chunkKey(fragment, rows, k);
+    let c = this.chunks.get(key);
+    if (c) this.chunks.delete(key);
+    else {
+      c = loadChunk(this.objects, fragment, rows, k).then((items) => items.map(freezeAggregate));
+      c.catch(() => this.chunks.get(key) === c && this.chunks.delete(key));
+    }
+    this.chunks.set(key, c);
+    for (const old of this.chunks.keys()) {
+      if (this.chunks.size <= CACHED_CHUNKS) break;
+      this.chunks.delete(old);
+    }
+    return c;
+  }
 
   /** `fragmentRows` of `base` (a handle pinned at a version), once per handle. */
   fragmentRowsOf(base: Table): Promise<ReadonlyMap<number, number>> {
@@ -330,6 +361,7 @@ export class ProjectionCache {
   clear(): void {
     this.held = null;
     this.counted = null;
+    this.chunks = new Map();
   }
 }
 
@@ -344,7 +376,7 @@ class FragmentCursor {
   private chunk: number;
 
   constructor(
-    private readonly objects: ObjectStore,
+    private readonly cache: ProjectionCache,
     private readonly fragment: number,
     private readonly rows: number,
     private readonly firstIds: readonly string[],
@@ -382,7 +414,7 @@ class FragmentCursor {
   }
 
   async load(): Promise<void> {
-    this.items = await loadChunk(this.objects, this.fragment, this.rows, this.chunk++);
+    this.items = await this.cache.chunk(this.fragment, this.rows, this.chunk++);
     this.i = 0;
   }
 
@@ -398,8 +430,8 @@ class FragmentCursor {
  * item order, a run at a time (a chunk is awaited only between runs). Holds one chunk per
  * fragment.
  */
-async function* merged(objects: ObjectStore, index: ProjectionIndex, after: string | undefined, extra: readonly ItemAggregate[]): AsyncGenerator<ItemAggregate[]> {
-  const cursors = [...index.fragments].map(([f, rows]) => new FragmentCursor(objects, f, rows, index.chunks.get(f)!, index.lastIds.get(f)!, after));
+async function* merged(cache: ProjectionCache, index: ProjectionIndex, after: string | undefined, extra: readonly ItemAggregate[]): AsyncGenerator<ItemAggregate[]> {
+  const cursors = [...index.fragments].map(([f, rows]) => new FragmentCursor(cache, f, rows, index.chunks.get(f)!, index.lastIds.get(f)!, after));
   let e = 0;
   while (e < extra.length && after !== undefined && compareUtf8(extra[e]!.itemId, after) <= 0) e++;
   const ids: Array<string | null> = cursors.map(() => null);
@@ -492,7 +524,7 @@ export function walkProjected<T>(reader: LogReader, tables: LanceTables, cache: 
       return true;
     };
     try {
-      for await (const run of merged(cache.objects, index, after, tail.done())) {
+      for await (const run of merged(cache, index, after, tail.done())) {
         for (const a of run) {
           // Handed over at once unless a recount waits before it: a page stops after its items.
           if (window.length === 0 && !suspect(a.itemId)) {
