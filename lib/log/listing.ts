@@ -124,10 +124,12 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
  * Builds the page `q` asks for (status, limit) from aggregates handed over in item order after
  * the cursor: stops at the first item past a full page (so `next` is only set when there is more).
  */
-export function pageVisitor(q: ItemQuery): { visit(a: ItemAggregate): boolean; done(): ItemPage } {
+export function pageVisitor(q: ItemQuery): { visit(a: ItemAggregate): boolean; wanted(): number; done(): ItemPage } {
   const items: ItemPage['items'] = [];
   let next: string | undefined;
   return {
+    // With a status filter any number may be needed; without, the page and one more (is there a next?).
+    wanted: () => (q.limit === undefined || q.status !== undefined ? Infinity : q.limit + 1 - items.length),
     visit(a) {
       const s = summaryOf(a);
       if (q.status !== undefined && s.status !== q.status) return true;

@@ -239,7 +239,8 @@ export class LanceCheckpointLog implements CheckpointLog {
         };
       });
       if (walked) return walked;
-      return (await this.aggregates()).map(failureOf).filter((f): f is FailureSummary => f !== null);
+      const all = await this.scanEvents({ columns: SUMMARY_SCAN_COLUMNS, filter: null, keepTail: true }, () => new SummaryVisitor());
+      return all.map(failureOf).filter((f): f is FailureSummary => f !== null);
     });
   }
 

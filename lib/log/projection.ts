@@ -41,6 +41,8 @@ const CACHED_CHUNKS = 16;
 /** Items recounted from the log per query, and most recounted before a plain scan is cheaper. */
 const RECOUNT_CHUNK = 1000;
 const MAX_RECOUNT = 10_000;
+/** Most items a walk holds back behind deleted items waiting for their recount. */
+const MAX_WINDOW = 20_000;
 const ALL = (): boolean => true;
 
 /**
@@ -234,7 +236,9 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
       : prev?.fragments.get(f) === rows
         ? { firstIds: [...prev.chunks.get(f)!], lastId: prev.lastIds.get(f)! }
         : await loadHead(ctx.objects, f, rows);
-    if (head) heads.set(f, head);
+    // A head is whole only with every chunk it names: a stale maintainer's cleanup, or one
+    // deleting another's leftovers, can leave a head without them (review31 F2).
+    if (head && head.firstIds.every((_, k) => stored.has(nameOf(chunkKey(f, rows, k))))) heads.set(f, head);
     else missing.push([f, rows]);
   }
   const current = missing.length === 0 && prev?.baseVersion === version && covers(prev, counts);
@@ -292,10 +296,17 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
  */
 export async function dropStaleDocs(objects: ObjectStore, base: Table): Promise<void> {
   const live = await fragmentRows(base);
+  let stale = false;
   for (const name of await objects.list(PROJECTION_DIR)) {
     const m = DOC_NAME.exec(name);
-    if (m && live.get(Number(m[1])) !== Number(m[2])) await objects.delete(`${PROJECTION_DIR}/${name}`);
+    if (m && live.get(Number(m[1])) !== Number(m[2])) {
+      stale = true;
+      await objects.delete(`${PROJECTION_DIR}/${name}`);
+    }
   }
+  // The index names item ids too (each chunk's first, each fragment's last): one naming a
+  // dropped fragment goes with it (review31 F1). Listings scan until the next projection step.
+  if (stale) await objects.delete(PROJECTION_KEY);
 }
 
 /**
@@ -414,8 +425,11 @@ class FragmentCursor {
   }
 
   async load(): Promise<void> {
-    this.items = await this.cache.chunk(this.fragment, this.rows, this.chunk++);
+    const k = this.chunk++;
+    this.items = await this.cache.chunk(this.fragment, this.rows, k);
     this.i = 0;
+    // The merge placed the chunk by the first id the index gives for it.
+    if (this.items[0]?.itemId !== this.firstIds[k]) throw new StaleProjection(`projection chunk ${chunkKey(this.fragment, this.rows, k)} does not start at ${this.firstIds[k]}`);
   }
 
   /** The aggregate `peek` named (loaded). */
@@ -446,9 +460,11 @@ async function* merged(cache: ProjectionCache, index: ProjectionIndex, after: st
         ids[c] = id ?? null;
         if (id && (min === null || compareUtf8(id, min) < 0)) min = id;
       }
-      // A cursor must load before anything is known to come first; or the smallest is not loaded.
-      const toLoad = cursors.filter((c, i) => (blocked ? c.peek() === undefined : min !== null && ids[i] === min && !c.loaded()));
-      if (toLoad.length > 0) {
+      let unloaded = false;
+      if (!blocked && min !== null) for (let c = 0; c < cursors.length; c++) if (ids[c] === min && !cursors[c]!.loaded()) unloaded = true;
+      if (blocked || unloaded) {
+        // A cursor must load before anything is known to come first; or the smallest is not loaded.
+        const toLoad = cursors.filter((c, i) => (blocked ? c.peek() === undefined : ids[i] === min && !c.loaded()));
         if (run.length > 0) yield run.splice(0);
         await Promise.all(toLoad.map((c) => c.load()));
         continue;
@@ -474,6 +490,8 @@ async function* merged(cache: ProjectionCache, index: ProjectionIndex, after: st
 /** Receives a walk's aggregates in item order; returns false to stop. */
 export interface ProjectionVisitor<T> {
   visit(a: ItemAggregate): boolean;
+  /** How many more items it can take at most (a page without a status filter); absent: any number. */
+  wanted?(): number;
   done(): T;
 }
 
@@ -497,42 +515,56 @@ export function walkProjected<T>(reader: LogReader, tables: LanceTables, cache: 
     // The rows it did not count: base fragments merged since, and the unmerged tail.
     const tail = new SummaryVisitor();
     const rest = uncounted(index, counts);
-    const losers = await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS, keepTail: true }, tail, rest.length === 0 ? { skipBase: true } : { baseWhere: fragmentFilter(rest) });
+    const losers = await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS, keepTail: true }, tail, rest.length === 0 ? { skipBase: true, itemsFirst: true } : { baseWhere: fragmentFilter(rest), itemsFirst: true });
     // Items whose counted aggregate cannot be trusted are counted again from all their rows:
     // deleted ones (it counted their hidden rows; at most one per tombstone), and those whose
     // base copy of an event lost to a tail copy (it counted that copy).
     if (losers.size + listing.tombstones.size > MAX_RECOUNT) return null;
-    const tombs = listing.tombstones;
-    const suspect = (id: string) => losers.has(id) || (tombs.size > 0 && tombs.has(itemHash(id)));
-    const visitor = make();
-    let window: ItemAggregate[] = [];
-    /** Hands the window to the visitor, recounted where needed; false once the visitor stopped. */
-    const flush = async (): Promise<boolean> => {
-      const ids = window.filter((a) => suspect(a.itemId)).map((a) => a.itemId);
+    const recount = async (ids: readonly string[]): Promise<Map<string, ItemAggregate>> => {
       const exact = new Map<string, ItemAggregate>();
-      if (ids.length > 0) {
+      for (let i = 0; i < ids.length; i += RECOUNT_CHUNK) {
         const v = new SummaryVisitor();
-        await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS, filter: sqlIn('item_id', ids) }, v);
+        await streamListing(reader, listing, base, { columns: SUMMARY_SCAN_COLUMNS, filter: sqlIn('item_id', ids.slice(i, i + RECOUNT_CHUNK)) }, v);
         for (const a of v.done()) exact.set(a.itemId, a);
       }
+      return exact;
+    };
+    // The losers are known now: counted again before the walk. Deleted items are known by hash
+    // only, so they are recounted as the walk meets them, in windows (review31 F3).
+    const lost = await recount([...losers]);
+    const tombs = listing.tombstones;
+    const deleted = (id: string) => tombs.size > 0 && tombs.has(itemHash(id));
+    const visitor = make();
+    let window: Array<{ a: ItemAggregate; deleted: boolean }> = [];
+    let waiting = 0;
+    /** Hands the window to the visitor, recounted where needed; false once the visitor stopped. */
+    const flush = async (): Promise<boolean> => {
+      const exact = await recount(window.filter((w) => w.deleted).map((w) => w.a.itemId));
       const out = window;
       window = [];
-      for (const a of out) {
-        const x = suspect(a.itemId) ? exact.get(a.itemId) : a;
+      waiting = 0;
+      for (const w of out) {
+        const x = w.deleted ? exact.get(w.a.itemId) : w.a;
         if (x && !visitor.visit(x)) return false; // a recounted item without visible rows is gone
       }
       return true;
     };
     try {
       for await (const run of merged(cache, index, after, tail.done())) {
-        for (const a of run) {
+        for (const m of run) {
+          const a = losers.has(m.itemId) ? lost.get(m.itemId) : m;
+          if (!a) continue; // no visible rows left
+          const d = deleted(a.itemId) && !losers.has(a.itemId);
           // Handed over at once unless a recount waits before it: a page stops after its items.
-          if (window.length === 0 && !suspect(a.itemId)) {
+          if (window.length === 0 && !d) {
             if (!visitor.visit(a)) return visitor.done();
             continue;
           }
-          window.push(a);
-          if (window.length >= RECOUNT_CHUNK && !(await flush())) return visitor.done();
+          window.push({ a, deleted: d });
+          if (d) waiting++;
+          // Recounted once enough wait, the window is large, or it holds all the visitor can take.
+          const full = waiting >= RECOUNT_CHUNK || window.length >= MAX_WINDOW || window.length >= (visitor.wanted?.() ?? Infinity);
+          if (full && !(await flush())) return visitor.done();
         }
       }
       await flush();
