@@ -321,6 +321,47 @@ describe('the item listing projection', () => {
     expect((await M.log.maintain()).projection?.countedRows, 'counted again').toBe(fRows);
     await expectProjected(open({ slot: 0, slots: 1, owner: 'reader3' }).log, 'after a chunk went missing');
   });
+  it('no projection file keeps a purged item, also when deleting the index failed once (review31b)', async () => {
+    const { open, clock } = setup();
+    const A = open({ slot: 0, slots: 2 });
+    await A.log.append(batches(5, 0));
+    await A.log.mergeOwnShard();
+    const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
+    expect((await M.log.maintain()).failures).toEqual([]);
+    const { objects } = whiteBox(A.log);
+    const mentioning = async (needle: string) => {
+      const hits: string[] = [];
+      for (const name of await objects.list(PROJECTION_DIR)) if ((await objects.get(`${PROJECTION_DIR}/${name}`))?.includes(needle)) hits.push(name);
+      return hits;
+    };
+    expect(await mentioning('"it-004"'), 'the last item: named by the index too').toEqual(expect.arrayContaining(['items.json']));
+    await A.log.deleteItem('it-004');
+    await A.log.close();
+    clock.advance(2 * 3_600_000);
+    const refused = (op: string, key: string) => {
+      if ((op === 'put' || op === 'putIfAbsent') && key.startsWith(PROJECTION_DIR)) throw new Error('projection writes refused by the test');
+    };
+    let failedOnce = false;
+    M.objects.tap.before = (op, key) => {
+      refused(op, key);
+      if (op === 'delete' && key === PROJECTION_KEY && !failedOnce) {
+        failedOnce = true;
+        throw new Error('injected: DELETE of the index failed');
+      }
+    };
+    let purged = 0;
+    for (let pass = 0; pass < 4 && purged === 0; pass++) {
+      purged = (await M.log.maintain()).purgedItems;
+      clock.advance(3_600_000);
+    }
+    expect(failedOnce, 'the injected failure happened').toBe(true);
+    expect(purged, 'the tombstone was dropped').toBe(1);
+    expect(await mentioning('"it-004"'), 'no projection file names it').toEqual([]);
+    M.objects.tap = {};
+    expect((await M.log.maintain()).failures).toEqual([]);
+    await expectProjected(M.log, 'rebuilt after the purge');
+  });
+
   it("a purge drops the documents of the fragments it rewrote, even when the pass's projection step fails", async () => {
     const { open, clock } = setup();
     const A = open({ slot: 0, slots: 2 });

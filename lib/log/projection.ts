@@ -291,22 +291,25 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
  * before it drops any tombstone: the fragments it rewrote held a deleted item, whose id and
  * failures their documents hold, and a projection step that fails in the same pass (or a pass
  * that stops after the purge's commit: the next one finds no rows left to purge) must not keep
- * them. Readers then find the index naming a missing document and scan until the next
- * projection step. Fragment ids are never reused, so no current document is deleted.
+ * them. Readers then find no index and scan until the next projection step. Fragment ids are
+ * never reused, so no current document is deleted (nothing at all when a pass on a later base
+ * wrote the index).
  */
 export async function dropStaleDocs(objects: ObjectStore, base: Table): Promise<void> {
   const live = await fragmentRows(base);
-  let stale = false;
+  const index = await loadIndex(objects);
+  // Written by a pass on a later base (this maintainer stalled since its purge): that pass
+  // counted the purged base and deleted what its index does not name (review31b).
+  if (index && index.baseVersion > (await base.version())) return;
+  // The index names item ids too (each chunk's first, each fragment's last), so one that does
+  // not describe the live fragments goes, first: a failure after it leaves the stale documents
+  // for the next call to find (review31 F1, review31b). Listings scan until the next projection
+  // step. An index of another format (unreadable here) is deleted too.
+  if (!index || !covers(index, live)) await objects.delete(PROJECTION_KEY);
   for (const name of await objects.list(PROJECTION_DIR)) {
     const m = DOC_NAME.exec(name);
-    if (m && live.get(Number(m[1])) !== Number(m[2])) {
-      stale = true;
-      await objects.delete(`${PROJECTION_DIR}/${name}`);
-    }
+    if (m && live.get(Number(m[1])) !== Number(m[2])) await objects.delete(`${PROJECTION_DIR}/${name}`);
   }
-  // The index names item ids too (each chunk's first, each fragment's last): one naming a
-  // dropped fragment goes with it (review31 F1). Listings scan until the next projection step.
-  if (stale) await objects.delete(PROJECTION_KEY);
 }
 
 /**

@@ -42,6 +42,8 @@ export interface ScanOptions {
 const ALL = (): boolean => true;
 /** Ids per base lookup query (the SQL text stays well below any limit). */
 const LOOKUP_CHUNK = 1000;
+/** Base rows an `itemsFirst` query reads before it takes the rest of its items as held. */
+const ITEMS_FIRST_ROWS = 20_000;
 
 /**
  * Feed every visible event matching `o.filter` to a visitor made by `make()`, through the
@@ -135,10 +137,28 @@ export async function streamListing(
       const items = [...new Set(itemOf.values())];
       const held = new Set<string>();
       for (let i = 0; i < items.length; i += LOOKUP_CHUNK) {
-        for (const b of await collect(base, sqlIn('item_id', items.slice(i, i + LOOKUP_CHUNK)), ['item_id'])) {
+        const part = items.slice(i, i + LOOKUP_CHUNK);
+        // The query returns every base row of these items: it stops once each was seen, and
+        // past ITEMS_FIRST_ROWS rows (items with long histories) takes them all as held, to be
+        // looked up by event as without this (review31b).
+        let rows = 0;
+        let seen = 0;
+        for await (const b of stream(base, sqlIn('item_id', part), ['item_id'])) {
           const col = new Utf8Column(b, 'item_id');
-          for (let r = 0; r < b.numRows; r++) held.add(col.get(r)!);
+          for (let r = 0; r < b.numRows; r++) {
+            const id = col.get(r)!;
+            if (!held.has(id)) {
+              held.add(id);
+              seen++;
+            }
+          }
+          rows += b.numRows;
           releaseBatch(b);
+          if (seen === part.length) break;
+          if (rows > ITEMS_FIRST_ROWS) {
+            for (const id of part) held.add(id);
+            break;
+          }
         }
       }
       ids = ids.filter((id) => held.has(itemOf.get(id)!));
