@@ -24,23 +24,33 @@ const EXPIRY = { expiresAfterMs: 3_600_000 };
 let n = 0;
 const newDir = () => path.join(root, `t${n++}`, 'log.lance');
 
-coordStoreConformance('sqlite beside a local log', {
-  kind: 'sqlite',
-  async create() {
-    const dir = path.join(root, `t${n++}`);
-    const store = await SqliteCoordStore.open(path.join(dir, 'a', 'log.lance'), { create: true });
-    const other = await SqliteCoordStore.open(path.join(dir, 'b', 'log.lance'), { create: true });
-    return {
-      store,
-      other,
-      destroy: async () => {
-        store.close();
-        other.close();
-        await fs.rm(dir, { recursive: true, force: true });
-      },
-    };
-  },
-});
+/** Two stores of two logs for the conformance suite; `prepare` makes each log's file first. */
+function conformanceStores(prepare?: (logDir: string) => void) {
+  return {
+    kind: 'sqlite' as const,
+    async create() {
+      const dir = path.join(root, `t${n++}`);
+      const [store, other] = await Promise.all(
+        ['a', 'b'].map((l) => {
+          const logDir = path.join(dir, l, 'log.lance');
+          prepare?.(logDir);
+          return SqliteCoordStore.open(logDir, { create: !prepare });
+        }),
+      );
+      return {
+        store: store!,
+        other: other!,
+        destroy: async () => {
+          store!.close();
+          other!.close();
+          await fs.rm(dir, { recursive: true, force: true });
+        },
+      };
+    },
+  };
+}
+
+coordStoreConformance('sqlite beside a local log', conformanceStores());
 
 /** A database in the table shape files made before the rowid table still have (same layout version). */
 function earlierShape(logDir: string): void {
@@ -54,24 +64,7 @@ function earlierShape(logDir: string): void {
   db.close();
 }
 
-coordStoreConformance('sqlite beside a local log, a file in the earlier table shape (WITHOUT ROWID)', {
-  kind: 'sqlite',
-  async create() {
-    const dir = path.join(root, `t${n++}`);
-    for (const l of ['a', 'b']) earlierShape(path.join(dir, l, 'log.lance'));
-    const store = await SqliteCoordStore.open(path.join(dir, 'a', 'log.lance'), { create: false });
-    const other = await SqliteCoordStore.open(path.join(dir, 'b', 'log.lance'), { create: false });
-    return {
-      store,
-      other,
-      destroy: async () => {
-        store.close();
-        other.close();
-        await fs.rm(dir, { recursive: true, force: true });
-      },
-    };
-  },
-});
+coordStoreConformance('sqlite beside a local log, a file in the earlier table shape (WITHOUT ROWID)', conformanceStores(earlierShape));
 
 describe('SqliteCoordStore', () => {
   it('a new file keeps records in a rowid table with a unique key; one in the earlier shape is used as it is', async () => {

@@ -21,6 +21,22 @@ const batch = (itemId: string) => ({ itemId, runId: 'r', create: {}, step: { nam
 const isGenMarker = (op: string, key: string) => op === 'putIfAbsent' && key.startsWith(`${META_DIR}/gen.`);
 const G1 = `${META_DIR}/gen.s00-e000001-g000001`;
 
+/**
+ * The first generation marker PUT of `A` times out: the caller is told now, the request lands
+ * when `land` is resolved; `late()` is its outcome.
+ */
+function lateFirstMarker(A: ReturnType<ReturnType<typeof setup>['open']>) {
+  const land = new Gate();
+  let sent: Promise<boolean> | null = null;
+  A.objects.tap.before = (op, key) => {
+    if (isGenMarker(op, key) && sent === null) {
+      sent = land.promise.then(() => A.objects.inner.putIfAbsent(key, ''));
+      throw new UnavailableError('injected: timed out, lands later');
+    }
+  };
+  return { land, late: () => sent };
+}
+
 describe('a generation whose making failed', () => {
   it('is not made again by a zombie: after a takeover, merge, retirement and sweep every read still succeeds', async () => {
     const s = setup();
@@ -93,21 +109,14 @@ describe('a generation whose making failed', () => {
   it('a merge round before its late marker lands keeps the name; the round after it lands retires it; reads never fail', async () => {
     const s = setup();
     const A = s.open({ slot: 0, slots: 2, owner: 'a', mergeEveryCommits: 2, cachedItems: 0 });
-    const land = new Gate();
-    let late: Promise<boolean> | null = null;
-    A.objects.tap.before = (op, key) => {
-      if (isGenMarker(op, key) && late === null) {
-        late = land.promise.then(() => A.objects.inner.putIfAbsent(key, ''));
-        throw new UnavailableError('injected: timed out, lands later');
-      }
-    };
+    const { land, late } = lateFirstMarker(A);
     const step = (index: number) => ({ ...batch('x'), ...(index > 0 ? { create: undefined } : {}), step: { name: 's', index } });
     const read = () => withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.trajectory('x')).length);
     await A.log.append([step(0)]);
     await A.log.append([step(1)]); // a rotation: merge round 1, the marker not there yet
     await A.log.idle();
     land.resolve();
-    expect(await late, 'the late marker landed').toBe(true);
+    expect(await late(), 'the late marker landed').toBe(true);
     expect(await read()).toBe(5);
     await A.log.append([step(2)]);
     await A.log.append([step(3)]); // merge round 2: there now, retired
@@ -159,20 +168,12 @@ describe('a generation whose making failed', () => {
   it('is not retired while its marker may still land: landing late, it is an empty generation readers read, retired by close()', async () => {
     const s = setup();
     const A = s.open({ slot: 0, slots: 2, owner: 'a', cachedItems: 0 });
-    const land = new Gate();
-    let late: Promise<boolean> | null = null;
-    A.objects.tap.before = (op, key) => {
-      if (isGenMarker(op, key) && late === null) {
-        // Timed out: the caller is told now; the request lands when the test says.
-        late = land.promise.then(() => A.objects.inner.putIfAbsent(key, ''));
-        throw new UnavailableError('injected: timed out, lands later');
-      }
-    };
+    const { land, late } = lateFirstMarker(A);
     const [ack] = await A.log.append([batch('x')]);
     expect(ack!.firstSeq, 'acked through the next generation').toBe(1);
     await A.log.idle(); // nothing of the writer's runs in the background (a first version of the fix retired the name there)
     land.resolve();
-    expect(await late, 'the late marker landed').toBe(true);
+    expect(await late(), 'the late marker landed').toBe(true);
     const read = () => withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.trajectory('x')).length);
     expect(await read()).toBe(3);
     expect((await s.open({ slot: 1, slots: 2, owner: 'm' }).log.maintain()).failures).toEqual([]);

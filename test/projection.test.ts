@@ -87,6 +87,13 @@ async function stored(log: LanceCheckpointLog) {
   return { counts, projection: { fragments: index.fragments, byId } };
 }
 
+/** Names of the projection folder's files whose text holds `needle`. */
+async function projectionFilesHolding(objects: LocalObjectStore, needle: string): Promise<string[]> {
+  const hits: string[] = [];
+  for (const name of await objects.list(PROJECTION_DIR)) if ((await objects.get(`${PROJECTION_DIR}/${name}`))?.includes(needle)) hits.push(name);
+  return hits;
+}
+
 const baseRows = async (log: LanceCheckpointLog) => (await log.stats()).base.rows;
 
 describe('the item listing projection', () => {
@@ -329,11 +336,7 @@ describe('the item listing projection', () => {
     const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
     expect((await M.log.maintain()).failures).toEqual([]);
     const { objects } = whiteBox(A.log);
-    const mentioning = async (needle: string) => {
-      const hits: string[] = [];
-      for (const name of await objects.list(PROJECTION_DIR)) if ((await objects.get(`${PROJECTION_DIR}/${name}`))?.includes(needle)) hits.push(name);
-      return hits;
-    };
+    const mentioning = (needle: string) => projectionFilesHolding(objects, needle);
     expect(await mentioning('"it-004"'), 'the last item: named by the index too').toEqual(expect.arrayContaining(['items.json']));
     await A.log.deleteItem('it-004');
     await A.log.close();
@@ -371,11 +374,7 @@ describe('the item listing projection', () => {
     const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
     expect((await M.log.maintain()).failures).toEqual([]);
     const { objects } = whiteBox(A.log);
-    const docsMentioning = async (needle: string) => {
-      const hits: string[] = [];
-      for (const name of await objects.list(PROJECTION_DIR)) if ((await objects.get(`${PROJECTION_DIR}/${name}`))?.includes(needle)) hits.push(name);
-      return hits;
-    };
+    const docsMentioning = (needle: string) => projectionFilesHolding(objects, needle);
     // The fragment's last item: the index names it too (review31 F1).
     expect(await docsMentioning('it-019'), 'the check below can fail: the documents hold the item').toEqual(expect.arrayContaining(['items.json']));
 
