@@ -5,10 +5,10 @@
 import { promises as fs } from 'node:fs';
 
 /** Creates `file` (fails with EEXIST if it exists), writes `body` and fsyncs it. */
-export async function writeDurably(file: string, body: string): Promise<void> {
+export async function writeDurably(file: string, body: string | Uint8Array): Promise<void> {
   const fh = await fs.open(file, 'wx');
   try {
-    await fh.writeFile(body, 'utf8');
+    await fh.writeFile(body);
     await fh.sync();
   } finally {
     await fh.close();

@@ -75,6 +75,13 @@ function arrowType(kind: ColumnKind): arrow.DataType {
 
 export const COLUMN_NAMES: readonly (keyof EventRow)[] = COLUMNS.map((c) => c[0]);
 
+export type { ColumnKind };
+
+/** Each column's kind and whether it may be null (codecs of other stored forms: lib/log/fold-rows.ts). */
+export const COLUMN_SPECS: ReadonlyMap<keyof EventRow, { kind: ColumnKind; nullable: boolean }> = new Map(
+  COLUMNS.map(([name, kind, nullable]) => [name, { kind, nullable }]),
+);
+
 export const EVENT_SCHEMA = new arrow.Schema(
   COLUMNS.map(([name, kind, nullable]) => new arrow.Field(name, arrowType(kind), nullable)),
 );

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { summarize } from '../lib/fold.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
 import { CHUNK_ITEMS, chunkKey, fragmentRows, PROJECTION_DIR, PROJECTION_KEY, ProjectionCache, refreshProjection } from '../lib/log/projection.ts';
+import { decodeRowsFile } from '../lib/log/fold-rows.ts';
 import { decodeAggregate } from '../lib/log/projection-codec.ts';
 import { mergeAggregates, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from '../lib/log/summary.ts';
 import { LanceTables } from '../lib/log/tables.ts';
@@ -90,7 +91,12 @@ async function stored(log: LanceCheckpointLog) {
 /** Names of the projection folder's files whose text holds `needle`. */
 async function projectionFilesHolding(objects: LocalObjectStore, needle: string): Promise<string[]> {
   const hits: string[] = [];
-  for (const name of await objects.list(PROJECTION_DIR)) if ((await objects.get(`${PROJECTION_DIR}/${name}`))?.includes(needle)) hits.push(name);
+  for (const name of await objects.list(PROJECTION_DIR)) {
+    const key = `${PROJECTION_DIR}/${name}`;
+    // Rows files are gzip: their items and rows decoded, as text.
+    const text = name.endsWith('.bin') ? JSON.stringify(decodeRowsFile((await objects.getBytes(key, { suffix: 2 ** 30 }))!.bytes), (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)) : await objects.get(key);
+    if (text?.includes(needle)) hits.push(name);
+  }
   return hits;
 }
 
@@ -337,7 +343,7 @@ describe('the item listing projection', () => {
     expect((await M.log.maintain()).failures).toEqual([]);
     const { objects } = whiteBox(A.log);
     const mentioning = (needle: string) => projectionFilesHolding(objects, needle);
-    expect(await mentioning('"it-004"'), 'the last item: named by the index too').toEqual(expect.arrayContaining(['items.json']));
+    expect(await mentioning('"it-004"'), 'the last item: named by the index too, its rows in a rows file').toEqual(expect.arrayContaining(['items.json', expect.stringMatching(/^rows-v1-/)]));
     await A.log.deleteItem('it-004');
     await A.log.close();
     clock.advance(2 * 3_600_000);
@@ -377,6 +383,7 @@ describe('the item listing projection', () => {
     const docsMentioning = (needle: string) => projectionFilesHolding(objects, needle);
     // The fragment's last item: the index names it too (review31 F1).
     expect(await docsMentioning('it-019'), 'the check below can fail: the documents hold the item').toEqual(expect.arrayContaining(['items.json']));
+    expect(await docsMentioning('the doomed item says hi'), 'its traceback is in a rows file too').toEqual(expect.arrayContaining([expect.stringMatching(/^rows-v1-/)]));
 
     await A.log.deleteItem('it-019');
     await A.log.close();

@@ -87,6 +87,9 @@ describe('R1: the base count is cached by version number alone', () => {
 
     // R lists through the projection: a fresh pinned handle of the new base, the old count.
     expect((await R.log.items()).items, 'items() of the process that listed the old log').toEqual(want);
+    // And folds: the fold projection's index is the stored one, not one R held (its rows files
+    // are named by fragment and rows, which the new log reuses).
+    expect(await R.log.fold('new-x'), 'a fold in the process that listed the old log').toEqual(await F.log.fold('new-x'));
     expect(acks[0]!.itemId).toBe('new-x');
   });
 });

@@ -21,7 +21,7 @@ import { maintain, type MaintainProgress } from './maintain.ts';
 import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { LogReader, type ShardListing } from './reader.ts';
-import { projectedAggregates, ProjectionCache, walkProjected } from './projection.ts';
+import { projectedAggregates, projectedItemRows, ProjectionCache, walkProjected } from './projection.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
 import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
 import { LanceTables, sqlString, type SyncWrapper, type Table, type TableWrapper } from './tables.ts';
@@ -66,8 +66,8 @@ export class LanceCheckpointLog implements CheckpointLog {
   constructor(private readonly o: LanceLogOptions) {
     this.uri = o.uri;
     this.tables = new LanceTables(o.uri, o.storageOptions, o.objects, o.wrapTable, o.wrapSync);
-    this.reader = new LogReader(o.objects, this.tables, o.clock);
     this.projection = new ProjectionCache(o.objects);
+    this.reader = new LogReader(o.objects, this.tables, o.clock, (base, itemId) => projectedItemRows(this.projection, base, itemId));
   }
 
   private ctx() {

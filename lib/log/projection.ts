@@ -15,14 +15,17 @@
  */
 import type * as arrow from 'apache-arrow';
 import { UnavailableError } from '../errors.ts';
+import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
+import type { EventRow } from '../types.ts';
+import { encodeRowsFile, ROWS_NAME, ROWS_PREFIX, rowsName, RowsDirectories, RowsFileError } from './fold-rows.ts';
 import { itemHash } from './layout.ts';
 import type { LogReader } from './reader.ts';
 import { releaseBatch } from './release.ts';
 import { pinnedBase, stream, streamListing } from './stream.ts';
 import { decodeAggregate, encodeAggregate, ProjectionFormatError } from './projection-codec.ts';
 import { compareUtf8, mergeAggregates, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
-import { sqlIn, type LanceTables, type Table } from './tables.ts';
+import { projection, sqlIn, sqlString, type LanceTables, type Table } from './tables.ts';
 
 export const PROJECTION_DIR = '_dgcl/projection';
 /** The index: which fragment documents make up the projection of which base version. */
@@ -53,6 +56,10 @@ const ALL = (): boolean => true;
 export const fragmentKey = (fragment: number, rows: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-${fragment}-${rows}.json`;
 /** The `chunk`-th part of a fragment's aggregates (CHUNK_ITEMS each, in item order). */
 export const chunkKey = (fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-${fragment}-${rows}-${chunk}.json`;
+/** A fragment's rows file for chunk `chunk` (the fold projection: lib/log/fold-rows.ts). */
+export const rowsKey = (fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/${rowsName(fragment, rows, chunk)}`;
+/** Rows a maintenance pass holds while it writes a fragment's rows files (one query each). */
+const ROWS_PER_PASS = 200_000;
 /** Any format's fragment head or chunk: fragment id, live rows. */
 const DOC_NAME = /^frag-v\d+-(\d+)-(\d+)(?:-\d+)?\.json$/;
 
@@ -163,7 +170,18 @@ async function getJson(objects: ObjectStore, key: string): Promise<unknown> {
 const isIds = (x: unknown): x is string[] => Array.isArray(x) && x.length > 0 && x.every((id) => typeof id === 'string');
 
 async function loadIndex(objects: ObjectStore): Promise<ProjectionIndex | null> {
-  const d = (await getJson(objects, PROJECTION_KEY)) as IndexDoc | null;
+  const body = await objects.get(PROJECTION_KEY);
+  return body === null ? null : parseIndex(body);
+}
+
+function parseIndex(body: string): ProjectionIndex | null {
+  let d: IndexDoc | null;
+  try {
+    d = JSON.parse(body) as IndexDoc | null;
+    if (typeof d !== 'object' || d === null) return null;
+  } catch {
+    return null; // disposable: maintenance writes it again
+  }
   const ok =
     typeof d === 'object' &&
     d !== null &&
@@ -238,13 +256,14 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
         : await loadHead(ctx.objects, f, rows);
     // A head is whole only with every chunk it names: a stale maintainer's cleanup, or one
     // deleting another's leftovers, can leave a head without them (review31 F2).
-    if (head && head.firstIds.every((_, k) => stored.has(nameOf(chunkKey(f, rows, k))))) heads.set(f, head);
+    if (head && head.firstIds.every((_, k) => stored.has(nameOf(chunkKey(f, rows, k))) && stored.has(rowsName(f, rows, k)))) heads.set(f, head);
     else missing.push([f, rows]);
   }
   const current = missing.length === 0 && prev?.baseVersion === version && covers(prev, counts);
   for (const [f, rows] of missing) {
     const prefix = nameOf(fragmentKey(f, rows)).replace(/\.json$/, '');
-    for (const name of stored) if (name === `${prefix}.json` || name.startsWith(`${prefix}-`)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
+    const rowsPrefix = `${ROWS_PREFIX}${f}-${rows}-`;
+    for (const name of stored) if (name === `${prefix}.json` || name.startsWith(`${prefix}-`) || name.startsWith(rowsPrefix)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
     const visitor = new SummaryVisitor();
     let seen = 0;
     for await (const b of stream(base, fragmentFilter([f]), SUMMARY_SCAN_COLUMNS)) {
@@ -264,6 +283,7 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
       const doc: ChunkDoc = { format: FORMAT, fragment: f, rows, chunk: k, items: part.map(encodeAggregate) };
       await ctx.objects.putIfAbsent(chunkKey(f, rows, k), JSON.stringify(doc));
     }
+    await writeRowsFiles(ctx.objects, base, f, rows, items.map((a) => a.itemId));
     const head: HeadDoc = { format: FORMAT, fragment: f, rows, firstIds: ids, lastId: items.at(-1)!.itemId };
     await ctx.objects.putIfAbsent(fragmentKey(f, rows), JSON.stringify(head));
     heads.set(f, { firstIds: ids, lastId: head.lastId });
@@ -279,10 +299,45 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   const keep = new Set<string>();
   for (const [f, rows, ids] of entries) {
     keep.add(nameOf(fragmentKey(f, rows)));
-    for (let k = 0; k < ids.length; k++) keep.add(nameOf(chunkKey(f, rows, k)));
+    for (let k = 0; k < ids.length; k++) keep.add(nameOf(chunkKey(f, rows, k))).add(rowsName(f, rows, k));
   }
-  for (const name of stored) if (name.startsWith('frag-') && !keep.has(name)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
+  for (const name of stored) if ((name.startsWith('frag-') || ROWS_NAME.test(name)) && !keep.has(name)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
   return report;
+}
+
+/**
+ * The fold projection's files of fragment `f` (lib/log/fold-rows.ts): chunk k's items (`ids`, in
+ * item order, CHUNK_ITEMS a chunk) with all their rows in the fragment. Read a few chunks at a
+ * time (one query each, by item range within the fragment, about ROWS_PER_PASS rows), so memory
+ * does not grow with the fragment. Written before the fragment's head, durable creates as the
+ * chunks are.
+ */
+async function writeRowsFiles(objects: ObjectStore, base: Table, f: number, rows: number, ids: readonly string[]): Promise<void> {
+  const chunks: string[][] = [];
+  for (let k = 0; k * CHUNK_ITEMS < ids.length; k++) chunks.push(ids.slice(k * CHUNK_ITEMS, (k + 1) * CHUNK_ITEMS));
+  const perPass = Math.max(1, Math.floor(ROWS_PER_PASS / Math.max(1, (rows / ids.length) * CHUNK_ITEMS)));
+  let seen = 0;
+  for (let k = 0; k < chunks.length; k += perPass) {
+    const group = chunks.slice(k, k + perPass);
+    const range = `item_id >= ${sqlString(group[0]![0]!)} AND item_id <= ${sqlString(group.at(-1)!.at(-1)!)}`;
+    const found = rowsFromArrow(await base.query().select(projection(LIGHT_COLUMNS)).where(`(${fragmentFilter([f])}) AND ${range}`).toArrow());
+    const byItem = new Map<string, EventRow[]>();
+    for (const r of found) {
+      const list = byItem.get(r.item_id);
+      if (list) list.push(r);
+      else byItem.set(r.item_id, [r]);
+    }
+    for (let j = 0; j < group.length; j++) {
+      const file = group[j]!.map((id) => {
+        const list = byItem.get(id);
+        if (!list) throw new UnavailableError(`base fragment ${f}: no rows of ${JSON.stringify(id)}, which its aggregates hold`);
+        seen += list.length;
+        return [id, list] as const;
+      });
+      await objects.putIfAbsent(rowsKey(f, rows, k + j), encodeRowsFile(file));
+    }
+  }
+  if (seen !== rows) throw new UnavailableError(`base fragment ${f}: its rows files hold ${seen} rows, ${rows} counted`);
 }
 
 /**
@@ -307,7 +362,7 @@ export async function dropStaleDocs(objects: ObjectStore, base: Table): Promise<
   // step. An index of another format (unreadable here) is deleted too.
   if (!index || !covers(index, live)) await objects.delete(PROJECTION_KEY);
   for (const name of await objects.list(PROJECTION_DIR)) {
-    const m = DOC_NAME.exec(name);
+    const m = DOC_NAME.exec(name) ?? ROWS_NAME.exec(name);
     if (m && live.get(Number(m[1])) !== Number(m[2])) await objects.delete(`${PROJECTION_DIR}/${name}`);
   }
 }
@@ -330,7 +385,13 @@ export class ProjectionCache {
   private counted: { base: Table; counts: Promise<ReadonlyMap<number, number>> } | null = null;
   /** Parsed chunks by key (immutable: the name says what they hold), in order of last use. */
   private chunks = new Map<string, Promise<readonly ItemAggregate[]>>();
-  constructor(readonly objects: ObjectStore) {}
+  /** The rows files' directories folds read (lib/log/fold-rows.ts). */
+  readonly rowsDirs: RowsDirectories;
+  /** The index as a fold last read it: its text, parsed (null: not an index this version reads). */
+  private foldIndex: { body: string; index: ProjectionIndex | null } | null = null;
+  constructor(readonly objects: ObjectStore) {
+    this.rowsDirs = new RowsDirectories(objects);
+  }
 
   /** A chunk's aggregates (frozen: shared by every walk of the process), cached up to CACHED_CHUNKS. */
   chunk(fragment: number, rows: number, k: number): Promise<readonly ItemAggregate[]> {
@@ -347,6 +408,19 @@ export class ProjectionCache {
       this.chunks.delete(old);
     }
     return c;
+  }
+
+  /**
+   * The index as stored now (one GET, parsed again only when its text changed). Read by every
+   * fold rather than held: an index held in memory could outlive its log (deleted and made again
+   * at the same place, whose base reaches the same version number: review22 R1), the stored one
+   * is the log's own.
+   */
+  async storedIndex(): Promise<ProjectionIndex | null> {
+    const body = await this.objects.get(PROJECTION_KEY);
+    if (body === null) return null;
+    if (this.foldIndex?.body !== body) this.foldIndex = { body, index: parseIndex(body) };
+    return this.foldIndex.index;
   }
 
   /** `fragmentRows` of `base` (a handle pinned at a version), once per handle. */
@@ -375,7 +449,9 @@ export class ProjectionCache {
   clear(): void {
     this.held = null;
     this.counted = null;
+    this.foldIndex = null;
     this.chunks = new Map();
+    this.rowsDirs.clear();
   }
 }
 
@@ -586,4 +662,30 @@ export function projectedAggregates(reader: LogReader, tables: LanceTables, cach
     const all: ItemAggregate[] = [];
     return { visit: (a) => (all.push(a), true), done: () => all };
   });
+}
+
+/**
+ * The base rows of one item (LIGHT_COLUMNS, as a Lance query returns them) through the fold
+ * projection (lib/log/fold-rows.ts), or null when it does not describe `base`'s current version
+ * or one of its files cannot be read: the caller queries Lance. `base` is the latest handle; the
+ * version it reports is the one a query would have read at that moment. The index is read at
+ * the same time (a log whose base moved on since maintenance pays that GET on top of the query).
+ */
+export async function projectedItemRows(cache: ProjectionCache, base: Table, itemId: string): Promise<EventRow[] | null> {
+  const [version, index] = await Promise.all([base.version(), cache.storedIndex()]);
+  if (!index || index.baseVersion !== version) return null;
+  const reads: Array<Promise<EventRow[]>> = [];
+  for (const [f, rows] of index.fragments) {
+    const firstIds = index.chunks.get(f)!;
+    if (compareUtf8(itemId, firstIds[0]!) < 0 || compareUtf8(itemId, index.lastIds.get(f)!) > 0) continue;
+    let k = 0;
+    while (k + 1 < firstIds.length && compareUtf8(firstIds[k + 1]!, itemId) <= 0) k++;
+    reads.push(cache.rowsDirs.itemRows(rowsKey(f, rows, k), itemId));
+  }
+  try {
+    return (await Promise.all(reads)).flat();
+  } catch (e) {
+    if (e instanceof RowsFileError) return null;
+    throw e;
+  }
 }

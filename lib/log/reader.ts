@@ -20,7 +20,7 @@
 import type * as arrow from 'apache-arrow';
 import type { Clock } from '../clock.ts';
 import { CorruptError, DgclError, InternalError, UnavailableError } from '../errors.ts';
-import { rowsFromArrow } from '../schema.ts';
+import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
 import {
@@ -81,6 +81,12 @@ export interface ItemScope {
   keep?: { columns: readonly string[]; test: (row: EventRow) => boolean };
 }
 
+/**
+ * The base rows of one item (LIGHT_COLUMNS) read some other way than a Lance query (the fold
+ * projection: lib/log/projection.ts), or null to query. `base` is the latest handle.
+ */
+export type BaseItemRows = (base: Table, itemId: string) => Promise<EventRow[] | null>;
+
 export class LogReader {
   private readonly sealCache = new Map<string, Seal>();
   private readonly shardIndex = new ShardItemIndex();
@@ -91,6 +97,7 @@ export class LogReader {
     private readonly objects: ObjectStore,
     private readonly tables: LanceTables,
     private readonly clock: Clock,
+    private readonly baseItemRows?: BaseItemRows,
   ) {}
 
   async readSeal(writerEpoch: string): Promise<Seal | null> {
@@ -302,8 +309,11 @@ export class LogReader {
       const wanted = [...new Set([...columns, ...keep.columns])];
       return (await this.shardIndex.rowsOf(t, v.name, scope.items, wanted)).filter(keep.test);
     };
+    // All of one item's light rows (a fold, a trajectory): maybe without a query of the base.
+    const whole = scope?.items.length === 1 && !scope.keep && this.baseItemRows && columns.length === LIGHT_COLUMNS.length && LIGHT_COLUMNS.every((c) => columns.includes(c));
+    const baseRows = async (t: Table): Promise<EventRow[]> => (whole && (await this.baseItemRows!(t, scope.items[0]!))) || query(t, filter, columns);
     const parts = await Promise.all([
-      this.tables.base(listing.baseExists).then((t) => (t ? query(t, filter, columns) : [])),
+      this.tables.base(listing.baseExists).then((t) => (t ? baseRows(t) : [])),
       ...listing.visible.filter((v) => !skip?.has(v.name)).map(shardRows),
     ]);
     const rows = parts.flat();

@@ -20,7 +20,7 @@ import { pathToFileURL } from 'node:url';
 import { InvalidInputError, UnavailableError } from '../errors.ts';
 import { errCode, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
 import { checkObjectKey } from './location.ts';
-import type { ObjectStore, PutOptions } from './objects.ts';
+import { checkRange, type ByteRange, type ObjectStore, type PutOptions } from './objects.ts';
 
 /** Temporary files of in-flight puts start with this; listings and counts skip them. */
 const TMP_MARK = '.dgcl-tmp-';
@@ -62,7 +62,7 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  async putIfAbsent(key: string, body: string, o: PutOptions = {}): Promise<boolean> {
+  async putIfAbsent(key: string, body: string | Uint8Array, o: PutOptions = {}): Promise<boolean> {
     const durable = o.durable !== false;
     const k = checkObjectKey(key, 'key');
     const final = this.path(k);
@@ -97,6 +97,35 @@ export class LocalObjectStore implements ObjectStore {
       const code = errCode(e);
       if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return null;
       throw this.fail('get', k, e);
+    }
+  }
+
+  async getBytes(key: string, range: ByteRange): Promise<{ bytes: Uint8Array; size: number } | null> {
+    const k = checkObjectKey(key, 'key');
+    let fh;
+    try {
+      fh = await fs.open(this.path(k), 'r');
+    } catch (e) {
+      const code = errCode(e);
+      if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return null;
+      throw this.fail('get', k, e);
+    }
+    try {
+      const size = (await fh.stat()).size;
+      const [start, end] = 'suffix' in range ? [Math.max(0, size - checkRange(range.suffix)), size] : [Math.min(range.start, size), Math.min(range.start + checkRange(range.end - range.start), size)];
+      const bytes = Buffer.alloc(Math.max(0, end - start));
+      let n = 0;
+      while (n < bytes.length) {
+        const { bytesRead } = await fh.read(bytes, n, bytes.length - n, start + n);
+        if (bytesRead === 0) break;
+        n += bytesRead;
+      }
+      return { bytes: bytes.subarray(0, n), size };
+    } catch (e) {
+      if (errCode(e) === 'EISDIR') return null;
+      throw this.fail('get', k, e);
+    } finally {
+      await fh.close();
     }
   }
 

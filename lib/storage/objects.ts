@@ -4,6 +4,8 @@
  * experiment's `log.lance` folder). Implementations: local folder (lib/storage/local.ts) and
  * S3 (lib/storage/s3.ts). Nothing here may depend on one S3 implementation.
  */
+import { InternalError } from '../errors.ts';
+
 export interface PutOptions {
   /**
    * false: the object need not survive a power loss of the machine that wrote it (a local
@@ -20,6 +22,8 @@ export interface PutOptions {
   once?: boolean;
 }
 
+export type ByteRange = { suffix: number } | { start: number; end: number };
+
 export interface ObjectStore {
   /** Human-readable base, e.g. `file:///tmp/x/log.lance` or `s3://b/p/log.lance`. */
   readonly baseUri: string;
@@ -34,7 +38,7 @@ export interface ObjectStore {
    * earlier write by reading the key and finding a nonce of its own in the body; identical
    * bodies from two callers are never told apart here.
    */
-  putIfAbsent(key: string, body: string, o?: PutOptions): Promise<boolean>;
+  putIfAbsent(key: string, body: string | Uint8Array, o?: PutOptions): Promise<boolean>;
   /**
    * Create or replace `key` (atomic: readers see the old or the new body, whole). Sent once: a
    * call that failed may have landed, or land later, but it is never resent after it failed or
@@ -44,6 +48,13 @@ export interface ObjectStore {
   put(key: string, body: string): Promise<void>;
   /** Read a whole object; null if absent. */
   get(key: string): Promise<string | null>;
+  /**
+   * Part of an object's bytes, and its whole size; null if absent. `{ suffix: n }`: its last n
+   * bytes (all of it when shorter: one request whatever the size); `{ start, end }`: bytes
+   * start..end-1 (fewer when the object ends before; start below the size). Ranges are not
+   * empty. For documents read in parts (the fold projection's rows: lib/log/fold-rows.ts).
+   */
+  getBytes(key: string, range: ByteRange): Promise<{ bytes: Uint8Array; size: number } | null>;
   /** Names directly below `prefix` (no trailing slash), both objects and "folders", sorted. */
   list(prefix: string): Promise<string[]>;
   /** Delete one object (absent is fine). */
@@ -52,4 +63,10 @@ export interface ObjectStore {
   deletePrefix(prefix: string): Promise<number>;
   /** Delete objects directly below `prefix` last modified before `cutoffMs`; returns how many. */
   deleteOlderThan(prefix: string, cutoffMs: number): Promise<number>;
+}
+
+/** A range's length, which must be a positive integer (an empty Range is not valid HTTP). */
+export function checkRange(n: number): number {
+  if (!Number.isSafeInteger(n) || n < 1) throw new InternalError(`a byte range must hold at least one byte, got ${n}`);
+  return n;
 }

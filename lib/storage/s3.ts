@@ -19,7 +19,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { UnavailableError } from '../errors.ts';
 import { checkObjectKey, joinKey, type S3Location } from './location.ts';
-import type { ObjectStore, PutOptions } from './objects.ts';
+import { checkRange, type ByteRange, type ObjectStore, type PutOptions } from './objects.ts';
 
 export interface S3ObjectStoreOptions {
   client: S3Client;
@@ -80,9 +80,9 @@ export class S3ObjectStore implements ObjectStore {
    * the body is never compared, because two callers putting identical bodies would then both
    * "win" (see ObjectStore.putIfAbsent: a caller recognises its own write by a nonce in the body).
    */
-  async putIfAbsent(key: string, body: string, o: PutOptions = {}): Promise<boolean> {
+  async putIfAbsent(key: string, body: string | Uint8Array, o: PutOptions = {}): Promise<boolean> {
     const k = this.key(checkObjectKey(key, 'key'));
-    const bytes = Buffer.from(body, 'utf8');
+    const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     for (let attempt = 0; ; attempt++) {
       try {
         const cmd = new PutObjectCommand({
@@ -134,6 +134,21 @@ export class S3ObjectStore implements ObjectStore {
       const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: k }));
       if (!res.Body) return '';
       return await res.Body.transformToString('utf-8');
+    } catch (e) {
+      if (isNotFound(e)) return null;
+      throw this.fail('get', k, e);
+    }
+  }
+
+  async getBytes(key: string, range: ByteRange): Promise<{ bytes: Uint8Array; size: number } | null> {
+    const k = this.key(checkObjectKey(key, 'key'));
+    const header = 'suffix' in range ? `bytes=-${checkRange(range.suffix)}` : `bytes=${range.start}-${range.start + checkRange(range.end - range.start) - 1}`;
+    try {
+      const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: k, Range: header }));
+      const bytes = res.Body ? await res.Body.transformToByteArray() : new Uint8Array(0);
+      // "bytes a-b/size" on a 206; a 200 (the range covers the object) is the whole object.
+      const total = /\/(\d+)$/.exec(res.ContentRange ?? '');
+      return { bytes, size: total ? Number(total[1]) : bytes.length };
     } catch (e) {
       if (isNotFound(e)) return null;
       throw this.fail('get', k, e);

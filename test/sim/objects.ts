@@ -12,7 +12,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { UnavailableError } from '../../lib/errors.ts';
 import type { LocalObjectStore } from '../../lib/storage/local.ts';
-import type { ObjectStore, PutOptions } from '../../lib/storage/objects.ts';
+import type { ByteRange, ObjectStore, PutOptions } from '../../lib/storage/objects.ts';
 import type { Scheduler } from './scheduler.ts';
 
 const unavailable = (m: string) => new UnavailableError(m);
@@ -35,7 +35,7 @@ export class SimObjectStore implements ObjectStore {
     return this.sched.op({ kind: `obj.${kind}`, target: key, mutating, faultable: true, run, error: unavailable, resendable });
   }
 
-  putIfAbsent(key: string, body: string, o?: PutOptions): Promise<boolean> {
+  putIfAbsent(key: string, body: string | Uint8Array, o?: PutOptions): Promise<boolean> {
     return this.op('putIfAbsent', key, true, async () => {
       const won = await this.inner.putIfAbsent(key, body, o);
       if (won) this.written.set(key, this.nowMs());
@@ -52,6 +52,10 @@ export class SimObjectStore implements ObjectStore {
 
   get(key: string): Promise<string | null> {
     return this.op('get', key, false, () => this.inner.get(key));
+  }
+
+  getBytes(key: string, range: ByteRange): Promise<{ bytes: Uint8Array; size: number } | null> {
+    return this.op('getBytes', key, false, () => this.inner.getBytes(key, range));
   }
 
   list(prefix: string): Promise<string[]> {

@@ -20,7 +20,7 @@ import type { Table, TableWrapper } from '../../lib/log/tables.ts';
 import type { WriterHooks } from '../../lib/log/writer.ts';
 import { LocalObjectStore } from '../../lib/storage/local.ts';
 import { logUri, parseRoot } from '../../lib/storage/location.ts';
-import type { ObjectStore, PutOptions } from '../../lib/storage/objects.ts';
+import type { ByteRange, ObjectStore, PutOptions } from '../../lib/storage/objects.ts';
 import type { Ack, ItemState } from '../../lib/types.ts';
 
 export const PIPELINE = 'p';
@@ -131,7 +131,7 @@ export class TapObjectStore implements ObjectStore {
     await this.tap.after?.(op, key, r);
     return r;
   }
-  putIfAbsent(key: string, body: string, o?: PutOptions) {
+  putIfAbsent(key: string, body: string | Uint8Array, o?: PutOptions) {
     return this.run('putIfAbsent', key, () => this.inner.putIfAbsent(key, body, o));
   }
   put(key: string, body: string) {
@@ -139,6 +139,9 @@ export class TapObjectStore implements ObjectStore {
   }
   get(key: string) {
     return this.run('get', key, () => this.inner.get(key));
+  }
+  getBytes(key: string, range: ByteRange) {
+    return this.run('get', key, () => this.inner.getBytes(key, range));
   }
   list(prefix: string) {
     return this.run('list', prefix, () => this.inner.list(prefix));

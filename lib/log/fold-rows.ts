@@ -1,0 +1,235 @@
+/**
+ * The fold projection: every base fragment's rows, grouped by item, stored by maintenance beside
+ * the listing projection's chunks (docs/design/projection.md, "Folds"). A fold in a process that
+ * knows nothing yet pays Lance's whole opening of the base on an object store (its manifest, the
+ * `item_id` index's pages, the data file's footer, then per column its metadata and the item's
+ * range: 33 GETs at 10^5 events, 74 at 10^6). Through this it reads the projection's index and,
+ * per fragment that may hold the item, the end of one file and the item's range in it.
+ *
+ * One file per listing chunk of a fragment, `rows-v1-<fragment>-<live rows>-<k>.bin`: the rows of
+ * chunk k's items (the same items, in the same order). Per item a gzip member of its rows (JSON
+ * arrays in LIGHT_COLUMNS order), then the directory (a gzip member of `[item id, offset,
+ * length]` per item, in item order), then 12 bytes: the directory's length (u32 LE) and a magic.
+ * gzip checks its own CRC, so a damaged part reads as an error, never as other rows.
+ *
+ * Disposable like the rest of the projection: a file that is missing or unreadable, or an index
+ * that does not describe the base version read, sends the fold to Lance as before.
+ */
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { COLUMN_SPECS, LIGHT_COLUMNS } from '../schema.ts';
+import type { ObjectStore } from '../storage/objects.ts';
+import type { EventRow } from '../types.ts';
+import { compareUtf8 } from './summary.ts';
+
+const MAGIC = Buffer.from('dgclrow1', 'latin1');
+const FOOTER = 4 + MAGIC.length;
+/** Bytes read from a file's end first: the directory of 1,000 items, and all of a small file. */
+const TAIL_BYTES = 256 * 1024;
+/** Directories (and their files' ends) a process keeps: a fold of the next item in the same chunk needs one GET. */
+const CACHED_DIRS = 32;
+
+export const ROWS_PREFIX = 'rows-v1-';
+/** The rows of the `chunk`-th listing chunk's items in a fragment (key below the projection folder). */
+export const rowsName = (fragment: number, rows: number, chunk: number) => `${ROWS_PREFIX}${fragment}-${rows}-${chunk}.bin`;
+/** A rows file's fragment id and live rows. */
+export const ROWS_NAME = /^rows-v\d+-(\d+)-(\d+)-\d+\.bin$/;
+
+/** A rows file that is missing, damaged or not of this format: the fold reads Lance instead. */
+export class RowsFileError extends Error {}
+
+// --- rows -----------------------------------------------------------------------------------
+
+type Cell = string | number | boolean | null;
+
+/**
+ * A row's LIGHT_COLUMNS as JSON values: int64 values as decimal strings (the rest of the int64
+ * columns are kept as numbers by the model), a double that JSON cannot hold (-0, NaN, the
+ * infinities) as its string.
+ */
+export function encodeRow(r: EventRow): Cell[] {
+  return LIGHT_COLUMNS.map((c) => {
+    const v = r[c];
+    if (typeof v === 'bigint') return v.toString();
+    if (typeof v === 'number' && (!Number.isFinite(v) || Object.is(v, -0))) return Object.is(v, -0) ? '-0' : String(v);
+    return v as Cell;
+  });
+}
+
+const SPECIAL_DOUBLES = new Map([['-0', -0], ['NaN', NaN], ['Infinity', Infinity], ['-Infinity', -Infinity]]);
+
+/** The row `encodeRow` made (every column; those it does not hold, the blob bytes, null), or RowsFileError. */
+export function decodeRow(cells: unknown): EventRow {
+  if (!Array.isArray(cells) || cells.length !== LIGHT_COLUMNS.length) throw new RowsFileError('a stored row is not an array of the light columns');
+  const row: Record<string, unknown> = {};
+  for (let i = 0; i < LIGHT_COLUMNS.length; i++) {
+    const name = LIGHT_COLUMNS[i]!;
+    const spec = COLUMN_SPECS.get(name)!;
+    const v: unknown = cells[i];
+    if (v === null) {
+      if (!spec.nullable) throw new RowsFileError(`stored row: ${name} is null`);
+      row[name] = null;
+      continue;
+    }
+    let ok: boolean;
+    let out: unknown = v;
+    switch (spec.kind) {
+      case 'str':
+        ok = typeof v === 'string';
+        break;
+      case 'bool':
+        ok = typeof v === 'boolean';
+        break;
+      case 'f64':
+        if (typeof v === 'string') out = SPECIAL_DOUBLES.get(v);
+        ok = typeof out === 'number';
+        break;
+      case 'i64':
+        if (name === 'value_i64') {
+          ok = typeof v === 'string' && /^-?\d{1,19}$/.test(v);
+          if (ok) out = BigInt(v as string);
+          break;
+        }
+        ok = Number.isSafeInteger(v);
+        break;
+      default: // i32, ts
+        ok = Number.isSafeInteger(v);
+    }
+    if (!ok) throw new RowsFileError(`stored row: ${name} is ${JSON.stringify(v)}`);
+    row[name] = out;
+  }
+  row.value_blob = null;
+  return row as unknown as EventRow;
+}
+
+// --- files ----------------------------------------------------------------------------------
+
+type DirEntry = [string, number, number];
+
+/** One rows file of `items` (in item order, each with its rows). */
+export function encodeRowsFile(items: ReadonlyArray<readonly [string, readonly EventRow[]]>): Buffer {
+  const parts: Buffer[] = [];
+  const dir: DirEntry[] = [];
+  let at = 0;
+  for (const [id, rows] of items) {
+    const block = gzipSync(JSON.stringify(rows.map(encodeRow)));
+    dir.push([id, at, block.length]);
+    parts.push(block);
+    at += block.length;
+  }
+  const d = gzipSync(JSON.stringify(dir));
+  const footer = Buffer.alloc(FOOTER);
+  footer.writeUInt32LE(d.length, 0);
+  MAGIC.copy(footer, 4);
+  return Buffer.concat([...parts, d, footer]);
+}
+
+function gunzipJson(bytes: Uint8Array, what: string): unknown {
+  try {
+    return JSON.parse(gunzipSync(bytes).toString('utf8')) as unknown;
+  } catch (e) {
+    throw new RowsFileError(`${what}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+/** A file's directory, and the bytes of its end already read (item ranges inside it cost no GET). */
+interface Directory {
+  ids: string[];
+  offsets: number[];
+  lengths: number[];
+  tail: Uint8Array;
+  tailStart: number;
+}
+
+async function readDirectory(objects: ObjectStore, key: string): Promise<Directory> {
+  const end = await objects.getBytes(key, { suffix: TAIL_BYTES });
+  if (end === null) throw new RowsFileError(`${key} is missing`);
+  const { bytes, size } = end;
+  const tailStart = size - bytes.length;
+  if (bytes.length < FOOTER || !Buffer.from(bytes.subarray(bytes.length - MAGIC.length)).equals(MAGIC)) throw new RowsFileError(`${key} has no rows-file footer`);
+  const dirLength = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).readUInt32LE(bytes.length - FOOTER);
+  const dirStart = size - FOOTER - dirLength;
+  if (dirStart < 0) throw new RowsFileError(`${key}: directory longer than the file`);
+  let dirBytes: Uint8Array;
+  if (dirStart >= tailStart) dirBytes = bytes.subarray(dirStart - tailStart, bytes.length - FOOTER);
+  else {
+    const more = await objects.getBytes(key, { start: dirStart, end: size - FOOTER });
+    if (more === null || more.size !== size) throw new RowsFileError(`${key} changed while read`);
+    dirBytes = more.bytes;
+  }
+  const dir = gunzipJson(dirBytes, `${key} directory`);
+  const ok = Array.isArray(dir) && dir.every((e) => Array.isArray(e) && e.length === 3 && typeof e[0] === 'string' && Number.isSafeInteger(e[1]) && Number.isSafeInteger(e[2]) && e[1] >= 0 && e[2] > 0 && e[1] + e[2] <= dirStart);
+  if (!ok) throw new RowsFileError(`${key}: directory is not [id, offset, length] entries`);
+  const entries = dir as DirEntry[];
+  for (let i = 1; i < entries.length; i++) if (compareUtf8(entries[i - 1]![0], entries[i]![0]) >= 0) throw new RowsFileError(`${key}: directory out of item order`);
+  return { ids: entries.map((e) => e[0]), offsets: entries.map((e) => e[1]), lengths: entries.map((e) => e[2]), tail: bytes, tailStart };
+}
+
+/** Index of `id` in sorted `ids`, or -1. */
+function find(ids: readonly string[], id: string): number {
+  let lo = 0;
+  let hi = ids.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const c = compareUtf8(ids[mid]!, id);
+    if (c === 0) return mid;
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+/** A process's rows files' directories, least recently used out (immutable: the name says what they hold). */
+export class RowsDirectories {
+  private dirs = new Map<string, Promise<Directory>>();
+
+  constructor(private readonly objects: ObjectStore) {}
+
+  private directory(key: string): Promise<Directory> {
+    let d = this.dirs.get(key);
+    if (d) this.dirs.delete(key);
+    else {
+      d = readDirectory(this.objects, key);
+      d.catch(() => this.dirs.get(key) === d && this.dirs.delete(key));
+    }
+    this.dirs.set(key, d);
+    for (const old of this.dirs.keys()) {
+      if (this.dirs.size <= CACHED_DIRS) break;
+      this.dirs.delete(old);
+    }
+    return d;
+  }
+
+  /** The rows `key` holds of `itemId` (none when it holds no such item), or RowsFileError. */
+  async itemRows(key: string, itemId: string): Promise<EventRow[]> {
+    const d = await this.directory(key);
+    const i = find(d.ids, itemId);
+    if (i < 0) return [];
+    const start = d.offsets[i]!;
+    const end = start + d.lengths[i]!;
+    let block: Uint8Array;
+    if (start >= d.tailStart) block = d.tail.subarray(start - d.tailStart, end - d.tailStart);
+    else {
+      const got = await this.objects.getBytes(key, { start, end });
+      if (got === null || got.bytes.length !== end - start) throw new RowsFileError(`${key} is missing or shorter than its directory says`);
+      block = got.bytes;
+    }
+    const rows = gunzipJson(block, `${key} rows of ${itemId}`);
+    if (!Array.isArray(rows) || rows.length === 0) throw new RowsFileError(`${key}: the rows of ${itemId} are not a list`);
+    const out = rows.map(decodeRow);
+    if (out.some((r) => r.item_id !== itemId)) throw new RowsFileError(`${key}: the rows of ${itemId} name another item`);
+    return out;
+  }
+
+  clear(): void {
+    this.dirs = new Map();
+  }
+}
+
+/** Every item of a whole rows file with its rows (tests, and checks that a deleted item left none). */
+export function decodeRowsFile(bytes: Uint8Array): Array<[string, EventRow[]]> {
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
+  if (b.length < FOOTER || !b.subarray(b.length - MAGIC.length).equals(MAGIC)) throw new RowsFileError('no rows-file footer');
+  const dirStart = b.length - FOOTER - b.readUInt32LE(b.length - FOOTER);
+  const dir = gunzipJson(b.subarray(dirStart, b.length - FOOTER), 'directory') as DirEntry[];
+  return dir.map(([id, at, n]) => [id, (gunzipJson(b.subarray(at, at + n), id) as unknown[]).map(decodeRow)]);
+}
