@@ -6,7 +6,7 @@
  * range: 33 GETs at 10^5 events, 74 at 10^6). Through this it reads the projection's index and,
  * per fragment that may hold the item, the end of one file and the item's range in it.
  *
- * One file per listing chunk of a fragment, `rows-v1-<fragment>-<live rows>-<k>.bin`: the rows of
+ * One file per listing chunk of a fragment, `rows-v1-i<projection id>-<fragment>-<live rows>-<k>.bin`: the rows of
  * chunk k's items (the same items, in the same order). Per item a gzip member of its rows (JSON
  * arrays in LIGHT_COLUMNS order), then the directory (a gzip member of `[item id, offset,
  * length]` per item, in item order), then 12 bytes: the directory's length (u32 LE) and a magic.
@@ -29,10 +29,10 @@ const TAIL_BYTES = 256 * 1024;
 const CACHED_DIRS = 32;
 
 export const ROWS_PREFIX = 'rows-v1-';
-/** The rows of the `chunk`-th listing chunk's items in a fragment (key below the projection folder). */
-export const rowsName = (fragment: number, rows: number, chunk: number) => `${ROWS_PREFIX}${fragment}-${rows}-${chunk}.bin`;
+/** The rows of the `chunk`-th listing chunk's items in a fragment (name below the projection folder; `id`: the projection's). */
+export const rowsName = (id: string, fragment: number, rows: number, chunk: number) => `${ROWS_PREFIX}i${id}-${fragment}-${rows}-${chunk}.bin`;
 /** A rows file's fragment id and live rows. */
-export const ROWS_NAME = /^rows-v\d+-(\d+)-(\d+)-\d+\.bin$/;
+export const ROWS_NAME = /^rows-v\d+-(?:i[0-9a-f]+-)?(\d+)-(\d+)-\d+\.bin$/;
 
 /** A rows file that is missing, damaged or not of this format: the fold reads Lance instead. */
 export class RowsFileError extends Error {}
@@ -103,16 +103,36 @@ export function decodeRow(cells: unknown): EventRow {
 
 // --- files ----------------------------------------------------------------------------------
 
+/** [item id, offset, length]; length 0: the item's rows are not in the file (too large: read Lance). */
 type DirEntry = [string, number, number];
 
-/** One rows file of `items` (in item order, each with its rows). */
-export function encodeRowsFile(items: ReadonlyArray<readonly [string, readonly EventRow[]]>): Buffer {
+/**
+ * Most bytes of one item's rows as JSON that a file holds (as one gzip member, read whole by a
+ * fold). A larger item is left out, marked in the directory: its folds query Lance (review32 F2).
+ */
+export const MAX_ITEM_JSON = 16 * 2 ** 20;
+
+/** An item's block: its rows gzipped, or null when their JSON is larger than MAX_ITEM_JSON; and that JSON's length. */
+export function encodeItem(rows: readonly EventRow[]): { block: Buffer | null; jsonBytes: number } {
+  const cells: string[] = [];
+  let n = 2;
+  for (const r of rows) {
+    const c = JSON.stringify(encodeRow(r));
+    n += c.length + 1;
+    if (n > MAX_ITEM_JSON) return { block: null, jsonBytes: n };
+    cells.push(c);
+  }
+  return { block: gzipSync(`[${cells.join(',')}]`), jsonBytes: n };
+}
+
+/** One rows file of items in item order, each with its block (`encodeItem`; null: left out). */
+export function assembleRowsFile(items: ReadonlyArray<readonly [string, Buffer | null]>): Buffer {
   const parts: Buffer[] = [];
   const dir: DirEntry[] = [];
   let at = 0;
-  for (const [id, rows] of items) {
-    const block = gzipSync(JSON.stringify(rows.map(encodeRow)));
-    dir.push([id, at, block.length]);
+  for (const [id, block] of items) {
+    dir.push([id, at, block?.length ?? 0]);
+    if (!block) continue;
     parts.push(block);
     at += block.length;
   }
@@ -121,6 +141,11 @@ export function encodeRowsFile(items: ReadonlyArray<readonly [string, readonly E
   footer.writeUInt32LE(d.length, 0);
   MAGIC.copy(footer, 4);
   return Buffer.concat([...parts, d, footer]);
+}
+
+/** One rows file of `items` (in item order, each with its rows). */
+export function encodeRowsFile(items: ReadonlyArray<readonly [string, readonly EventRow[]]>): Buffer {
+  return assembleRowsFile(items.map(([id, rows]) => [id, encodeItem(rows).block]));
 }
 
 function gunzipJson(bytes: Uint8Array, what: string): unknown {
@@ -157,7 +182,7 @@ async function readDirectory(objects: ObjectStore, key: string): Promise<Directo
     dirBytes = more.bytes;
   }
   const dir = gunzipJson(dirBytes, `${key} directory`);
-  const ok = Array.isArray(dir) && dir.every((e) => Array.isArray(e) && e.length === 3 && typeof e[0] === 'string' && Number.isSafeInteger(e[1]) && Number.isSafeInteger(e[2]) && e[1] >= 0 && e[2] > 0 && e[1] + e[2] <= dirStart);
+  const ok = Array.isArray(dir) && dir.every((e) => Array.isArray(e) && e.length === 3 && typeof e[0] === 'string' && Number.isSafeInteger(e[1]) && Number.isSafeInteger(e[2]) && e[1] >= 0 && e[2] >= 0 && e[1] + e[2] <= dirStart);
   if (!ok) throw new RowsFileError(`${key}: directory is not [id, offset, length] entries`);
   const entries = dir as DirEntry[];
   for (let i = 1; i < entries.length; i++) if (compareUtf8(entries[i - 1]![0], entries[i]![0]) >= 0) throw new RowsFileError(`${key}: directory out of item order`);
@@ -204,6 +229,7 @@ export class RowsDirectories {
     const d = await this.directory(key);
     const i = find(d.ids, itemId);
     if (i < 0) return [];
+    if (d.lengths[i] === 0) throw new RowsFileError(`${key}: the rows of ${itemId} are too large for it`);
     const start = d.offsets[i]!;
     const end = start + d.lengths[i]!;
     let block: Uint8Array;
@@ -225,11 +251,11 @@ export class RowsDirectories {
   }
 }
 
-/** Every item of a whole rows file with its rows (tests, and checks that a deleted item left none). */
+/** Every item of a whole rows file with its rows (none for one left out: tests, and checks that a deleted item left none). */
 export function decodeRowsFile(bytes: Uint8Array): Array<[string, EventRow[]]> {
   const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
   if (b.length < FOOTER || !b.subarray(b.length - MAGIC.length).equals(MAGIC)) throw new RowsFileError('no rows-file footer');
   const dirStart = b.length - FOOTER - b.readUInt32LE(b.length - FOOTER);
   const dir = gunzipJson(b.subarray(dirStart, b.length - FOOTER), 'directory') as DirEntry[];
-  return dir.map(([id, at, n]) => [id, (gunzipJson(b.subarray(at, at + n), id) as unknown[]).map(decodeRow)]);
+  return dir.map(([id, at, n]) => [id, n === 0 ? [] : (gunzipJson(b.subarray(at, at + n), id) as unknown[]).map(decodeRow)]);
 }

@@ -13,12 +13,13 @@
  * counted number of rows holds the rows that were counted. The aggregates are order-insensitive
  * maxima (lib/log/summary.ts): counting the remaining rows onto them gives the scan's answer.
  */
+import { randomBytes } from 'node:crypto';
 import type * as arrow from 'apache-arrow';
-import { UnavailableError } from '../errors.ts';
+import { DgclError, UnavailableError } from '../errors.ts';
 import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
-import { encodeRowsFile, ROWS_NAME, ROWS_PREFIX, rowsName, RowsDirectories, RowsFileError } from './fold-rows.ts';
+import { assembleRowsFile, encodeItem, ROWS_NAME, ROWS_PREFIX, rowsName, RowsDirectories, RowsFileError } from './fold-rows.ts';
 import { itemHash } from './layout.ts';
 import type { LogReader } from './reader.ts';
 import { releaseBatch } from './release.ts';
@@ -31,7 +32,7 @@ export const PROJECTION_DIR = '_dgcl/projection';
 /** The index: which fragment documents make up the projection of which base version. */
 export const PROJECTION_KEY = `${PROJECTION_DIR}/items.json`;
 /** Bumped whenever ItemAggregate, its encoding, its layout or what it is computed from changes: older ones are ignored. */
-const FORMAT = 3;
+const FORMAT = 4;
 /** Aggregates per chunk document: a page reads one chunk (or two) per fragment, not the fragment's every item. */
 export const CHUNK_ITEMS = 1000;
 /**
@@ -53,21 +54,34 @@ const ALL = (): boolean => true;
  * name carries the format: maintenance decides what to count from the names it lists, so a
  * document another release wrote must not pass for one of this format (review9 F1).
  */
-export const fragmentKey = (fragment: number, rows: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-${fragment}-${rows}.json`;
+export const fragmentKey = (id: string, fragment: number, rows: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-i${id}-${fragment}-${rows}.json`;
 /** The `chunk`-th part of a fragment's aggregates (CHUNK_ITEMS each, in item order). */
-export const chunkKey = (fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-${fragment}-${rows}-${chunk}.json`;
+export const chunkKey = (id: string, fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-i${id}-${fragment}-${rows}-${chunk}.json`;
 /** A fragment's rows file for chunk `chunk` (the fold projection: lib/log/fold-rows.ts). */
-export const rowsKey = (fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/${rowsName(fragment, rows, chunk)}`;
-/** Rows a maintenance pass holds while it writes a fragment's rows files (one query each). */
-const ROWS_PER_PASS = 200_000;
+export const rowsKey = (id: string, fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/${rowsName(id, fragment, rows, chunk)}`;
+/**
+ * The projection's id: made by the first maintenance pass of a log, named by every document and
+ * file and by the index. A log deleted and made again at the same place numbers its fragments
+ * and versions from the start again, so (fragment, live rows) names the same thing only within
+ * one log; a process that outlived the remake must not take its cached chunks, directories or
+ * index for the new log's (review22 R1, review32 F1).
+ */
+export const ID_KEY = `${PROJECTION_DIR}/id`;
+const ID = /^[0-9a-f]{16}$/;
+/** Rows of the first query of a fragment's rows files (at most a chunk's items). */
+const ROWS_PER_QUERY = 100_000;
+/** Bytes of rows (as JSON) a query of a fragment's rows files aims at: later ranges are sized by it. */
+const ROWS_JSON_PER_QUERY = 32 * 2 ** 20;
 /** Any format's fragment head or chunk: fragment id, live rows. */
-const DOC_NAME = /^frag-v\d+-(\d+)-(\d+)(?:-\d+)?\.json$/;
+const DOC_NAME = /^frag-v\d+-(?:i[0-9a-f]+-)?(\d+)-(\d+)(?:-\d+)?\.json$/;
 
 /** [fragment id, live rows, first item id of each chunk, last item id]. */
 type FragmentEntry = [number, number, string[], string];
 
 interface IndexDoc {
   format: number;
+  /** The projection's id (ID_KEY). */
+  id: string;
   /** The base version it was built from (maintenance skips a pass while it is current). */
   baseVersion: number;
   /** Every counted fragment; together, every row counted. */
@@ -92,6 +106,8 @@ interface ChunkDoc {
 
 /** The stored projection's index, parsed (a process holds it while it covers the base). */
 export interface ProjectionIndex {
+  /** The projection's id: part of every document's name. */
+  id: string;
   baseVersion: number;
   fragments: ReadonlyMap<number, number>;
   /** Fragment id -> first item id of each of its chunks. */
@@ -186,11 +202,14 @@ function parseIndex(body: string): ProjectionIndex | null {
     typeof d === 'object' &&
     d !== null &&
     d.format === FORMAT &&
+    typeof d.id === 'string' &&
+    ID.test(d.id) &&
     Number.isSafeInteger(d.baseVersion) &&
     Array.isArray(d.fragments) &&
     d.fragments.every((x) => Array.isArray(x) && x.length === 4 && Number.isSafeInteger(x[0]) && Number.isSafeInteger(x[1]) && isIds(x[2]) && typeof x[3] === 'string');
   if (!ok) return null;
   return {
+    id: d.id,
     baseVersion: d.baseVersion,
     fragments: new Map(d.fragments.map(([f, rows]) => [f, rows])),
     chunks: new Map(d.fragments.map(([f, , ids]) => [f, ids])),
@@ -199,8 +218,8 @@ function parseIndex(body: string): ProjectionIndex | null {
 }
 
 /** A fragment's head (first ids of its chunks, last id), or null when missing or not one this version reads. */
-async function loadHead(objects: ObjectStore, fragment: number, rows: number): Promise<{ firstIds: string[]; lastId: string } | null> {
-  const d = (await getJson(objects, fragmentKey(fragment, rows))) as HeadDoc | null;
+async function loadHead(objects: ObjectStore, id: string, fragment: number, rows: number): Promise<{ firstIds: string[]; lastId: string } | null> {
+  const d = (await getJson(objects, fragmentKey(id, fragment, rows))) as HeadDoc | null;
   if (typeof d !== 'object' || d === null || d.format !== FORMAT || d.fragment !== fragment || d.rows !== rows || !isIds(d.firstIds) || typeof d.lastId !== 'string') return null;
   return { firstIds: d.firstIds, lastId: d.lastId };
 }
@@ -209,10 +228,10 @@ async function loadHead(objects: ObjectStore, fragment: number, rows: number): P
 class StaleProjection extends Error {}
 
 /** One chunk's aggregates, in item order. */
-async function loadChunk(objects: ObjectStore, fragment: number, rows: number, chunk: number): Promise<ItemAggregate[]> {
-  const d = (await getJson(objects, chunkKey(fragment, rows, chunk))) as ChunkDoc | null;
+async function loadChunk(objects: ObjectStore, id: string, fragment: number, rows: number, chunk: number): Promise<ItemAggregate[]> {
+  const d = (await getJson(objects, chunkKey(id, fragment, rows, chunk))) as ChunkDoc | null;
   if (typeof d !== 'object' || d === null || d.format !== FORMAT || d.fragment !== fragment || d.rows !== rows || d.chunk !== chunk || !Array.isArray(d.items)) {
-    throw new StaleProjection(`projection chunk ${chunkKey(fragment, rows, chunk)} missing or unreadable`);
+    throw new StaleProjection(`projection chunk ${chunkKey(id, fragment, rows, chunk)} missing or unreadable`);
   }
   try {
     return d.items.map(decodeAggregate);
@@ -240,7 +259,9 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   const version = await latest.version();
   const base = await ctx.tables.baseAt(version);
   const counts = await fragmentRows(base);
-  const prev = await loadIndex(ctx.objects);
+  const id = await projectionId(ctx.objects);
+  const loaded = await loadIndex(ctx.objects);
+  const prev = loaded?.id === id ? loaded : null;
   const stored = new Set(await ctx.objects.list(PROJECTION_DIR));
   const nameOf = (key: string) => key.slice(PROJECTION_DIR.length + 1);
   const report = { baseVersion: version, fragments: counts.size, countedRows: 0 };
@@ -249,20 +270,20 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   const heads = new Map<number, { firstIds: string[]; lastId: string }>();
   const missing: Array<[number, number]> = [];
   for (const [f, rows] of counts) {
-    const head = !stored.has(nameOf(fragmentKey(f, rows)))
+    const head = !stored.has(nameOf(fragmentKey(id, f, rows)))
       ? null
       : prev?.fragments.get(f) === rows
         ? { firstIds: [...prev.chunks.get(f)!], lastId: prev.lastIds.get(f)! }
-        : await loadHead(ctx.objects, f, rows);
+        : await loadHead(ctx.objects, id, f, rows);
     // A head is whole only with every chunk it names: a stale maintainer's cleanup, or one
     // deleting another's leftovers, can leave a head without them (review31 F2).
-    if (head && head.firstIds.every((_, k) => stored.has(nameOf(chunkKey(f, rows, k))) && stored.has(rowsName(f, rows, k)))) heads.set(f, head);
+    if (head && head.firstIds.every((_, k) => stored.has(nameOf(chunkKey(id, f, rows, k))) && stored.has(rowsName(id, f, rows, k)))) heads.set(f, head);
     else missing.push([f, rows]);
   }
   const current = missing.length === 0 && prev?.baseVersion === version && covers(prev, counts);
   for (const [f, rows] of missing) {
-    const prefix = nameOf(fragmentKey(f, rows)).replace(/\.json$/, '');
-    const rowsPrefix = `${ROWS_PREFIX}${f}-${rows}-`;
+    const prefix = nameOf(fragmentKey(id, f, rows)).replace(/\.json$/, '');
+    const rowsPrefix = `${ROWS_PREFIX}i${id}-${f}-${rows}-`;
     for (const name of stored) if (name === `${prefix}.json` || name.startsWith(`${prefix}-`) || name.startsWith(rowsPrefix)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
     const visitor = new SummaryVisitor();
     let seen = 0;
@@ -281,16 +302,16 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
       const part = items.slice(k * CHUNK_ITEMS, (k + 1) * CHUNK_ITEMS);
       ids.push(part[0]!.itemId);
       const doc: ChunkDoc = { format: FORMAT, fragment: f, rows, chunk: k, items: part.map(encodeAggregate) };
-      await ctx.objects.putIfAbsent(chunkKey(f, rows, k), JSON.stringify(doc));
+      await ctx.objects.putIfAbsent(chunkKey(id, f, rows, k), JSON.stringify(doc));
     }
-    await writeRowsFiles(ctx.objects, base, f, rows, items.map((a) => a.itemId));
+    await writeRowsFiles(ctx.objects, base, id, f, rows, items.map((a) => a.itemId));
     const head: HeadDoc = { format: FORMAT, fragment: f, rows, firstIds: ids, lastId: items.at(-1)!.itemId };
-    await ctx.objects.putIfAbsent(fragmentKey(f, rows), JSON.stringify(head));
+    await ctx.objects.putIfAbsent(fragmentKey(id, f, rows), JSON.stringify(head));
     heads.set(f, { firstIds: ids, lastId: head.lastId });
     report.countedRows += rows;
   }
   const entries: FragmentEntry[] = [...counts].sort((a, b) => a[0] - b[0]).map(([f, rows]) => [f, rows, heads.get(f)!.firstIds, heads.get(f)!.lastId]);
-  const index: IndexDoc = { format: FORMAT, baseVersion: version, fragments: entries };
+  const index: IndexDoc = { format: FORMAT, id, baseVersion: version, fragments: entries };
   if (!current) await ctx.objects.put(PROJECTION_KEY, JSON.stringify(index));
   // Documents the index does not name go now (also after a pass that stopped before this), even
   // if a reader holds the previous index (it then finds one missing and scans): a purge rewrote
@@ -298,44 +319,65 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   // failures (docs/design/deletion.md).
   const keep = new Set<string>();
   for (const [f, rows, ids] of entries) {
-    keep.add(nameOf(fragmentKey(f, rows)));
-    for (let k = 0; k < ids.length; k++) keep.add(nameOf(chunkKey(f, rows, k))).add(rowsName(f, rows, k));
+    keep.add(nameOf(fragmentKey(id, f, rows)));
+    for (let k = 0; k < ids.length; k++) keep.add(nameOf(chunkKey(id, f, rows, k))).add(rowsName(id, f, rows, k));
   }
   for (const name of stored) if ((name.startsWith('frag-') || ROWS_NAME.test(name)) && !keep.has(name)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
   return report;
 }
 
+/** The projection's id (ID_KEY), made by the first pass to need it; an unreadable one is made again (every document is then counted again). */
+async function projectionId(objects: ObjectStore): Promise<string> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const body = await objects.get(ID_KEY);
+    if (body !== null && ID.test(body)) return body;
+    if (body !== null) await objects.delete(ID_KEY);
+    await objects.putIfAbsent(ID_KEY, randomBytes(8).toString('hex'));
+  }
+  throw new UnavailableError(`the listing projection's id at ${ID_KEY} did not settle`);
+}
+
 /**
  * The fold projection's files of fragment `f` (lib/log/fold-rows.ts): chunk k's items (`ids`, in
- * item order, CHUNK_ITEMS a chunk) with all their rows in the fragment. Read a few chunks at a
- * time (one query each, by item range within the fragment, about ROWS_PER_PASS rows), so memory
- * does not grow with the fragment. Written before the fragment's head, durable creates as the
- * chunks are.
+ * item order, CHUNK_ITEMS a chunk) with all their rows in the fragment. Queried by item ranges
+ * within the fragment, streamed, each item's rows gzipped as its range is read; the ranges are
+ * sized so that one holds about ROWS_JSON_PER_QUERY bytes of rows (from what the last one held),
+ * so memory grows with neither the fragment nor its values (review32 F2). Written before the
+ * fragment's head, durable creates as the chunks are.
  */
-async function writeRowsFiles(objects: ObjectStore, base: Table, f: number, rows: number, ids: readonly string[]): Promise<void> {
-  const chunks: string[][] = [];
-  for (let k = 0; k * CHUNK_ITEMS < ids.length; k++) chunks.push(ids.slice(k * CHUNK_ITEMS, (k + 1) * CHUNK_ITEMS));
-  const perPass = Math.max(1, Math.floor(ROWS_PER_PASS / Math.max(1, (rows / ids.length) * CHUNK_ITEMS)));
+async function writeRowsFiles(objects: ObjectStore, base: Table, id: string, f: number, rows: number, ids: readonly string[]): Promise<void> {
+  let step = Math.min(CHUNK_ITEMS, Math.max(1, Math.floor(ROWS_PER_QUERY / Math.max(1, rows / ids.length))));
+  let blocks: Array<[string, Buffer | null]> = [];
   let seen = 0;
-  for (let k = 0; k < chunks.length; k += perPass) {
-    const group = chunks.slice(k, k + perPass);
-    const range = `item_id >= ${sqlString(group[0]![0]!)} AND item_id <= ${sqlString(group.at(-1)!.at(-1)!)}`;
-    const found = rowsFromArrow(await base.query().select(projection(LIGHT_COLUMNS)).where(`(${fragmentFilter([f])}) AND ${range}`).toArrow());
+  for (let i = 0; i < ids.length; ) {
+    const j = Math.min(ids.length, i + step);
+    const range = `item_id >= ${sqlString(ids[i]!)} AND item_id <= ${sqlString(ids[j - 1]!)}`;
     const byItem = new Map<string, EventRow[]>();
-    for (const r of found) {
-      const list = byItem.get(r.item_id);
-      if (list) list.push(r);
-      else byItem.set(r.item_id, [r]);
+    for await (const b of stream(base, `(${fragmentFilter([f])}) AND ${range}`, LIGHT_COLUMNS)) {
+      for (const r of rowsFromArrow(b as unknown as arrow.Table)) {
+        const list = byItem.get(r.item_id);
+        if (list) list.push(r);
+        else byItem.set(r.item_id, [r]);
+      }
+      releaseBatch(b);
     }
-    for (let j = 0; j < group.length; j++) {
-      const file = group[j]!.map((id) => {
-        const list = byItem.get(id);
-        if (!list) throw new UnavailableError(`base fragment ${f}: no rows of ${JSON.stringify(id)}, which its aggregates hold`);
-        seen += list.length;
-        return [id, list] as const;
-      });
-      await objects.putIfAbsent(rowsKey(f, rows, k + j), encodeRowsFile(file));
+    let json = 0;
+    for (let k = i; k < j; k++) {
+      const itemId = ids[k]!;
+      const list = byItem.get(itemId);
+      if (!list) throw new UnavailableError(`base fragment ${f}: no rows of ${JSON.stringify(itemId)}, which its aggregates hold`);
+      byItem.delete(itemId);
+      seen += list.length;
+      const { block, jsonBytes } = encodeItem(list);
+      json += jsonBytes;
+      blocks.push([itemId, block]);
+      if ((k + 1) % CHUNK_ITEMS === 0 || k + 1 === ids.length) {
+        await objects.putIfAbsent(rowsKey(id, f, rows, Math.floor(k / CHUNK_ITEMS)), assembleRowsFile(blocks));
+        blocks = [];
+      }
     }
+    i = j;
+    step = Math.max(1, Math.min(4 * step, Math.floor((step * ROWS_JSON_PER_QUERY) / Math.max(1, json))));
   }
   if (seen !== rows) throw new UnavailableError(`base fragment ${f}: its rows files hold ${seen} rows, ${rows} counted`);
 }
@@ -368,12 +410,12 @@ export async function dropStaleDocs(objects: ObjectStore, base: Table): Promise<
 }
 
 /**
- * A process's copy of the stored projection's index (read again when it no longer covers the
- * base). The aggregates are not held: a walk reads the chunks it needs, so a page costs memory
- * for a page, not for the log (docs/design/projection.md, "Memory").
+ * What a process keeps of the stored projection: the index as last read (every read GETs it
+ * again, parsing it only when its text changed), parsed chunks and rows-file directories. The
+ * aggregates are not held: a walk reads the chunks it needs, so a page costs memory for a page,
+ * not for the log (docs/design/projection.md, "Memory").
  */
 export class ProjectionCache {
-  private held: ProjectionIndex | null = null;
   /**
    * The live rows per fragment of the last pinned base handle counted. A version of a dataset
    * never changes, so a later listing on the same handle (the next page: LanceTables.baseAt
@@ -387,19 +429,19 @@ export class ProjectionCache {
   private chunks = new Map<string, Promise<readonly ItemAggregate[]>>();
   /** The rows files' directories folds read (lib/log/fold-rows.ts). */
   readonly rowsDirs: RowsDirectories;
-  /** The index as a fold last read it: its text, parsed (null: not an index this version reads). */
-  private foldIndex: { body: string; index: ProjectionIndex | null } | null = null;
+  /** The index as last read: its text, parsed (null: not an index this version reads). */
+  private lastIndex: { body: string; index: ProjectionIndex | null } | null = null;
   constructor(readonly objects: ObjectStore) {
     this.rowsDirs = new RowsDirectories(objects);
   }
 
   /** A chunk's aggregates (frozen: shared by every walk of the process), cached up to CACHED_CHUNKS. */
-  chunk(fragment: number, rows: number, k: number): Promise<readonly ItemAggregate[]> {
-    const key = chunkKey(fragment, rows, k);
+  chunk(id: string, fragment: number, rows: number, k: number): Promise<readonly ItemAggregate[]> {
+    const key = chunkKey(id, fragment, rows, k);
     let c = this.chunks.get(key);
     if (c) this.chunks.delete(key);
     else {
-      c = loadChunk(this.objects, fragment, rows, k).then((items) => items.map(freezeAggregate));
+      c = loadChunk(this.objects, id, fragment, rows, k).then((items) => items.map(freezeAggregate));
       c.catch(() => this.chunks.get(key) === c && this.chunks.delete(key));
     }
     this.chunks.set(key, c);
@@ -412,15 +454,16 @@ export class ProjectionCache {
 
   /**
    * The index as stored now (one GET, parsed again only when its text changed). Read by every
-   * fold rather than held: an index held in memory could outlive its log (deleted and made again
-   * at the same place, whose base reaches the same version number: review22 R1), the stored one
-   * is the log's own.
+   * fold and listing rather than held: an index held in memory could outlive its log (deleted
+   * and made again at the same place, whose fragments and versions are numbered from the start
+   * again: review22 R1, review32 F1); the stored one is the log's own, and its id is in the name
+   * of every document it names, so nothing cached of the old log is taken for the new one's.
    */
   async storedIndex(): Promise<ProjectionIndex | null> {
     const body = await this.objects.get(PROJECTION_KEY);
     if (body === null) return null;
-    if (this.foldIndex?.body !== body) this.foldIndex = { body, index: parseIndex(body) };
-    return this.foldIndex.index;
+    if (this.lastIndex?.body !== body) this.lastIndex = { body, index: parseIndex(body) };
+    return this.lastIndex.index;
   }
 
   /** `fragmentRows` of `base` (a handle pinned at a version), once per handle. */
@@ -435,21 +478,14 @@ export class ProjectionCache {
 
   /** The stored index if it covers the base whose fragment rows `counting` gives. */
   async covering(counting: Promise<ReadonlyMap<number, number>>): Promise<ProjectionIndex | null> {
-    if (this.held) {
-      if (covers(this.held, await counting)) return this.held;
-      this.held = null;
-    }
-    const [counts, index] = await Promise.all([counting, loadIndex(this.objects)]);
-    if (!index || !covers(index, counts)) return null;
-    this.held = index;
-    return index;
+    const [counts, index] = await Promise.all([counting, this.storedIndex()]);
+    return index && covers(index, counts) ? index : null;
   }
 
   /** Forget what is held (the log is closed). */
   clear(): void {
-    this.held = null;
     this.counted = null;
-    this.foldIndex = null;
+    this.lastIndex = null;
     this.chunks = new Map();
     this.rowsDirs.clear();
   }
@@ -467,6 +503,7 @@ class FragmentCursor {
 
   constructor(
     private readonly cache: ProjectionCache,
+    private readonly id: string,
     private readonly fragment: number,
     private readonly rows: number,
     private readonly firstIds: readonly string[],
@@ -505,10 +542,10 @@ class FragmentCursor {
 
   async load(): Promise<void> {
     const k = this.chunk++;
-    this.items = await this.cache.chunk(this.fragment, this.rows, k);
+    this.items = await this.cache.chunk(this.id, this.fragment, this.rows, k);
     this.i = 0;
     // The merge placed the chunk by the first id the index gives for it.
-    if (this.items[0]?.itemId !== this.firstIds[k]) throw new StaleProjection(`projection chunk ${chunkKey(this.fragment, this.rows, k)} does not start at ${this.firstIds[k]}`);
+    if (this.items[0]?.itemId !== this.firstIds[k]) throw new StaleProjection(`projection chunk ${chunkKey(this.id, this.fragment, this.rows, k)} does not start at ${this.firstIds[k]}`);
   }
 
   /** The aggregate `peek` named (loaded). */
@@ -524,7 +561,7 @@ class FragmentCursor {
  * fragment.
  */
 async function* merged(cache: ProjectionCache, index: ProjectionIndex, after: string | undefined, extra: readonly ItemAggregate[]): AsyncGenerator<ItemAggregate[]> {
-  const cursors = [...index.fragments].map(([f, rows]) => new FragmentCursor(cache, f, rows, index.chunks.get(f)!, index.lastIds.get(f)!, after));
+  const cursors = [...index.fragments].map(([f, rows]) => new FragmentCursor(cache, index.id, f, rows, index.chunks.get(f)!, index.lastIds.get(f)!, after));
   let e = 0;
   while (e < extra.length && after !== undefined && compareUtf8(extra[e]!.itemId, after) <= 0) e++;
   const ids: Array<string | null> = cursors.map(() => null);
@@ -672,20 +709,21 @@ export function projectedAggregates(reader: LogReader, tables: LanceTables, cach
  * the same time (a log whose base moved on since maintenance pays that GET on top of the query).
  */
 export async function projectedItemRows(cache: ProjectionCache, base: Table, itemId: string): Promise<EventRow[] | null> {
-  const [version, index] = await Promise.all([base.version(), cache.storedIndex()]);
-  if (!index || index.baseVersion !== version) return null;
-  const reads: Array<Promise<EventRow[]>> = [];
-  for (const [f, rows] of index.fragments) {
-    const firstIds = index.chunks.get(f)!;
-    if (compareUtf8(itemId, firstIds[0]!) < 0 || compareUtf8(itemId, index.lastIds.get(f)!) > 0) continue;
-    let k = 0;
-    while (k + 1 < firstIds.length && compareUtf8(firstIds[k + 1]!, itemId) <= 0) k++;
-    reads.push(cache.rowsDirs.itemRows(rowsKey(f, rows, k), itemId));
-  }
   try {
+    const [version, index] = await Promise.all([base.version(), cache.storedIndex()]);
+    if (!index || index.baseVersion !== version) return null;
+    const reads: Array<Promise<EventRow[]>> = [];
+    for (const [f, rows] of index.fragments) {
+      const firstIds = index.chunks.get(f)!;
+      if (compareUtf8(itemId, firstIds[0]!) < 0 || compareUtf8(itemId, index.lastIds.get(f)!) > 0) continue;
+      let k = 0;
+      while (k + 1 < firstIds.length && compareUtf8(firstIds[k + 1]!, itemId) <= 0) k++;
+      reads.push(cache.rowsDirs.itemRows(rowsKey(index.id, f, rows, k), itemId));
+    }
     return (await Promise.all(reads)).flat();
   } catch (e) {
-    if (e instanceof RowsFileError) return null;
+    // Damaged, missing or left out, or storage trouble: Lance answers, or fails for itself.
+    if (e instanceof RowsFileError || e instanceof DgclError) return null;
     throw e;
   }
 }

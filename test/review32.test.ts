@@ -1,0 +1,94 @@
+/**
+ * Review 32: the fold projection (0b4be15, lib/log/fold-rows.ts).
+ *
+ *  - F1: a process kept rows-file directories (and parsed listing chunks, and the listing's
+ *    index) by names made of fragment id and live rows, which a log deleted and made again at
+ *    the same place reuses: its folds returned the deleted log's rows and missed acked ones, its
+ *    listings listed the deleted log's items. Now every document's name carries the projection's
+ *    id (made per log) and every read takes the index as stored.
+ *  - F2: an item with large values made the projection step fail on every pass (one JSON string
+ *    per item, queries sized by rows). Now an item too large for one file is left out (its folds
+ *    query Lance) and the queries are sized by bytes.
+ *  - F4: a rows-file read that failed for a storage reason failed the fold; now Lance answers.
+ */
+import { promises as fs } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { UnavailableError } from '../lib/errors.ts';
+import { decodeRowsFile, MAX_ITEM_JSON } from '../lib/log/fold-rows.ts';
+import { PROJECTION_DIR } from '../lib/log/projection.ts';
+import { createBatch } from './support/batches.ts';
+import { raceFixture, type TableTap } from './support/race-kit.ts';
+
+const { setup } = raceFixture(60_000);
+
+describe('F1: a log deleted and made again at the same place', () => {
+  it('a process that folded and listed the old log folds and lists the new one', async () => {
+    const { open } = setup();
+    const R = open({}); // a long-lived reader
+    const W1 = open({ mergeEveryCommits: 1000 });
+    await W1.log.append([createBatch('old-a'), createBatch('old-b')]);
+    await W1.log.mergeOwnShard();
+    await W1.log.close();
+    expect((await open({}).log.maintain()).failures).toEqual([]);
+    const oldFold = await R.log.fold('old-a'); // R now keeps the rows file's directory and end
+    expect((await R.log.items()).items.map((i) => i.itemId)).toEqual(['old-a', 'old-b']);
+    const v = (await R.log.stats()).base.version;
+
+    await fs.rm(R.log.uri, { recursive: true, force: true });
+    // The same shape: one fragment with the same live rows, the same base version.
+    const W2 = open({ mergeEveryCommits: 1000 });
+    await W2.log.append([createBatch('old-a', { set: { prompt: 'NEW LOG' } }), createBatch('new-x')]);
+    await W2.log.mergeOwnShard();
+    await W2.log.close();
+    expect((await open({}).log.maintain()).failures).toEqual([]);
+    const F = open({});
+    expect((await F.log.stats()).base.version, 'the new base is at the version R read').toBe(v);
+    const want = await F.log.fold('old-a');
+    expect(JSON.stringify(want)).toContain('NEW LOG');
+    expect(JSON.stringify(oldFold)).not.toContain('NEW LOG');
+
+    expect(await R.log.fold('old-a'), 'the new log\'s old-a').toEqual(want);
+    expect(await R.log.fold('new-x'), 'an acked item of the new log').toEqual(await F.log.fold('new-x'));
+    expect((await R.log.items()).items, 'the new log\'s items').toEqual((await F.log.items()).items);
+    expect((await R.log.items()).items.map((i) => i.itemId)).toEqual(['new-x', 'old-a']);
+  });
+});
+
+describe('F2 and F4: items too large for a file, and rows files that cannot be read', () => {
+  it('leaves out an item larger than a file holds (its folds query Lance), and a storage error sends the fold to Lance', async () => {
+    const { open } = setup();
+    const W = open({ mergeEveryCommits: 1000 });
+    const half = Math.ceil(MAX_ITEM_JSON / 2) + 1000;
+    await W.log.append([createBatch('big', { set: { a: 'x'.repeat(half) } }), createBatch('small')]);
+    await W.log.append([{ itemId: 'big', runId: 'r1', step: { name: 's1', index: 1 }, set: { b: 'y'.repeat(half) } }]);
+    await W.log.mergeOwnShard();
+    await W.log.close();
+    const M = open({});
+    const rep = await M.log.maintain();
+    expect(rep.failures, 'the projection step succeeds').toEqual([]);
+    const files = (await M.objects.inner.list(PROJECTION_DIR)).filter((n) => n.startsWith('rows-'));
+    expect(files.length).toBe(1);
+    const stored = decodeRowsFile((await M.objects.inner.getBytes(`${PROJECTION_DIR}/${files[0]!}`, { suffix: 2 ** 30 }))!.bytes);
+
+    let baseQueries = 0;
+    const tableTap: TableTap = { beforeRead: (name) => void (name === 'base' && baseQueries++) };
+    const R = open({ owner: 'reader', tableTap });
+    const small = await R.log.fold('small');
+    expect(baseQueries, 'small: from the rows file').toBe(0);
+    const big = await R.log.fold('big');
+    expect(baseQueries, 'big: from Lance').toBe(1);
+    expect((big.fields.a as string).length + (big.fields.b as string).length).toBe(2 * half);
+    expect(stored.map(([id, rows]) => [id, rows.length]), 'big is listed without rows, small with all of them').toEqual([
+      ['big', 0],
+      ['small', (await R.log.trajectory('small')).length],
+    ]);
+
+    // A storage error on the rows file: Lance answers, the same.
+    const S = open({ owner: 'reader2', tableTap });
+    S.objects.tap.before = (op, key) => {
+      if (op === 'get' && key.includes('/rows-')) throw new UnavailableError('injected: GET of a rows file failed');
+    };
+    expect(await S.log.fold('small')).toEqual(small);
+    expect(baseQueries, 'the fold queried the base').toBe(2);
+  });
+});
