@@ -15,46 +15,14 @@ import type { ByteRange } from '../lib/storage/objects.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import type { EventRow } from '../lib/types.ts';
 import { raceFixture, tempRoot, type TableTap } from './support/race-kit.ts';
+import { fullRow } from './support/rows.ts';
 
 const { setup } = raceFixture(60_000);
 
+/** A float FIELD_SET of `itemId` at `seq`. */
 function row(itemId: string, seq: number, over: Partial<EventRow> = {}): EventRow {
-  return {
-    event_id: `e-${itemId}-${seq}`,
-    item_id: itemId,
-    root_item_id: itemId,
-    parent_item_id: null,
-    item_seq: seq,
-    checkpoint_id: `c-${seq}`,
-    event_type: 'FIELD_SET',
-    step_name: 'gen',
-    step_index: 2,
-    step_instance_id: null,
-    iteration: null,
-    attempt: 1,
-    run_id: 'r',
-    writer_epoch: 'w0-e1',
-    field_name: 'x',
-    field_type: 'f64',
-    codec_version: 1,
-    value_kind: 'float',
-    value_i64: null,
-    value_f64: 1.5,
-    value_bool: null,
-    value_str: null,
-    value_json: null,
-    value_blob: null,
-    payload_size: null,
-    payload_checksum: null,
-    query_tags_json: null,
-    terminal: null,
-    error_type: null,
-    error_dump: null,
-    traceback: null,
-    event_ts: 1_733_000_000_000_123,
-    schema_version: 1,
-    ...over,
-  };
+  const ids = { event_id: `e-${itemId}-${seq}`, item_id: itemId, root_item_id: itemId, item_seq: seq, checkpoint_id: `c-${seq}` };
+  return fullRow({ ...ids, field_type: 'dgcl.float64', value_kind: 'float', value_i64: null, value_f64: 1.5, ...over });
 }
 
 /** A store that counts its ranged reads. */
