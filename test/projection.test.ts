@@ -81,7 +81,7 @@ async function stored(log: LanceCheckpointLog) {
   const byId = new Map<string, ItemAggregate>();
   for (const [f, rows] of index.fragments) {
     for (let k = 0; k < index.chunks.get(f)!.length; k++) {
-      const doc = JSON.parse((await objects.get(chunkKey(index.id, f, rows, k)))!) as { items: unknown[] };
+      const doc = JSON.parse((await objects.get(chunkKey(index.nonces.get(f)!, f, rows, k)))!) as { items: unknown[] };
       for (const a of doc.items.map(decodeAggregate)) byId.set(a.itemId, byId.has(a.itemId) ? mergeAggregates(byId.get(a.itemId)!, a) : a);
     }
   }
@@ -195,7 +195,7 @@ describe('the item listing projection', () => {
     expect(want.length).toBe(2304);
     const index = (await stored(A.log)).projection!;
     expect(index.fragments.size, 'two counted fragments').toBe(2);
-    const firstIds = JSON.parse((await A.objects.inner.get(PROJECTION_KEY))!).fragments.flatMap((e: [number, number, string[]]) => e[2]) as string[];
+    const firstIds = JSON.parse((await A.objects.inner.get(PROJECTION_KEY))!).fragments.flatMap((e: [number, number, string, string[]]) => e[3]) as string[];
     expect(firstIds.length, `chunks of ${CHUNK_ITEMS}: more than one per fragment`).toBeGreaterThan(index.fragments.size);
 
     // Pages of 400 cover every item once, in order, as the scan lists them.
@@ -222,7 +222,7 @@ describe('the item listing projection', () => {
     // fragment; the same page again reads none (parsed chunks are kept, up to a bound).
     const R = open({ slot: 0, slots: 2, owner: 'fresh-reader' });
     let chunkGets = 0;
-    R.objects.tap.before = (op, key) => void (op === 'get' && /\/frag-v\d+-i[0-9a-f]+-\d+-\d+-\d+\.json$/.test(key) && chunkGets++);
+    R.objects.tap.before = (op, key) => void (op === 'get' && /\/frag-v\d+-n[0-9a-f]+-\d+-\d+-\d+\.json$/.test(key) && chunkGets++);
     const page = await R.log.items({ after: ids[1150]!, limit: 10 });
     expect(page.items.map((i) => i.itemId)).toEqual(ids.slice(1151, 1161));
     expect(chunkGets).toBeGreaterThanOrEqual(1);
@@ -301,16 +301,16 @@ describe('the item listing projection', () => {
     expect((await M.log.maintain()).projection?.countedRows).toBeGreaterThan(0);
     await expectProjected(A.log, 'rebuilt again');
     const index = (await objects.get(PROJECTION_KEY))!;
-    const parsed = JSON.parse(index) as { id: string; fragments: [number, number, string[]][] };
-    const [f, fRows] = parsed.fragments[0]!;
-    const fragKey = chunkKey(parsed.id, f, fRows, 0);
+    const parsed = JSON.parse(index) as { fragments: [number, number, string, string[], string][] };
+    const [f, fRows, nonce] = parsed.fragments[0]!;
+    const fragKey = chunkKey(nonce, f, fRows, 0);
     const doc = (await objects.get(fragKey))!;
     const item = (JSON.parse(doc) as { items: unknown[][] }).items[0]!;
     const bads: [string, string][] = [
       [PROJECTION_KEY, '{"format":2,'],
       [PROJECTION_KEY, JSON.stringify({ ...JSON.parse(index), format: 99 })],
-      // another projection's id (a log made again at this place): its documents are not these
-      [PROJECTION_KEY, JSON.stringify({ ...JSON.parse(index), id: '0123456789abcdef' })],
+      // another nonce for a fragment (another history of the log): its documents are not these
+      [PROJECTION_KEY, JSON.stringify({ ...parsed, fragments: parsed.fragments.map((e) => [e[0], e[1], '0123456789ab', e[3], e[4]]) })],
       // the format before chunks: [fragment, rows] without the chunks' first ids
       [PROJECTION_KEY, JSON.stringify({ ...JSON.parse(index), format: 3, fragments: [[f, fRows]] })],
       [fragKey, JSON.stringify({ ...JSON.parse(doc), chunk: 1 })],

@@ -4,12 +4,15 @@
  *  - F1: a process kept rows-file directories (and parsed listing chunks, and the listing's
  *    index) by names made of fragment id and live rows, which a log deleted and made again at
  *    the same place reuses: its folds returned the deleted log's rows and missed acked ones, its
- *    listings listed the deleted log's items. Now every document's name carries the projection's
- *    id (made per log) and every read takes the index as stored.
+ *    listings listed the deleted log's items. Now every document's name carries a nonce (see
+ *    review33 F1 below) and every read takes the index as stored.
  *  - F2: an item with large values made the projection step fail on every pass (one JSON string
  *    per item, queries sized by rows). Now an item too large for one file is left out (its folds
  *    query Lance) and the queries are sized by bytes.
  *  - F4: a rows-file read that failed for a storage reason failed the fold; now Lance answers.
+ *  - review33 F1: the projection id of F1 lived in the log's folder, so a log restored from an
+ *    archive kept it, and its merges reused the lost history's fragment ids: the same names
+ *    again. Now each fragment's documents get a new nonce whenever they are counted.
  */
 import { promises as fs } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -51,6 +54,41 @@ describe('F1: a log deleted and made again at the same place', () => {
     expect(await R.log.fold('new-x'), 'an acked item of the new log').toEqual(await F.log.fold('new-x'));
     expect((await R.log.items()).items, 'the new log\'s items').toEqual((await F.log.items()).items);
     expect((await R.log.items()).items.map((i) => i.itemId)).toEqual(['new-x', 'old-a']);
+  });
+});
+
+describe('review33 F1: a log restored from an archive at the same place', () => {
+  it('a process that folded and listed the lost history folds and lists the restored log', async () => {
+    const { open } = setup();
+    const R = open({});
+    const W1 = open({ mergeEveryCommits: 1000 });
+    await W1.log.append([createBatch('a'), createBatch('b')]);
+    await W1.log.mergeOwnShard();
+    await W1.log.close();
+    expect((await open({}).log.maintain()).failures).toEqual([]);
+    const archive = `${R.log.uri}.archive`;
+    await fs.cp(R.log.uri, archive, { recursive: true });
+    const later = async (tag: string, ids: string[]) => {
+      const W = open({ mergeEveryCommits: 1000 });
+      await W.log.append(ids.map((id) => createBatch(id, { set: { prompt: tag } })));
+      await W.log.mergeOwnShard();
+      await W.log.close();
+      expect((await open({}).log.maintain()).failures).toEqual([]);
+    };
+    await later('LOST HISTORY', ['c', 'd']);
+    const lost = await R.log.fold('c'); // R keeps the rows file's directory (the whole small file)
+    expect((await R.log.items()).items.map((i) => i.itemId)).toEqual(['a', 'b', 'c', 'd']);
+
+    await fs.rm(R.log.uri, { recursive: true, force: true });
+    await fs.cp(archive, R.log.uri, { recursive: true });
+    await later('AFTER RESTORE', ['c', 'e']); // the lost history's fragment ids and row counts again
+    const F = open({});
+    const want = await F.log.fold('c');
+    expect(JSON.stringify(want)).toContain('AFTER RESTORE');
+    expect(JSON.stringify(lost)).toContain('LOST HISTORY');
+    expect(await R.log.fold('c')).toEqual(want);
+    expect(await R.log.fold('e'), 'an acked item of the restored log').toEqual(await F.log.fold('e'));
+    expect((await R.log.items()).items).toEqual((await F.log.items()).items);
   });
 });
 

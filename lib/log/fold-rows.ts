@@ -6,7 +6,7 @@
  * range: 33 GETs at 10^5 events, 74 at 10^6). Through this it reads the projection's index and,
  * per fragment that may hold the item, the end of one file and the item's range in it.
  *
- * One file per listing chunk of a fragment, `rows-v1-i<projection id>-<fragment>-<live rows>-<k>.bin`: the rows of
+ * One file per listing chunk of a fragment, `rows-v1-n<nonce>-<fragment>-<live rows>-<k>.bin`: the rows of
  * chunk k's items (the same items, in the same order). Per item a gzip member of its rows (JSON
  * arrays in LIGHT_COLUMNS order), then the directory (a gzip member of `[item id, offset,
  * length]` per item, in item order), then 12 bytes: the directory's length (u32 LE) and a magic.
@@ -28,11 +28,11 @@ const TAIL_BYTES = 256 * 1024;
 /** Directories (and their files' ends) a process keeps: a fold of the next item in the same chunk needs one GET. */
 const CACHED_DIRS = 32;
 
-export const ROWS_PREFIX = 'rows-v1-';
-/** The rows of the `chunk`-th listing chunk's items in a fragment (name below the projection folder; `id`: the projection's). */
-export const rowsName = (id: string, fragment: number, rows: number, chunk: number) => `${ROWS_PREFIX}i${id}-${fragment}-${rows}-${chunk}.bin`;
-/** A rows file's fragment id and live rows. */
-export const ROWS_NAME = /^rows-v\d+-(?:i[0-9a-f]+-)?(\d+)-(\d+)-\d+\.bin$/;
+const ROWS_PREFIX = 'rows-v1-';
+/** The rows of the `chunk`-th listing chunk's items in a fragment (name below the projection folder; `nonce`: the fragment documents', lib/log/projection.ts). */
+export const rowsName = (nonce: string, fragment: number, rows: number, chunk: number) => `${ROWS_PREFIX}n${nonce}-${fragment}-${rows}-${chunk}.bin`;
+/** A rows file's fragment id and live rows (any name this or an earlier release wrote). */
+export const ROWS_NAME = /^rows-v\d+-(?:[a-z][0-9a-f]*-)?(\d+)-(\d+)-\d+\.bin$/;
 
 /** A rows file that is missing, damaged or not of this format: the fold reads Lance instead. */
 export class RowsFileError extends Error {}

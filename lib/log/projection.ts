@@ -19,7 +19,7 @@ import { DgclError, UnavailableError } from '../errors.ts';
 import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
-import { assembleRowsFile, encodeItem, ROWS_NAME, ROWS_PREFIX, rowsName, RowsDirectories, RowsFileError } from './fold-rows.ts';
+import { assembleRowsFile, encodeItem, ROWS_NAME, rowsName, RowsDirectories, RowsFileError } from './fold-rows.ts';
 import { itemHash } from './layout.ts';
 import type { LogReader } from './reader.ts';
 import { releaseBatch } from './release.ts';
@@ -32,7 +32,7 @@ export const PROJECTION_DIR = '_dgcl/projection';
 /** The index: which fragment documents make up the projection of which base version. */
 export const PROJECTION_KEY = `${PROJECTION_DIR}/items.json`;
 /** Bumped whenever ItemAggregate, its encoding, its layout or what it is computed from changes: older ones are ignored. */
-const FORMAT = 4;
+const FORMAT = 5;
 /** Aggregates per chunk document: a page reads one chunk (or two) per fragment, not the fragment's every item. */
 export const CHUNK_ITEMS = 1000;
 /**
@@ -54,34 +54,37 @@ const ALL = (): boolean => true;
  * name carries the format: maintenance decides what to count from the names it lists, so a
  * document another release wrote must not pass for one of this format (review9 F1).
  */
-export const fragmentKey = (id: string, fragment: number, rows: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-i${id}-${fragment}-${rows}.json`;
+export const fragmentKey = (nonce: string, fragment: number, rows: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-n${nonce}-${fragment}-${rows}.json`;
 /** The `chunk`-th part of a fragment's aggregates (CHUNK_ITEMS each, in item order). */
-export const chunkKey = (id: string, fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-i${id}-${fragment}-${rows}-${chunk}.json`;
+export const chunkKey = (nonce: string, fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-n${nonce}-${fragment}-${rows}-${chunk}.json`;
 /** A fragment's rows file for chunk `chunk` (the fold projection: lib/log/fold-rows.ts). */
-export const rowsKey = (id: string, fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/${rowsName(id, fragment, rows, chunk)}`;
+export const rowsKey = (nonce: string, fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/${rowsName(nonce, fragment, rows, chunk)}`;
 /**
- * The projection's id: made by the first maintenance pass of a log, named by every document and
- * file and by the index. A log deleted and made again at the same place numbers its fragments
- * and versions from the start again, so (fragment, live rows) names the same thing only within
- * one log; a process that outlived the remake must not take its cached chunks, directories or
- * index for the new log's (review22 R1, review32 F1).
+ * Each fragment's documents carry a nonce in their names, new each time maintenance counts the
+ * fragment, and the index gives it. (fragment id, live rows, chunk) alone names the same rows
+ * only within one history of a log: a log deleted and made again at the same place, or restored
+ * from an archive, numbers fragments (and versions) as the lost history did, and a process that
+ * outlived it must not take what it keeps under those names (parsed chunks, rows-file
+ * directories) for the new rows (review22 R1, review32 F1, review33 F1).
  */
-export const ID_KEY = `${PROJECTION_DIR}/id`;
-const ID = /^[0-9a-f]{16}$/;
-/** Rows of the first query of a fragment's rows files (at most a chunk's items). */
-const ROWS_PER_QUERY = 100_000;
+const NONCE = /^[0-9a-f]{12}$/;
+const newNonce = (): string => randomBytes(6).toString('hex');
+/** A head of this format: nonce, fragment id, live rows. */
+const HEAD_NAME = new RegExp(`^frag-v${FORMAT}-n([0-9a-f]{12})-(\\d+)-(\\d+)\\.json$`);
+/** Items of the first query of a fragment's rows files; each later one holds at most twice the last one's. */
+const FIRST_QUERY_ITEMS = 64;
+/** Most bytes of gzipped rows in one rows file (a chunk's items past it are left out). */
+const MAX_FILE_BYTES = 256 * 2 ** 20;
 /** Bytes of rows (as JSON) a query of a fragment's rows files aims at: later ranges are sized by it. */
 const ROWS_JSON_PER_QUERY = 32 * 2 ** 20;
 /** Any format's fragment head or chunk: fragment id, live rows. */
-const DOC_NAME = /^frag-v\d+-(?:i[0-9a-f]+-)?(\d+)-(\d+)(?:-\d+)?\.json$/;
+const DOC_NAME = /^frag-v\d+-(?:[a-z][0-9a-f]*-)?(\d+)-(\d+)(?:-\d+)?\.json$/;
 
-/** [fragment id, live rows, first item id of each chunk, last item id]. */
-type FragmentEntry = [number, number, string[], string];
+/** [fragment id, live rows, nonce of its documents' names, first item id of each chunk, last item id]. */
+type FragmentEntry = [number, number, string, string[], string];
 
 interface IndexDoc {
   format: number;
-  /** The projection's id (ID_KEY). */
-  id: string;
   /** The base version it was built from (maintenance skips a pass while it is current). */
   baseVersion: number;
   /** Every counted fragment; together, every row counted. */
@@ -106,10 +109,10 @@ interface ChunkDoc {
 
 /** The stored projection's index, parsed (a process holds it while it covers the base). */
 export interface ProjectionIndex {
-  /** The projection's id: part of every document's name. */
-  id: string;
   baseVersion: number;
   fragments: ReadonlyMap<number, number>;
+  /** Fragment id -> the nonce in its documents' names. */
+  nonces: ReadonlyMap<number, string>;
   /** Fragment id -> first item id of each of its chunks. */
   chunks: ReadonlyMap<number, readonly string[]>;
   /** Fragment id -> its last item id. */
@@ -202,24 +205,22 @@ function parseIndex(body: string): ProjectionIndex | null {
     typeof d === 'object' &&
     d !== null &&
     d.format === FORMAT &&
-    typeof d.id === 'string' &&
-    ID.test(d.id) &&
     Number.isSafeInteger(d.baseVersion) &&
     Array.isArray(d.fragments) &&
-    d.fragments.every((x) => Array.isArray(x) && x.length === 4 && Number.isSafeInteger(x[0]) && Number.isSafeInteger(x[1]) && isIds(x[2]) && typeof x[3] === 'string');
+    d.fragments.every((x) => Array.isArray(x) && x.length === 5 && Number.isSafeInteger(x[0]) && Number.isSafeInteger(x[1]) && typeof x[2] === 'string' && NONCE.test(x[2]) && isIds(x[3]) && typeof x[4] === 'string');
   if (!ok) return null;
   return {
-    id: d.id,
     baseVersion: d.baseVersion,
     fragments: new Map(d.fragments.map(([f, rows]) => [f, rows])),
-    chunks: new Map(d.fragments.map(([f, , ids]) => [f, ids])),
-    lastIds: new Map(d.fragments.map(([f, , , last]) => [f, last])),
+    nonces: new Map(d.fragments.map(([f, , nonce]) => [f, nonce])),
+    chunks: new Map(d.fragments.map(([f, , , ids]) => [f, ids])),
+    lastIds: new Map(d.fragments.map(([f, , , , last]) => [f, last])),
   };
 }
 
 /** A fragment's head (first ids of its chunks, last id), or null when missing or not one this version reads. */
-async function loadHead(objects: ObjectStore, id: string, fragment: number, rows: number): Promise<{ firstIds: string[]; lastId: string } | null> {
-  const d = (await getJson(objects, fragmentKey(id, fragment, rows))) as HeadDoc | null;
+async function loadHead(objects: ObjectStore, nonce: string, fragment: number, rows: number): Promise<{ firstIds: string[]; lastId: string } | null> {
+  const d = (await getJson(objects, fragmentKey(nonce, fragment, rows))) as HeadDoc | null;
   if (typeof d !== 'object' || d === null || d.format !== FORMAT || d.fragment !== fragment || d.rows !== rows || !isIds(d.firstIds) || typeof d.lastId !== 'string') return null;
   return { firstIds: d.firstIds, lastId: d.lastId };
 }
@@ -228,10 +229,10 @@ async function loadHead(objects: ObjectStore, id: string, fragment: number, rows
 class StaleProjection extends Error {}
 
 /** One chunk's aggregates, in item order. */
-async function loadChunk(objects: ObjectStore, id: string, fragment: number, rows: number, chunk: number): Promise<ItemAggregate[]> {
-  const d = (await getJson(objects, chunkKey(id, fragment, rows, chunk))) as ChunkDoc | null;
+async function loadChunk(objects: ObjectStore, nonce: string, fragment: number, rows: number, chunk: number): Promise<ItemAggregate[]> {
+  const d = (await getJson(objects, chunkKey(nonce, fragment, rows, chunk))) as ChunkDoc | null;
   if (typeof d !== 'object' || d === null || d.format !== FORMAT || d.fragment !== fragment || d.rows !== rows || d.chunk !== chunk || !Array.isArray(d.items)) {
-    throw new StaleProjection(`projection chunk ${chunkKey(id, fragment, rows, chunk)} missing or unreadable`);
+    throw new StaleProjection(`projection chunk ${chunkKey(nonce, fragment, rows, chunk)} missing or unreadable`);
   }
   try {
     return d.items.map(decodeAggregate);
@@ -259,32 +260,38 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   const version = await latest.version();
   const base = await ctx.tables.baseAt(version);
   const counts = await fragmentRows(base);
-  const id = await projectionId(ctx.objects);
-  const loaded = await loadIndex(ctx.objects);
-  const prev = loaded?.id === id ? loaded : null;
+  const prev = await loadIndex(ctx.objects);
   const stored = new Set(await ctx.objects.list(PROJECTION_DIR));
   const nameOf = (key: string) => key.slice(PROJECTION_DIR.length + 1);
   const report = { baseVersion: version, fragments: counts.size, countedRows: 0 };
-  // Each fragment's head: from the previous index, else read; a fragment without a readable one
-  // is counted (its leftovers deleted first: `putIfAbsent` would keep them).
-  const heads = new Map<number, { firstIds: string[]; lastId: string }>();
+  // Heads of this format present, by fragment and live rows (a pass whose index was lost).
+  const headNonces = new Map<string, string[]>();
+  for (const name of stored) {
+    const m = HEAD_NAME.exec(name);
+    if (m) headNonces.set(`${m[2]}-${m[3]}`, [...(headNonces.get(`${m[2]}-${m[3]}`) ?? []), m[1]!]);
+  }
+  // Each fragment's head: from the previous index, else read; a fragment without a whole one
+  // is counted again, under a new nonce (a create keeps what is there: new names, never a
+  // leftover's).
+  const heads = new Map<number, { nonce: string; firstIds: string[]; lastId: string }>();
   const missing: Array<[number, number]> = [];
   for (const [f, rows] of counts) {
-    const head = !stored.has(nameOf(fragmentKey(id, f, rows)))
-      ? null
-      : prev?.fragments.get(f) === rows
-        ? { firstIds: [...prev.chunks.get(f)!], lastId: prev.lastIds.get(f)! }
-        : await loadHead(ctx.objects, id, f, rows);
-    // A head is whole only with every chunk it names: a stale maintainer's cleanup, or one
-    // deleting another's leftovers, can leave a head without them (review31 F2).
-    if (head && head.firstIds.every((_, k) => stored.has(nameOf(chunkKey(id, f, rows, k))) && stored.has(rowsName(id, f, rows, k)))) heads.set(f, head);
-    else missing.push([f, rows]);
+    const candidates = prev?.fragments.get(f) === rows ? [prev.nonces.get(f)!] : (headNonces.get(`${f}-${rows}`) ?? []);
+    for (const nonce of candidates) {
+      if (!stored.has(nameOf(fragmentKey(nonce, f, rows)))) continue;
+      const head = prev?.fragments.get(f) === rows ? { firstIds: [...prev.chunks.get(f)!], lastId: prev.lastIds.get(f)! } : await loadHead(ctx.objects, nonce, f, rows);
+      // A head is whole only with every chunk and rows file it names: a stale maintainer's
+      // cleanup, or one deleting another's leftovers, can leave a head without them (review31 F2).
+      if (head && head.firstIds.every((_, k) => stored.has(nameOf(chunkKey(nonce, f, rows, k))) && stored.has(rowsName(nonce, f, rows, k)))) {
+        heads.set(f, { nonce, ...head });
+        break;
+      }
+    }
+    if (!heads.has(f)) missing.push([f, rows]);
   }
   const current = missing.length === 0 && prev?.baseVersion === version && covers(prev, counts);
   for (const [f, rows] of missing) {
-    const prefix = nameOf(fragmentKey(id, f, rows)).replace(/\.json$/, '');
-    const rowsPrefix = `${ROWS_PREFIX}i${id}-${f}-${rows}-`;
-    for (const name of stored) if (name === `${prefix}.json` || name.startsWith(`${prefix}-`) || name.startsWith(rowsPrefix)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
+    const nonce = newNonce();
     const visitor = new SummaryVisitor();
     let seen = 0;
     for await (const b of stream(base, fragmentFilter([f]), SUMMARY_SCAN_COLUMNS)) {
@@ -296,58 +303,52 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
     const items = visitor.done(); // in item order
     const ids: string[] = [];
     // Durable creates: a name present is a whole document (a power cut during a plain put could
-    // leave an empty file under it, which no later pass would count again). Content follows
-    // from the name, so one already there (another maintainer's) is as good. The head last.
+    // leave an empty file under it, which no later pass would count again). The head last.
     for (let k = 0; k * CHUNK_ITEMS < items.length; k++) {
       const part = items.slice(k * CHUNK_ITEMS, (k + 1) * CHUNK_ITEMS);
       ids.push(part[0]!.itemId);
       const doc: ChunkDoc = { format: FORMAT, fragment: f, rows, chunk: k, items: part.map(encodeAggregate) };
-      await ctx.objects.putIfAbsent(chunkKey(id, f, rows, k), JSON.stringify(doc));
+      await ctx.objects.putIfAbsent(chunkKey(nonce, f, rows, k), JSON.stringify(doc));
     }
-    await writeRowsFiles(ctx.objects, base, id, f, rows, items.map((a) => a.itemId));
+    await writeRowsFiles(ctx.objects, base, nonce, f, rows, items.map((a) => a.itemId));
     const head: HeadDoc = { format: FORMAT, fragment: f, rows, firstIds: ids, lastId: items.at(-1)!.itemId };
-    await ctx.objects.putIfAbsent(fragmentKey(id, f, rows), JSON.stringify(head));
-    heads.set(f, { firstIds: ids, lastId: head.lastId });
+    await ctx.objects.putIfAbsent(fragmentKey(nonce, f, rows), JSON.stringify(head));
+    heads.set(f, { nonce, firstIds: ids, lastId: head.lastId });
     report.countedRows += rows;
   }
-  const entries: FragmentEntry[] = [...counts].sort((a, b) => a[0] - b[0]).map(([f, rows]) => [f, rows, heads.get(f)!.firstIds, heads.get(f)!.lastId]);
-  const index: IndexDoc = { format: FORMAT, id, baseVersion: version, fragments: entries };
+  const entries: FragmentEntry[] = [...counts].sort((a, b) => a[0] - b[0]).map(([f, rows]) => {
+    const h = heads.get(f)!;
+    return [f, rows, h.nonce, h.firstIds, h.lastId];
+  });
+  const index: IndexDoc = { format: FORMAT, baseVersion: version, fragments: entries };
   if (!current) await ctx.objects.put(PROJECTION_KEY, JSON.stringify(index));
   // Documents the index does not name go now (also after a pass that stopped before this), even
   // if a reader holds the previous index (it then finds one missing and scans): a purge rewrote
   // the fragments holding a deleted item, and the old fragments' documents hold its id and
   // failures (docs/design/deletion.md).
   const keep = new Set<string>();
-  for (const [f, rows, ids] of entries) {
-    keep.add(nameOf(fragmentKey(id, f, rows)));
-    for (let k = 0; k < ids.length; k++) keep.add(nameOf(chunkKey(id, f, rows, k))).add(rowsName(id, f, rows, k));
+  for (const [f, rows, nonce, ids] of entries) {
+    keep.add(nameOf(fragmentKey(nonce, f, rows)));
+    for (let k = 0; k < ids.length; k++) keep.add(nameOf(chunkKey(nonce, f, rows, k))).add(rowsName(nonce, f, rows, k));
   }
   for (const name of stored) if ((name.startsWith('frag-') || ROWS_NAME.test(name)) && !keep.has(name)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
   return report;
 }
 
-/** The projection's id (ID_KEY), made by the first pass to need it; an unreadable one is made again (every document is then counted again). */
-async function projectionId(objects: ObjectStore): Promise<string> {
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const body = await objects.get(ID_KEY);
-    if (body !== null && ID.test(body)) return body;
-    if (body !== null) await objects.delete(ID_KEY);
-    await objects.putIfAbsent(ID_KEY, randomBytes(8).toString('hex'));
-  }
-  throw new UnavailableError(`the listing projection's id at ${ID_KEY} did not settle`);
-}
-
 /**
  * The fold projection's files of fragment `f` (lib/log/fold-rows.ts): chunk k's items (`ids`, in
  * item order, CHUNK_ITEMS a chunk) with all their rows in the fragment. Queried by item ranges
- * within the fragment, streamed, each item's rows gzipped as its range is read; the ranges are
- * sized so that one holds about ROWS_JSON_PER_QUERY bytes of rows (from what the last one held),
- * so memory grows with neither the fragment nor its values (review32 F2). Written before the
- * fragment's head, durable creates as the chunks are.
+ * within the fragment, streamed, each item's rows gzipped as its range is read. A query holds
+ * FIRST_QUERY_ITEMS items, then as many as make about ROWS_JSON_PER_QUERY bytes of rows by what
+ * the last one held, at most twice its items: memory grows with neither the fragment nor a run of
+ * small items before large ones (review32 F2, review33 F3), though an item's rows are held whole
+ * (as a Lance fold of it holds them). Written before the fragment's head, durable creates as the
+ * chunks are.
  */
-async function writeRowsFiles(objects: ObjectStore, base: Table, id: string, f: number, rows: number, ids: readonly string[]): Promise<void> {
-  let step = Math.min(CHUNK_ITEMS, Math.max(1, Math.floor(ROWS_PER_QUERY / Math.max(1, rows / ids.length))));
+async function writeRowsFiles(objects: ObjectStore, base: Table, nonce: string, f: number, rows: number, ids: readonly string[]): Promise<void> {
+  let step = FIRST_QUERY_ITEMS;
   let blocks: Array<[string, Buffer | null]> = [];
+  let fileBytes = 0;
   let seen = 0;
   for (let i = 0; i < ids.length; ) {
     const j = Math.min(ids.length, i + step);
@@ -370,14 +371,18 @@ async function writeRowsFiles(objects: ObjectStore, base: Table, id: string, f: 
       seen += list.length;
       const { block, jsonBytes } = encodeItem(list);
       json += jsonBytes;
-      blocks.push([itemId, block]);
+      // A file past its bound leaves the chunk's remaining items out (their folds query Lance).
+      const kept = block && fileBytes + block.length <= MAX_FILE_BYTES ? block : null;
+      fileBytes += kept?.length ?? 0;
+      blocks.push([itemId, kept]);
       if ((k + 1) % CHUNK_ITEMS === 0 || k + 1 === ids.length) {
-        await objects.putIfAbsent(rowsKey(id, f, rows, Math.floor(k / CHUNK_ITEMS)), assembleRowsFile(blocks));
+        await objects.putIfAbsent(rowsKey(nonce, f, rows, Math.floor(k / CHUNK_ITEMS)), assembleRowsFile(blocks));
         blocks = [];
+        fileBytes = 0;
       }
     }
     i = j;
-    step = Math.max(1, Math.min(4 * step, Math.floor((step * ROWS_JSON_PER_QUERY) / Math.max(1, json))));
+    step = Math.max(1, Math.min(2 * step, Math.floor((step * ROWS_JSON_PER_QUERY) / Math.max(1, json))));
   }
   if (seen !== rows) throw new UnavailableError(`base fragment ${f}: its rows files hold ${seen} rows, ${rows} counted`);
 }
@@ -436,12 +441,12 @@ export class ProjectionCache {
   }
 
   /** A chunk's aggregates (frozen: shared by every walk of the process), cached up to CACHED_CHUNKS. */
-  chunk(id: string, fragment: number, rows: number, k: number): Promise<readonly ItemAggregate[]> {
-    const key = chunkKey(id, fragment, rows, k);
+  chunk(nonce: string, fragment: number, rows: number, k: number): Promise<readonly ItemAggregate[]> {
+    const key = chunkKey(nonce, fragment, rows, k);
     let c = this.chunks.get(key);
     if (c) this.chunks.delete(key);
     else {
-      c = loadChunk(this.objects, id, fragment, rows, k).then((items) => items.map(freezeAggregate));
+      c = loadChunk(this.objects, nonce, fragment, rows, k).then((items) => items.map(freezeAggregate));
       c.catch(() => this.chunks.get(key) === c && this.chunks.delete(key));
     }
     this.chunks.set(key, c);
@@ -456,8 +461,9 @@ export class ProjectionCache {
    * The index as stored now (one GET, parsed again only when its text changed). Read by every
    * fold and listing rather than held: an index held in memory could outlive its log (deleted
    * and made again at the same place, whose fragments and versions are numbered from the start
-   * again: review22 R1, review32 F1); the stored one is the log's own, and its id is in the name
-   * of every document it names, so nothing cached of the old log is taken for the new one's.
+   * again: review22 R1, review32 F1); the stored one is the log's own, and the nonces it gives
+   * are in the names of the documents it names, so nothing cached of another history is taken
+   * for this one's.
    */
   async storedIndex(): Promise<ProjectionIndex | null> {
     const body = await this.objects.get(PROJECTION_KEY);
@@ -503,7 +509,7 @@ class FragmentCursor {
 
   constructor(
     private readonly cache: ProjectionCache,
-    private readonly id: string,
+    private readonly nonce: string,
     private readonly fragment: number,
     private readonly rows: number,
     private readonly firstIds: readonly string[],
@@ -542,10 +548,10 @@ class FragmentCursor {
 
   async load(): Promise<void> {
     const k = this.chunk++;
-    this.items = await this.cache.chunk(this.id, this.fragment, this.rows, k);
+    this.items = await this.cache.chunk(this.nonce, this.fragment, this.rows, k);
     this.i = 0;
     // The merge placed the chunk by the first id the index gives for it.
-    if (this.items[0]?.itemId !== this.firstIds[k]) throw new StaleProjection(`projection chunk ${chunkKey(this.id, this.fragment, this.rows, k)} does not start at ${this.firstIds[k]}`);
+    if (this.items[0]?.itemId !== this.firstIds[k]) throw new StaleProjection(`projection chunk ${chunkKey(this.nonce, this.fragment, this.rows, k)} does not start at ${this.firstIds[k]}`);
   }
 
   /** The aggregate `peek` named (loaded). */
@@ -561,7 +567,7 @@ class FragmentCursor {
  * fragment.
  */
 async function* merged(cache: ProjectionCache, index: ProjectionIndex, after: string | undefined, extra: readonly ItemAggregate[]): AsyncGenerator<ItemAggregate[]> {
-  const cursors = [...index.fragments].map(([f, rows]) => new FragmentCursor(cache, index.id, f, rows, index.chunks.get(f)!, index.lastIds.get(f)!, after));
+  const cursors = [...index.fragments].map(([f, rows]) => new FragmentCursor(cache, index.nonces.get(f)!, f, rows, index.chunks.get(f)!, index.lastIds.get(f)!, after));
   let e = 0;
   while (e < extra.length && after !== undefined && compareUtf8(extra[e]!.itemId, after) <= 0) e++;
   const ids: Array<string | null> = cursors.map(() => null);
@@ -718,7 +724,7 @@ export async function projectedItemRows(cache: ProjectionCache, base: Table, ite
       if (compareUtf8(itemId, firstIds[0]!) < 0 || compareUtf8(itemId, index.lastIds.get(f)!) > 0) continue;
       let k = 0;
       while (k + 1 < firstIds.length && compareUtf8(firstIds[k + 1]!, itemId) <= 0) k++;
-      reads.push(cache.rowsDirs.itemRows(rowsKey(index.id, f, rows, k), itemId));
+      reads.push(cache.rowsDirs.itemRows(rowsKey(index.nonces.get(f)!, f, rows, k), itemId));
     }
     return (await Promise.all(reads)).flat();
   } catch (e) {
