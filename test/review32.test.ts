@@ -10,6 +10,9 @@
  *    per item, queries sized by rows). Now an item too large for one file is left out (its folds
  *    query Lance) and the queries are sized by bytes.
  *  - F4: a rows-file read that failed for a storage reason failed the fold; now Lance answers.
+ *  - review34 F3: each count writes under a new nonce, so a step failing pass after pass left
+ *    a set of a fragment's files per pass; a fragment's leftovers are now deleted before it is
+ *    counted again.
  *  - review33 F1: the projection id of F1 lived in the log's folder, so a log restored from an
  *    archive kept it, and its merges reused the lost history's fragment ids: the same names
  *    again. Now each fragment's documents get a new nonce whenever they are counted.
@@ -19,6 +22,7 @@ import { describe, expect, it } from 'vitest';
 import { UnavailableError } from '../lib/errors.ts';
 import { decodeRowsFile, MAX_ITEM_JSON } from '../lib/log/fold-rows.ts';
 import { PROJECTION_DIR } from '../lib/log/projection.ts';
+import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/summary.ts';
 import { createBatch } from './support/batches.ts';
 import { raceFixture, type TableTap } from './support/race-kit.ts';
 
@@ -128,5 +132,31 @@ describe('F2 and F4: items too large for a file, and rows files that cannot be r
     };
     expect(await S.log.fold('small')).toEqual(small);
     expect(baseQueries, 'the fold queried the base').toBe(2);
+  });
+});
+
+describe('review34 F3: a projection step that keeps failing', () => {
+  it('does not pile up a fragment\'s leftovers, one set per failed pass', async () => {
+    const { open } = setup();
+    const W = open({ mergeEveryCommits: 1000 });
+    await W.log.append([createBatch('a'), createBatch('b')]);
+    await W.log.mergeOwnShard();
+    await W.log.close();
+    const left: number[] = [];
+    for (let pass = 0; pass < 3; pass++) {
+      const M = open({ owner: `m${pass}` });
+      // Any failure past the chunks and rows files: the head's create fails.
+      M.objects.tap.before = (op, key) => {
+        if (op === 'putIfAbsent' && /\/frag-v\d+-n[0-9a-f]+-\d+-\d+\.json$/.test(key)) throw new UnavailableError('injected: head PUT failed');
+      };
+      expect((await M.log.maintain()).failures.map((f) => f.step)).toContain('projection');
+      left.push((await M.objects.inner.list(PROJECTION_DIR)).filter((n) => n.startsWith('frag-') || n.startsWith('rows-')).length);
+    }
+    expect(left[0], 'the failed pass left its chunk and rows file').toBeGreaterThan(0);
+    expect(left, 'one set, not one per pass').toEqual([left[0], left[0], left[0]]);
+    const M = open({ owner: 'ok' });
+    expect((await M.log.maintain()).failures).toEqual([]);
+    const R = open({ owner: 'reader' });
+    expect(await R.log.projected()).toEqual(await R.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor()));
   });
 });

@@ -71,8 +71,9 @@ const NONCE = /^[0-9a-f]{12}$/;
 const newNonce = (): string => randomBytes(6).toString('hex');
 /** A head of this format: nonce, fragment id, live rows. */
 const HEAD_NAME = new RegExp(`^frag-v${FORMAT}-n([0-9a-f]{12})-(\\d+)-(\\d+)\\.json$`);
-/** Items of the first query of a fragment's rows files; each later one holds at most twice the last one's. */
+/** Items of the first query of a fragment's rows files; each later one holds at most twice the last one's, and MAX_QUERY_ITEMS. */
 const FIRST_QUERY_ITEMS = 64;
+const MAX_QUERY_ITEMS = 256;
 /** Most bytes of gzipped rows in one rows file (a chunk's items past it are left out). */
 const MAX_FILE_BYTES = 256 * 2 ** 20;
 /** Bytes of rows (as JSON) a query of a fragment's rows files aims at: later ranges are sized by it. */
@@ -291,6 +292,13 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   }
   const current = missing.length === 0 && prev?.baseVersion === version && covers(prev, counts);
   for (const [f, rows] of missing) {
+    // Leftovers of this fragment (a pass that failed after writing some; another maintainer's
+    // unfinished set) go first: each count writes under a new nonce, so failing passes would
+    // otherwise pile them up until a pass succeeds (review34 F3).
+    for (const name of stored) {
+      const m = DOC_NAME.exec(name) ?? ROWS_NAME.exec(name);
+      if (m && Number(m[1]) === f && Number(m[2]) === rows) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
+    }
     const nonce = newNonce();
     const visitor = new SummaryVisitor();
     let seen = 0;
@@ -340,9 +348,10 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
  * item order, CHUNK_ITEMS a chunk) with all their rows in the fragment. Queried by item ranges
  * within the fragment, streamed, each item's rows gzipped as its range is read. A query holds
  * FIRST_QUERY_ITEMS items, then as many as make about ROWS_JSON_PER_QUERY bytes of rows by what
- * the last one held, at most twice its items: memory grows with neither the fragment nor a run of
- * small items before large ones (review32 F2, review33 F3), though an item's rows are held whole
- * (as a Lance fold of it holds them). Written before the fragment's head, durable creates as the
+ * the last one held, at most twice its items and MAX_QUERY_ITEMS: memory does not grow with the
+ * fragment; it is bounded by MAX_QUERY_ITEMS times the largest item's rows (review32 F2,
+ * review33 F3, review34 F2: item sizes are not known before they are read), and an item's rows
+ * are held whole (as a Lance fold of it holds them). Written before the fragment's head, durable creates as the
  * chunks are.
  */
 async function writeRowsFiles(objects: ObjectStore, base: Table, nonce: string, f: number, rows: number, ids: readonly string[]): Promise<void> {
@@ -371,7 +380,7 @@ async function writeRowsFiles(objects: ObjectStore, base: Table, nonce: string, 
       seen += list.length;
       const { block, jsonBytes } = encodeItem(list);
       json += jsonBytes;
-      // A file past its bound leaves the chunk's remaining items out (their folds query Lance).
+      // An item whose block would take the file past its bound is left out (its folds query Lance).
       const kept = block && fileBytes + block.length <= MAX_FILE_BYTES ? block : null;
       fileBytes += kept?.length ?? 0;
       blocks.push([itemId, kept]);
@@ -382,7 +391,7 @@ async function writeRowsFiles(objects: ObjectStore, base: Table, nonce: string, 
       }
     }
     i = j;
-    step = Math.max(1, Math.min(2 * step, Math.floor((step * ROWS_JSON_PER_QUERY) / Math.max(1, json))));
+    step = Math.max(1, Math.min(2 * step, MAX_QUERY_ITEMS, Math.floor((step * ROWS_JSON_PER_QUERY) / Math.max(1, json))));
   }
   if (seen !== rows) throw new UnavailableError(`base fragment ${f}: its rows files hold ${seen} rows, ${rows} counted`);
 }
