@@ -13,6 +13,10 @@
  *  - review34 F3: each count writes under a new nonce, so a step failing pass after pass left
  *    a set of a fragment's files per pass; a fragment's leftovers are now deleted before it is
  *    counted again.
+ *  - review34 F1: a pass of the old history still running after the log was deleted (or
+ *    restored) wrote its index and documents into the new one, and the next pass took them for
+ *    the new fragments (same ids, same live rows). A fragment's documents are now taken only if
+ *    its first item's events in them are those in the fragment.
  *  - review33 F1: the projection id of F1 lived in the log's folder, so a log restored from an
  *    archive kept it, and its merges reused the lost history's fragment ids: the same names
  *    again. Now each fragment's documents get a new nonce whenever they are counted.
@@ -158,5 +162,36 @@ describe('review34 F3: a projection step that keeps failing', () => {
     expect((await M.log.maintain()).failures).toEqual([]);
     const R = open({ owner: 'reader' });
     expect(await R.log.projected()).toEqual(await R.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor()));
+  });
+});
+
+describe('review34 F1: an old history\'s maintenance writing into the new one', () => {
+  it('the next pass does not take its documents for the new fragments: folds and listings answer the new log', async () => {
+    const { open } = setup();
+    const W1 = open({ mergeEveryCommits: 1000 });
+    await W1.log.append([createBatch('old-a', { set: { prompt: 'OLD LOG' } }), createBatch('old-b')]);
+    await W1.log.mergeOwnShard();
+    await W1.log.close();
+    expect((await open({}).log.maintain()).failures).toEqual([]);
+    const dir = `${W1.log.uri}/_dgcl/projection`;
+    const late = `${W1.log.uri}.late-writes`;
+    await fs.cp(dir, late, { recursive: true }); // what the old pass PUTs after the delete
+
+    await fs.rm(W1.log.uri, { recursive: true, force: true });
+    const W2 = open({ mergeEveryCommits: 1000 });
+    // The same shape: fragment 0 with the same live rows at the same base version.
+    await W2.log.append([createBatch('old-a', { set: { prompt: 'NEW LOG' } }), createBatch('new-x')]);
+    await W2.log.mergeOwnShard();
+    await W2.log.close();
+    await fs.cp(late, dir, { recursive: true });
+    const rep = await open({}).log.maintain();
+    expect(rep.failures).toEqual([]);
+    expect(rep.projection?.countedRows, 'fragment 0 counted again, not taken from the old index').toBe((await open({ owner: 'stats' }).log.stats()).base.rows);
+    const F = open({ owner: 'fresh' });
+    expect(JSON.stringify(await F.log.fold('old-a'))).toContain('NEW LOG');
+    expect((await F.log.fold('new-x')).itemId).toBe('new-x');
+    expect((await F.log.items()).items.map((i) => i.itemId)).toEqual(['new-x', 'old-a']);
+    // And a pass after that finds its own documents whole: nothing counted again.
+    expect((await open({}).log.maintain()).projection?.countedRows).toBe(0);
   });
 });

@@ -36,6 +36,8 @@ export const ROWS_NAME = /^rows-v\d+-(?:[a-z][0-9a-f]*-)?(\d+)-(\d+)-\d+\.bin$/;
 
 /** A rows file that is missing, damaged or not of this format: the fold reads Lance instead. */
 export class RowsFileError extends Error {}
+/** The item is in the file's directory without its rows (too large for it): the fold reads Lance. */
+export class LeftOutError extends RowsFileError {}
 
 // --- rows -----------------------------------------------------------------------------------
 
@@ -229,7 +231,7 @@ export class RowsDirectories {
     const d = await this.directory(key);
     const i = find(d.ids, itemId);
     if (i < 0) return [];
-    if (d.lengths[i] === 0) throw new RowsFileError(`${key}: the rows of ${itemId} are too large for it`);
+    if (d.lengths[i] === 0) throw new LeftOutError(`${key}: the rows of ${itemId} are too large for it`);
     const start = d.offsets[i]!;
     const end = start + d.lengths[i]!;
     let block: Uint8Array;

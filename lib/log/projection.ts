@@ -19,7 +19,7 @@ import { DgclError, UnavailableError } from '../errors.ts';
 import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
-import { assembleRowsFile, encodeItem, ROWS_NAME, rowsName, RowsDirectories, RowsFileError } from './fold-rows.ts';
+import { assembleRowsFile, encodeItem, LeftOutError, ROWS_NAME, rowsName, RowsDirectories, RowsFileError } from './fold-rows.ts';
 import { itemHash } from './layout.ts';
 import type { LogReader } from './reader.ts';
 import { releaseBatch } from './release.ts';
@@ -276,6 +276,7 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   // leftover's).
   const heads = new Map<number, { nonce: string; firstIds: string[]; lastId: string }>();
   const missing: Array<[number, number]> = [];
+  const dirs = new RowsDirectories(ctx.objects);
   for (const [f, rows] of counts) {
     const candidates = prev?.fragments.get(f) === rows ? [prev.nonces.get(f)!] : (headNonces.get(`${f}-${rows}`) ?? []);
     for (const nonce of candidates) {
@@ -283,7 +284,8 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
       const head = prev?.fragments.get(f) === rows ? { firstIds: [...prev.chunks.get(f)!], lastId: prev.lastIds.get(f)! } : await loadHead(ctx.objects, nonce, f, rows);
       // A head is whole only with every chunk and rows file it names: a stale maintainer's
       // cleanup, or one deleting another's leftovers, can leave a head without them (review31 F2).
-      if (head && head.firstIds.every((_, k) => stored.has(nameOf(chunkKey(nonce, f, rows, k))) && stored.has(rowsName(nonce, f, rows, k)))) {
+      const whole = head && head.firstIds.every((_, k) => stored.has(nameOf(chunkKey(nonce, f, rows, k))) && stored.has(rowsName(nonce, f, rows, k)));
+      if (whole && (await holdsFirstItem(dirs, base, nonce, f, rows, head.firstIds[0]!))) {
         heads.set(f, { nonce, ...head });
         break;
       }
@@ -341,6 +343,29 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   }
   for (const name of stored) if ((name.startsWith('frag-') || ROWS_NAME.test(name)) && !keep.has(name)) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
   return report;
+}
+
+/**
+ * Whether the documents under `nonce` are of this history's fragment `f`: the fragment's first
+ * item has the same events (ids) in its rows file as in the fragment. A fragment id and live row
+ * count repeat across histories of a log (deleted and made again, restored from an archive), and
+ * a pass of the old history still running then can write its documents and index into the new
+ * one (review34 F1); event ids come from the checkpoints' content, so another history's fragment
+ * passes only with the same first item's same events. One point read per fragment and pass.
+ * An item left out of its file (too large) is not checked.
+ */
+async function holdsFirstItem(dirs: RowsDirectories, base: Table, nonce: string, f: number, rows: number, itemId: string): Promise<boolean> {
+  let stored: EventRow[];
+  try {
+    stored = await dirs.itemRows(rowsKey(nonce, f, rows, 0), itemId);
+  } catch (e) {
+    if (e instanceof LeftOutError) return true;
+    if (e instanceof RowsFileError) return false;
+    throw e;
+  }
+  const live = rowsFromArrow(await base.query().select(projection(['event_id', 'item_id'])).where(`(${fragmentFilter([f])}) AND item_id = ${sqlString(itemId)}`).toArrow());
+  const ids = (r: readonly EventRow[]) => r.map((x) => x.event_id).sort().join('\n');
+  return live.length > 0 && ids(stored) === ids(live);
 }
 
 /**
