@@ -285,7 +285,8 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
       // A head is whole only with every chunk and rows file it names: a stale maintainer's
       // cleanup, or one deleting another's leftovers, can leave a head without them (review31 F2).
       const whole = head && head.firstIds.every((_, k) => stored.has(nameOf(chunkKey(nonce, f, rows, k))) && stored.has(rowsName(nonce, f, rows, k)));
-      if (whole && (await holdsFirstItem(dirs, base, nonce, f, rows, head.firstIds[0]!))) {
+      const last = head ? head.firstIds.length - 1 : 0;
+      if (whole && (await holdsItem(dirs, base, nonce, f, rows, 0, head.firstIds[0]!)) && (await holdsItem(dirs, base, nonce, f, rows, last, head.lastId))) {
         heads.set(f, { nonce, ...head });
         break;
       }
@@ -346,18 +347,20 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
 }
 
 /**
- * Whether the documents under `nonce` are of this history's fragment `f`: the fragment's first
- * item has the same events (ids) in its rows file as in the fragment. A fragment id and live row
- * count repeat across histories of a log (deleted and made again, restored from an archive), and
- * a pass of the old history still running then can write its documents and index into the new
- * one (review34 F1); event ids come from the checkpoints' content, so another history's fragment
- * passes only with the same first item's same events. One point read per fragment and pass.
- * An item left out of its file (too large) is not checked.
+ * Whether the documents under `nonce` look like this history's fragment `f`: `itemId` (the
+ * fragment's first item, then its last) has the same events (ids) in chunk `k`'s rows file as
+ * in the fragment. A fragment id and live row count repeat across histories of a log (deleted
+ * and made again, restored from an archive), and a pass of the old history still running then
+ * can write its documents and index into the new one (review34 F1). Event ids hash the
+ * checkpoints' content, so another history's fragment passes only if its first and last items
+ * have the same events: a re-run of the same inputs can (review35 F1); then what lies between is
+ * not checked. Two point reads per fragment and pass. An item left out of its file (too large)
+ * is not checked.
  */
-async function holdsFirstItem(dirs: RowsDirectories, base: Table, nonce: string, f: number, rows: number, itemId: string): Promise<boolean> {
+async function holdsItem(dirs: RowsDirectories, base: Table, nonce: string, f: number, rows: number, k: number, itemId: string): Promise<boolean> {
   let stored: EventRow[];
   try {
-    stored = await dirs.itemRows(rowsKey(nonce, f, rows, 0), itemId);
+    stored = await dirs.itemRows(rowsKey(nonce, f, rows, k), itemId);
   } catch (e) {
     if (e instanceof LeftOutError) return true;
     if (e instanceof RowsFileError) return false;
