@@ -19,6 +19,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { COLUMN_SPECS, LIGHT_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
+import { LoadCache } from './load-cache.ts';
 import { compareUtf8 } from './summary.ts';
 
 const MAGIC = Buffer.from('dgclrow1', 'latin1');
@@ -207,28 +208,13 @@ function find(ids: readonly string[], id: string): number {
 
 /** A process's rows files' directories, least recently used out (immutable: the name says what they hold). */
 export class RowsDirectories {
-  private dirs = new Map<string, Promise<Directory>>();
+  private readonly dirs = new LoadCache<Directory>(CACHED_DIRS);
 
   constructor(private readonly objects: ObjectStore) {}
 
-  private directory(key: string): Promise<Directory> {
-    let d = this.dirs.get(key);
-    if (d) this.dirs.delete(key);
-    else {
-      d = readDirectory(this.objects, key);
-      d.catch(() => this.dirs.get(key) === d && this.dirs.delete(key));
-    }
-    this.dirs.set(key, d);
-    for (const old of this.dirs.keys()) {
-      if (this.dirs.size <= CACHED_DIRS) break;
-      this.dirs.delete(old);
-    }
-    return d;
-  }
-
   /** The rows `key` holds of `itemId` (none when it holds no such item), or RowsFileError. */
   async itemRows(key: string, itemId: string): Promise<EventRow[]> {
-    const d = await this.directory(key);
+    const d = await this.dirs.get(key, () => readDirectory(this.objects, key));
     const i = find(d.ids, itemId);
     if (i < 0) return [];
     if (d.lengths[i] === 0) throw new LeftOutError(`${key}: the rows of ${itemId} are too large for it`);
@@ -249,7 +235,7 @@ export class RowsDirectories {
   }
 
   clear(): void {
-    this.dirs = new Map();
+    this.dirs.clear();
   }
 }
 

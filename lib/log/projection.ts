@@ -19,6 +19,7 @@ import { DgclError, UnavailableError } from '../errors.ts';
 import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
+import { LoadCache } from './load-cache.ts';
 import { assembleRowsFile, encodeItem, LeftOutError, ROWS_NAME, rowsName, RowsDirectories, RowsFileError } from './fold-rows.ts';
 import { itemHash } from './layout.ts';
 import type { LogReader } from './reader.ts';
@@ -468,7 +469,7 @@ export class ProjectionCache {
    */
   private counted: { base: Table; counts: Promise<ReadonlyMap<number, number>> } | null = null;
   /** Parsed chunks by key (immutable: the name says what they hold), in order of last use. */
-  private chunks = new Map<string, Promise<readonly ItemAggregate[]>>();
+  private readonly chunks = new LoadCache<readonly ItemAggregate[]>(CACHED_CHUNKS);
   /** The rows files' directories folds read (lib/log/fold-rows.ts). */
   readonly rowsDirs: RowsDirectories;
   /** The index as last read: its text, parsed (null: not an index this version reads). */
@@ -479,19 +480,7 @@ export class ProjectionCache {
 
   /** A chunk's aggregates (frozen: shared by every walk of the process), cached up to CACHED_CHUNKS. */
   chunk(nonce: string, fragment: number, rows: number, k: number): Promise<readonly ItemAggregate[]> {
-    const key = chunkKey(nonce, fragment, rows, k);
-    let c = this.chunks.get(key);
-    if (c) this.chunks.delete(key);
-    else {
-      c = loadChunk(this.objects, nonce, fragment, rows, k).then((items) => items.map(freezeAggregate));
-      c.catch(() => this.chunks.get(key) === c && this.chunks.delete(key));
-    }
-    this.chunks.set(key, c);
-    for (const old of this.chunks.keys()) {
-      if (this.chunks.size <= CACHED_CHUNKS) break;
-      this.chunks.delete(old);
-    }
-    return c;
+    return this.chunks.get(chunkKey(nonce, fragment, rows, k), () => loadChunk(this.objects, nonce, fragment, rows, k).then((items) => items.map(freezeAggregate)));
   }
 
   /**
@@ -529,7 +518,7 @@ export class ProjectionCache {
   clear(): void {
     this.counted = null;
     this.lastIndex = null;
-    this.chunks = new Map();
+    this.chunks.clear();
     this.rowsDirs.clear();
   }
 }
