@@ -28,6 +28,11 @@ function row(itemId: string, seq: number, over: Partial<EventRow> = {}): EventRo
 /** A store that counts its ranged reads. */
 class CountingStore extends LocalObjectStore {
   ranges: ByteRange[] = [];
+  /** Another base URI: what the rows-file reader takes for the kind of store. */
+  constructor(dir: string, uri?: string) {
+    super(dir);
+    if (uri) (this as { baseUri: string }).baseUri = uri;
+  }
   override getBytes(key: string, range: ByteRange) {
     this.ranges.push(range);
     return super.getBytes(key, range);
@@ -71,14 +76,15 @@ describe('rows codec and file', () => {
   });
 
   it('reads an item from the end of a small file in one request, from a large one in two or three', async () => {
-    const objects = new CountingStore(tempRoot());
+    const dir = tempRoot();
+    const objects = new CountingStore(dir);
     const small = [['a', [row('a', 1), row('a', 2)]], ['b', [row('b', 1)]]] as const;
     await objects.putIfAbsent('_dgcl/projection/rows-v1-0-3-0.bin', encodeRowsFile(small));
     const dirs = new RowsDirectories(objects);
     expect(await dirs.itemRows('_dgcl/projection/rows-v1-0-3-0.bin', 'b')).toEqual([row('b', 1)]);
     expect(await dirs.itemRows('_dgcl/projection/rows-v1-0-3-0.bin', 'a')).toEqual(small[0][1]);
     expect(await dirs.itemRows('_dgcl/projection/rows-v1-0-3-0.bin', 'c'), 'an item it does not hold').toEqual([]);
-    expect(objects.ranges, 'one read of the end: the file is within it').toEqual([{ suffix: 256 * 1024 }]);
+    expect(objects.ranges, 'one read of the end: the file is within it').toEqual([{ suffix: 16 * 1024 }]);
 
     // Long random ids: a directory longer than the end read first, items far before it.
     const ids = Array.from({ length: 1000 }, (_, i) => `${String(i).padStart(4, '0')}-${randomBytes(300).toString('base64')}`);
@@ -92,6 +98,20 @@ describe('rows codec and file', () => {
     expect(await fresh.itemRows('_dgcl/projection/rows-v1-1-1000-0.bin', ids[500]!)).toEqual(big[500]![1]);
     expect(objects.ranges.length, 'the directory is kept: the item alone').toBe(1);
     expect(decodeRowsFile((await objects.getBytes('_dgcl/projection/rows-v1-1-1000-0.bin', { suffix: 2 ** 30 }))!.bytes)).toEqual(big);
+
+    // On an object store a request costs more than its bytes: a longer end, so a file of 100
+    // items (~75 KB) comes whole in the first read, and every later fold of its items needs none.
+    const remote = new CountingStore(dir, 's3://bucket/p/e/log.lance');
+    const mid = Array.from({ length: 100 }, (_, i) => [`m${String(i).padStart(3, '0')}`, [row(`m${String(i).padStart(3, '0')}`, 1, { traceback: randomBytes(300).toString('hex') })]] as const);
+    await objects.putIfAbsent('_dgcl/projection/rows-v1-2-100-0.bin', encodeRowsFile(mid));
+    const viaRemote = new RowsDirectories(remote);
+    for (const k of [0, 50, 99]) expect(await viaRemote.itemRows('_dgcl/projection/rows-v1-2-100-0.bin', `m${String(k).padStart(3, '0')}`)).toEqual(mid[k]![1]);
+    expect(remote.ranges).toEqual([{ suffix: 256 * 1024 }]);
+    // Locally the end is short: the directory, then the item's range.
+    objects.ranges = [];
+    const viaLocal = new RowsDirectories(objects);
+    for (const k of [0, 50]) expect(await viaLocal.itemRows('_dgcl/projection/rows-v1-2-100-0.bin', `m${String(k).padStart(3, '0')}`)).toEqual(mid[k]![1]);
+    expect(objects.ranges).toEqual([{ suffix: 16 * 1024 }, expect.objectContaining({ start: 0 }), expect.objectContaining({ start: expect.any(Number) })]);
   });
 
   it('a damaged file is an error of its own, never other rows', async () => {

@@ -20,6 +20,9 @@
  *  - review33 F1: the projection id of F1 lived in the log's folder, so a log restored from an
  *    archive kept it, and its merges reused the lost history's fragment ids: the same names
  *    again. Now each fragment's documents get a new nonce whenever they are counted.
+ *  - review33 F2: a process kept the base pinned by version number; a log made again at the
+ *    same place reaches that number with other files, and the process's scans failed ("Not
+ *    found") until the version moved. A read that fails now opens the base's handles again.
  */
 import { promises as fs } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -62,6 +65,31 @@ describe('F1: a log deleted and made again at the same place', () => {
     expect(await R.log.fold('new-x'), 'an acked item of the new log').toEqual(await F.log.fold('new-x'));
     expect((await R.log.items()).items, 'the new log\'s items').toEqual((await F.log.items()).items);
     expect((await R.log.items()).items.map((i) => i.itemId)).toEqual(['new-x', 'old-a']);
+  });
+});
+
+describe('review33 F2: a base version number the deleted log had', () => {
+  it('a process that scanned the old log at that version scans the new one', async () => {
+    const { open } = setup();
+    const R = open({});
+    const scan = (l: typeof R) => l.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
+    const W1 = open({ mergeEveryCommits: 1000 });
+    await W1.log.append([createBatch('old-a'), createBatch('old-b')]);
+    await W1.log.mergeOwnShard();
+    await W1.log.close();
+    expect((await scan(R)).map((a) => a.itemId)).toEqual(['old-a', 'old-b']); // R pins the base at its version
+    const v = (await R.log.stats()).base.version;
+
+    await fs.rm(R.log.uri, { recursive: true, force: true });
+    const W2 = open({ mergeEveryCommits: 1000 });
+    await W2.log.append([createBatch('old-a', { set: { prompt: 'NEW LOG' } }), createBatch('new-x')]);
+    await W2.log.mergeOwnShard();
+    await W2.log.close();
+    const F = open({});
+    expect((await F.log.stats()).base.version, 'the new base is at the version R pinned').toBe(v);
+    const want = await scan(F);
+    expect(want.map((a) => a.itemId)).toEqual(['new-x', 'old-a']);
+    expect(await scan(R)).toEqual(want);
   });
 });
 

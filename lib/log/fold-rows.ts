@@ -19,15 +19,22 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { COLUMN_SPECS, LIGHT_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
+import { isObjectStoreUri } from '../storage/location.ts';
 import { LoadCache } from './load-cache.ts';
 import { compareUtf8 } from './summary.ts';
 
 const MAGIC = Buffer.from('dgclrow1', 'latin1');
 const FOOTER = 4 + MAGIC.length;
-/** Bytes read from a file's end first: the directory of 1,000 items, and all of a small file. */
-const TAIL_BYTES = 256 * 1024;
-/** Directories (and their files' ends) a process keeps: a fold of the next item in the same chunk needs one GET. */
-const CACHED_DIRS = 32;
+/**
+ * How a process reads rows files, by kind of store: the bytes read from a file's end first (the
+ * directory; a longer one costs a second read) and the directories kept. On an object store a
+ * request costs more than its bytes: the last 256 KiB, so a small file comes whole in one GET and
+ * later folds of its items need none. On a local disk the bytes cost more than a read: 16 KiB
+ * (a directory of 1,000 short ids is ~8 KB), and more directories kept (~50 KB each), so that
+ * folds of a 10^7-event log (200 files per fragment) find theirs (docs/design/performance.md,
+ * "Folds": 1.2-1.6 ms a fold against 0.7 when the directory had to be read).
+ */
+const READS = { objectStore: { tailBytes: 256 * 1024, cachedDirs: 32 }, local: { tailBytes: 16 * 1024, cachedDirs: 256 } } as const;
 
 const ROWS_PREFIX = 'rows-v1-';
 /** The rows of the `chunk`-th listing chunk's items in a fragment (name below the projection folder; `nonce`: the fragment documents', lib/log/projection.ts). */
@@ -168,8 +175,8 @@ interface Directory {
   tailStart: number;
 }
 
-async function readDirectory(objects: ObjectStore, key: string): Promise<Directory> {
-  const end = await objects.getBytes(key, { suffix: TAIL_BYTES });
+async function readDirectory(objects: ObjectStore, key: string, tailBytes: number): Promise<Directory> {
+  const end = await objects.getBytes(key, { suffix: tailBytes });
   if (end === null) throw new RowsFileError(`${key} is missing`);
   const { bytes, size } = end;
   const tailStart = size - bytes.length;
@@ -208,13 +215,17 @@ function find(ids: readonly string[], id: string): number {
 
 /** A process's rows files' directories, least recently used out (immutable: the name says what they hold). */
 export class RowsDirectories {
-  private readonly dirs = new LoadCache<Directory>(CACHED_DIRS);
+  private readonly reads: { tailBytes: number; cachedDirs: number };
+  private readonly dirs: LoadCache<Directory>;
 
-  constructor(private readonly objects: ObjectStore) {}
+  constructor(private readonly objects: ObjectStore) {
+    this.reads = isObjectStoreUri(objects.baseUri) ? READS.objectStore : READS.local;
+    this.dirs = new LoadCache<Directory>(this.reads.cachedDirs);
+  }
 
   /** The rows `key` holds of `itemId` (none when it holds no such item), or RowsFileError. */
   async itemRows(key: string, itemId: string): Promise<EventRow[]> {
-    const d = await this.dirs.get(key, () => readDirectory(this.objects, key));
+    const d = await this.dirs.get(key, () => readDirectory(this.objects, key, this.reads.tailBytes));
     const i = find(d.ids, itemId);
     if (i < 0) return [];
     if (d.lengths[i] === 0) throw new LeftOutError(`${key}: the rows of ${itemId} are too large for it`);

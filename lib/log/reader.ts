@@ -271,8 +271,11 @@ export class LogReader {
       }
       if (definite !== undefined) throw definite;
       if (!failed) return result as T;
-      // The layout held still: an I/O error of storage or Lance; try again on fresh handles.
+      // The layout held still: an I/O error of storage or Lance; try again on fresh handles,
+      // the base's too: one pinned at a version number a deleted log also had (made again or
+      // restored at the same place) names that log's files, gone (review33 F2).
       for (const v of read) this.forget(v.name);
+      this.tables.forgetBase();
     }
     if (lastError instanceof DgclError) throw lastError;
     throw new UnavailableError(`read of ${this.objects.baseUri} did not settle after ${READ_ATTEMPTS} attempts: ${errMsg(lastError)}`, { cause: lastError });

@@ -8,6 +8,7 @@ import * as lancedb from '@lancedb/lancedb';
 import { EVENT_SCHEMA } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { DatasetSync } from '../storage/dataset-sync.ts';
+import { isObjectStoreUri } from '../storage/location.ts';
 import { BASE_KEY, genKey, SHARDS_DIR } from './layout.ts';
 
 export type Table = lancedb.Table;
@@ -20,7 +21,7 @@ export type Table = lancedb.Table;
  * of 10^5 events: 20.8 GETs against 10.8 on 2.2; a cold one 44 against 33) and is slower there.
  */
 export function dataStorageVersion(uri: string): '2.1' | '2.2' {
-  return /^[a-z][a-z0-9+.-]*:\/\//i.test(uri) && !uri.startsWith('file://') ? '2.2' : '2.1';
+  return isObjectStoreUri(uri) ? '2.2' : '2.1';
 }
 
 /**
@@ -220,6 +221,12 @@ export class LanceTables {
     }
     const dataset = s;
     await this.wrapSync(name, () => dataset.sync());
+  }
+
+  /** Forget the base's handles (a read through them failed: the next one opens them again). */
+  forgetBase(): void {
+    this.baseTable = null;
+    this.pinnedBase = null;
   }
 
   /** Forget handles of a shard (after it was retired and deleted). */

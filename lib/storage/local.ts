@@ -113,7 +113,7 @@ export class LocalObjectStore implements ObjectStore {
     try {
       const size = (await fh.stat()).size;
       const [start, end] = 'suffix' in range ? [Math.max(0, size - checkRange(range.suffix)), size] : [Math.min(range.start, size), Math.min(range.start + checkRange(range.end - range.start), size)];
-      const bytes = Buffer.alloc(Math.max(0, end - start));
+      const bytes = Buffer.allocUnsafe(Math.max(0, end - start));
       let n = 0;
       while (n < bytes.length) {
         const { bytesRead } = await fh.read(bytes, n, bytes.length - n, start + n);
