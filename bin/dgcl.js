@@ -4,18 +4,21 @@
 //
 // The project runs on Node 22 (LanceDB 0.39 needs it; Lambda runs it). npm scripts and npx get
 // it from the pinned `node` devDependency (node_modules/.bin comes first on their PATH); run any
-// other way (`node bin/dgcl.js`, a shell whose node is older) this re-runs itself on that node.
+// other way (`node bin/dgcl.js`, a shell whose node is older than 22.13) this re-runs itself on
+// that node.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const MIN_MAJOR = 22;
-const major = Number(process.versions.node.split('.')[0]);
+// 22.13: local logs keep their coordination records in node:sqlite, unflagged from 22.13 on.
+const MIN = [22, 13];
+const [major, minor] = process.versions.node.split('.').map(Number);
+const tooOld = major < MIN[0] || (major === MIN[0] && minor < MIN[1]);
 
-if (major < MIN_MAJOR) {
+if (tooOld) {
   const pinned = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url));
   if (!existsSync(pinned)) {
-    process.stderr.write(`dgcl: Node >= ${MIN_MAJOR} is required, this is ${process.version}; run npm install (devDependency node) or use Node ${MIN_MAJOR}\n`);
+    process.stderr.write(`dgcl: Node >= ${MIN.join('.')} is required, this is ${process.version}; run npm install (devDependency node) or use Node ${MIN.join('.')} or later\n`);
     process.exit(1);
   }
   const child = spawn(pinned, [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });

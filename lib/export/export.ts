@@ -2,7 +2,7 @@
  * `exportItems(log)`: the final state of each item (or each finished one) as a dataset, one row
  * per item: id, root/parent ids, status, attempts and the chosen fields, as JSON Lines or Parquet.
  *
- * Bounded memory (the log may hold millions of events): a first pass over three light columns
+ * Bounded memory (the log may hold millions of events): a first pass over four light columns
  * counts the events, samples their item ids and learns each field's value kinds; the log is then
  * read in item-id ranges of about `chunkEvents` events each (one consistent streaming read per
  * range, rows of other fields filtered out by Lance), every item of a range folded with fold's

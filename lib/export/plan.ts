@@ -1,5 +1,5 @@
 /**
- * The export's first pass, over three light columns: how many events there are, a sample of
+ * The export's first pass, over four light columns: how many events there are, a sample of
  * their item ids (to cut the log into item-id ranges of about equal size), and the value kinds
  * each field holds (the Parquet column types). Memory: the sample and one entry per field name.
  */
