@@ -35,26 +35,27 @@ import { raceFixture, type TableTap } from './support/race-kit.ts';
 
 const { setup } = raceFixture(60_000);
 
+/** One writer appends `batches`, merges them into the base and closes; with `maintain`, then a maintenance pass. */
+async function merged(open: ReturnType<typeof setup>['open'], batches: unknown[], maintain: boolean): Promise<void> {
+  const W = open({ mergeEveryCommits: 1000 });
+  await W.log.append(batches);
+  await W.log.mergeOwnShard();
+  await W.log.close();
+  if (maintain) expect((await open({}).log.maintain()).failures).toEqual([]);
+}
+
 describe('F1: a log deleted and made again at the same place', () => {
   it('a process that folded and listed the old log folds and lists the new one', async () => {
     const { open } = setup();
     const R = open({}); // a long-lived reader
-    const W1 = open({ mergeEveryCommits: 1000 });
-    await W1.log.append([createBatch('old-a'), createBatch('old-b')]);
-    await W1.log.mergeOwnShard();
-    await W1.log.close();
-    expect((await open({}).log.maintain()).failures).toEqual([]);
+    await merged(open, [createBatch('old-a'), createBatch('old-b')], true);
     const oldFold = await R.log.fold('old-a'); // R now keeps the rows file's directory and end
     expect((await R.log.items()).items.map((i) => i.itemId)).toEqual(['old-a', 'old-b']);
     const v = (await R.log.stats()).base.version;
 
     await fs.rm(R.log.uri, { recursive: true, force: true });
     // The same shape: one fragment with the same live rows, the same base version.
-    const W2 = open({ mergeEveryCommits: 1000 });
-    await W2.log.append([createBatch('old-a', { set: { prompt: 'NEW LOG' } }), createBatch('new-x')]);
-    await W2.log.mergeOwnShard();
-    await W2.log.close();
-    expect((await open({}).log.maintain()).failures).toEqual([]);
+    await merged(open, [createBatch('old-a', { set: { prompt: 'NEW LOG' } }), createBatch('new-x')], true);
     const F = open({});
     expect((await F.log.stats()).base.version, 'the new base is at the version R read').toBe(v);
     const want = await F.log.fold('old-a');
@@ -73,18 +74,12 @@ describe('review33 F2: a base version number the deleted log had', () => {
     const { open } = setup();
     const R = open({});
     const scan = (l: typeof R) => l.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
-    const W1 = open({ mergeEveryCommits: 1000 });
-    await W1.log.append([createBatch('old-a'), createBatch('old-b')]);
-    await W1.log.mergeOwnShard();
-    await W1.log.close();
+    await merged(open, [createBatch('old-a'), createBatch('old-b')], false);
     expect((await scan(R)).map((a) => a.itemId)).toEqual(['old-a', 'old-b']); // R pins the base at its version
     const v = (await R.log.stats()).base.version;
 
     await fs.rm(R.log.uri, { recursive: true, force: true });
-    const W2 = open({ mergeEveryCommits: 1000 });
-    await W2.log.append([createBatch('old-a', { set: { prompt: 'NEW LOG' } }), createBatch('new-x')]);
-    await W2.log.mergeOwnShard();
-    await W2.log.close();
+    await merged(open, [createBatch('old-a', { set: { prompt: 'NEW LOG' } }), createBatch('new-x')], false);
     const F = open({});
     expect((await F.log.stats()).base.version, 'the new base is at the version R pinned').toBe(v);
     const want = await scan(F);
