@@ -76,6 +76,13 @@ export const fenceKey = (writerEpoch: string) => `${META_DIR}/fence.${writerEpoc
 export const retiredKey = (shard: string) => `${META_DIR}/retired.${shard}`;
 export const genKey = (shard: string) => `${META_DIR}/gen.${shard}`;
 export const BASE_KEY = `${META_DIR}/base`;
+/**
+ * The base's id: a marker `base.<nonce>` put when the base is made (lib/log/tables.ts
+ * `ensureBase`). A log deleted and made again at the same place gets another, so a process that
+ * outlived the old log does not take a base version it pinned for the new one's (the numbers
+ * repeat: review36). The smallest such name counts when makers raced.
+ */
+export const baseIdKey = (nonce: string) => `${META_DIR}/base.${nonce}`;
 export const claimKey = (checkpointId: string) => `${CLAIMS_DIR}/${checkpointId}.json`;
 /** Item ids may hold any character: markers and tombstones are named by a hash of it. */
 export const itemHash = (itemId: string) => createHash('sha256').update(itemId).digest('hex').slice(0, 40);
@@ -105,6 +112,8 @@ export interface Seal {
 /** Parse a META_DIR listing (names only); seal bodies are loaded lazily by the caller. */
 export interface MetaNames {
   baseExists: boolean;
+  /** The base's id (the smallest `base.<nonce>` marker), '' for a base made before ids were. */
+  baseId: string;
   gens: string[];
   sealEpochs: string[];
   fenceEpochs: string[];
@@ -123,8 +132,10 @@ export function parseMetaNames(names: readonly string[]): MetaNames {
   const tombstones = new Map<string, number>();
   const tombNames: string[] = [];
   let baseExists = false;
+  let baseId = '';
   for (const n of names) {
     if (n === 'base') baseExists = true;
+    else if (n.startsWith('base.')) baseId = baseId === '' || n.slice(5) < baseId ? n.slice(5) : baseId;
     else if (n.startsWith('gen.')) gens.push(n.slice(4));
     else if (n.startsWith('seal.') && n.endsWith('.json')) sealEpochs.push(n.slice(5, -5));
     else if (n.startsWith('fence.')) fenceEpochs.push(n.slice(6));
@@ -136,7 +147,7 @@ export function parseMetaNames(names: readonly string[]): MetaNames {
       tombstones.set(m[1]!, Math.max(tombstones.get(m[1]!) ?? 0, Number(m[2])));
     }
   }
-  return { baseExists, gens, sealEpochs, fenceEpochs, retired, tombstones, tombNames };
+  return { baseExists, baseId, gens, sealEpochs, fenceEpochs, retired, tombstones, tombNames };
 }
 
 /** The highest epoch of each slot among these writer epochs (`s00-e000001` names). */

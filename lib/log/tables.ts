@@ -4,12 +4,13 @@
  * (read-your-writes across processes); sealed generations get their own handle pinned at the
  * sealed version, which never changes.
  */
+import { randomBytes } from 'node:crypto';
 import * as lancedb from '@lancedb/lancedb';
 import { EVENT_SCHEMA } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { DatasetSync } from '../storage/dataset-sync.ts';
 import { isObjectStoreUri } from '../storage/location.ts';
-import { BASE_KEY, genKey, SHARDS_DIR } from './layout.ts';
+import { BASE_KEY, baseIdKey, genKey, META_DIR, SHARDS_DIR } from './layout.ts';
 
 export type Table = lancedb.Table;
 
@@ -56,6 +57,8 @@ export class LanceTables {
   private readonly pinned = new Map<string, Promise<Table>>();
   private readonly syncs = new Map<string, DatasetSync>();
   private pinnedBase: { version: number; table: Promise<Table> } | null = null;
+  /** The base id of the last listing (noteBaseId); null before one. */
+  private baseId: string | null = null;
   /**
    * Lance's caches for this log's connections, bounded. Lance's defaults (6 GiB of index pages,
    * 1 GiB of file metadata, per connection) let a process that pages through a large log keep
@@ -148,6 +151,9 @@ export class LanceTables {
     }
     const conn = await this.baseConnection();
     const t = this.wrap(await conn.createEmptyTable(this.parentUri().name, EVENT_SCHEMA, this.createOptions()), 'base');
+    // Its id before its marker (so every base listed has one, but those made before ids were):
+    // one per base made, not per process that opens it (several makers racing may each put one).
+    if (!(await this.objects.list(META_DIR)).some((n) => n.startsWith('base.'))) await this.objects.putIfAbsent(baseIdKey(randomBytes(8).toString('hex')), '');
     await this.objects.putIfAbsent(BASE_KEY, '');
     this.baseTable = Promise.resolve(t);
     return t;
@@ -221,6 +227,17 @@ export class LanceTables {
     }
     const dataset = s;
     await this.wrapSync(name, () => dataset.sync());
+  }
+
+  /**
+   * The base id a fresh listing shows (lib/log/layout.ts `baseIdKey`). Another one than the last
+   * means the log was deleted and made again at this place: its versions are numbered from the
+   * start again, and a handle pinned at a version number would read the old log's rows (from
+   * Lance's caches, without an error: review36), so the base's handles are dropped.
+   */
+  noteBaseId(id: string): void {
+    if (this.baseId !== null && this.baseId !== id) this.forgetBase();
+    this.baseId = id;
   }
 
   /** Forget the base's handles (a read through them failed: the next one opens them again). */
