@@ -77,12 +77,14 @@ export const retiredKey = (shard: string) => `${META_DIR}/retired.${shard}`;
 export const genKey = (shard: string) => `${META_DIR}/gen.${shard}`;
 export const BASE_KEY = `${META_DIR}/base`;
 /**
- * The base's id: a marker `base.<nonce>` put when the base is made (lib/log/tables.ts
- * `ensureBase`). A log deleted and made again at the same place gets another, so a process that
- * outlived the old log does not take a base version it pinned for the new one's (the numbers
- * repeat: review36). The smallest such name counts when makers raced.
+ * The log's id: a marker `log.<nonce>` put by the first process to write the log (before the
+ * first generation's marker or the base's: lib/log/tables.ts `ensureLogId`). A log deleted and
+ * made again at the same place gets another, so a process that outlived the old log does not
+ * take what it kept of it for the new one's: base versions are numbered from the start again
+ * (review36), and so are generations when the lease records went too (review37). The smallest
+ * such name counts when writers raced.
  */
-export const baseIdKey = (nonce: string) => `${META_DIR}/base.${nonce}`;
+export const logIdKey = (nonce: string) => `${META_DIR}/log.${nonce}`;
 export const claimKey = (checkpointId: string) => `${CLAIMS_DIR}/${checkpointId}.json`;
 /** Item ids may hold any character: markers and tombstones are named by a hash of it. */
 export const itemHash = (itemId: string) => createHash('sha256').update(itemId).digest('hex').slice(0, 40);
@@ -112,8 +114,8 @@ export interface Seal {
 /** Parse a META_DIR listing (names only); seal bodies are loaded lazily by the caller. */
 export interface MetaNames {
   baseExists: boolean;
-  /** The base's id (the smallest `base.<nonce>` marker), '' for a base made before ids were. */
-  baseId: string;
+  /** The log's id (the smallest `log.<nonce>` marker), '' for a log written before ids were. */
+  logId: string;
   gens: string[];
   sealEpochs: string[];
   fenceEpochs: string[];
@@ -132,10 +134,10 @@ export function parseMetaNames(names: readonly string[]): MetaNames {
   const tombstones = new Map<string, number>();
   const tombNames: string[] = [];
   let baseExists = false;
-  let baseId = '';
+  let logId = '';
   for (const n of names) {
     if (n === 'base') baseExists = true;
-    else if (n.startsWith('base.')) baseId = baseId === '' || n.slice(5) < baseId ? n.slice(5) : baseId;
+    else if (n.startsWith('log.')) logId = logId === '' || n.slice(4) < logId ? n.slice(4) : logId;
     else if (n.startsWith('gen.')) gens.push(n.slice(4));
     else if (n.startsWith('seal.') && n.endsWith('.json')) sealEpochs.push(n.slice(5, -5));
     else if (n.startsWith('fence.')) fenceEpochs.push(n.slice(6));
@@ -147,7 +149,7 @@ export function parseMetaNames(names: readonly string[]): MetaNames {
       tombstones.set(m[1]!, Math.max(tombstones.get(m[1]!) ?? 0, Number(m[2])));
     }
   }
-  return { baseExists, baseId, gens, sealEpochs, fenceEpochs, retired, tombstones, tombNames };
+  return { baseExists, logId, gens, sealEpochs, fenceEpochs, retired, tombstones, tombNames };
 }
 
 /** The highest epoch of each slot among these writer epochs (`s00-e000001` names). */

@@ -134,7 +134,12 @@ export class LogReader {
   /** The listing of one meta folder listing the caller made (decisions from one snapshot). */
   async listingOf(meta: MetaNames): Promise<ShardListing> {
     const { baseExists, gens, sealEpochs, fenceEpochs, retired, tombstones } = meta;
-    this.tables.noteBaseId(meta.baseId);
+    if (this.tables.noteLogId(meta.logId)) {
+      // Another log at this place: what was kept by generation name may be the old log's.
+      this.sealCache.clear();
+      this.shardIndex.retain(new Set());
+      this.tail.clear();
+    }
     const shards = gens.map((n) => parseShardName(n)).filter((s): s is ShardName => s !== null);
     const seals = new Map<string, Seal>();
     const needed = new Set(shards.map((s) => s.writerEpoch));

@@ -10,7 +10,7 @@ import { EVENT_SCHEMA } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { DatasetSync } from '../storage/dataset-sync.ts';
 import { isObjectStoreUri } from '../storage/location.ts';
-import { BASE_KEY, baseIdKey, genKey, META_DIR, SHARDS_DIR } from './layout.ts';
+import { BASE_KEY, genKey, logIdKey, META_DIR, SHARDS_DIR } from './layout.ts';
 
 export type Table = lancedb.Table;
 
@@ -57,8 +57,10 @@ export class LanceTables {
   private readonly pinned = new Map<string, Promise<Table>>();
   private readonly syncs = new Map<string, DatasetSync>();
   private pinnedBase: { version: number; table: Promise<Table> } | null = null;
-  /** The base id of the last listing (noteBaseId); null before one. */
-  private baseId: string | null = null;
+  /** The log id of the last listing (noteLogId); null before one. */
+  private logId: string | null = null;
+  /** ensureLogId found or put an id (no need to list again until the id changes). */
+  private logIdSeen = false;
   /**
    * Lance's caches for this log's connections, bounded. Lance's defaults (6 GiB of index pages,
    * 1 GiB of file metadata, per connection) let a process that pages through a large log keep
@@ -151,9 +153,7 @@ export class LanceTables {
     }
     const conn = await this.baseConnection();
     const t = this.wrap(await conn.createEmptyTable(this.parentUri().name, EVENT_SCHEMA, this.createOptions()), 'base');
-    // Its id before its marker (so every base listed has one, but those made before ids were):
-    // one per base made, not per process that opens it (several makers racing may each put one).
-    if (!(await this.objects.list(META_DIR)).some((n) => n.startsWith('base.'))) await this.objects.putIfAbsent(baseIdKey(randomBytes(8).toString('hex')), '');
+    await this.ensureLogId();
     await this.objects.putIfAbsent(BASE_KEY, '');
     this.baseTable = Promise.resolve(t);
     return t;
@@ -177,6 +177,7 @@ export class LanceTables {
       if (typeof e === 'object' && e !== null) beforeMarker.add(e);
       throw e;
     }
+    await this.ensureLogId();
     // The marker makes the generation visible to readers; nothing is committed to it before.
     // Sent once: a resent copy landing after the generation's retirement would bring its marker
     // back over a deleted dataset (docs/design/shards.md, "Merge (own generation)").
@@ -230,14 +231,36 @@ export class LanceTables {
   }
 
   /**
-   * The base id a fresh listing shows (lib/log/layout.ts `baseIdKey`). Another one than the last
-   * means the log was deleted and made again at this place: its versions are numbered from the
-   * start again, and a handle pinned at a version number would read the old log's rows (from
-   * Lance's caches, without an error: review36), so the base's handles are dropped.
+   * The log id a fresh listing shows (lib/log/layout.ts `logIdKey`). Another one than the last
+   * means the log was deleted and made again at this place: its base versions are numbered from
+   * the start again, and a handle pinned at a version number would read the old log's rows (from
+   * Lance's caches, without an error: review36); so are its generations when the lease records
+   * went too (review37). So every handle is dropped; true when the id changed (the caller drops
+   * what it keeps by generation name too).
    */
-  noteBaseId(id: string): void {
-    if (this.baseId !== null && this.baseId !== id) this.forgetBase();
-    this.baseId = id;
+  noteLogId(id: string): boolean {
+    const changed = this.logId !== null && this.logId !== id;
+    if (changed) {
+      this.logIdSeen = false;
+      this.forgetBase();
+      this.latest.clear();
+      this.pinned.clear();
+    }
+    this.logId = id;
+    return changed;
+  }
+
+  /**
+   * Put the log's id if it has none, before the first marker this process puts (a generation's,
+   * the base's): one LIST per process at most (none once a listing showed an id), a PUT for a
+   * log's first writer (several when writers race: the smallest counts).
+   */
+  private async ensureLogId(): Promise<void> {
+    if (this.logId || this.logIdSeen) return;
+    if (!(await this.objects.list(META_DIR)).some((n) => n.startsWith('log.'))) await this.objects.putIfAbsent(logIdKey(randomBytes(8).toString('hex')), '');
+    // Listings alone set logId: one that shows this id for the first time drops nothing kept of
+    // this log but the base's handles (an id that appears is a change from none).
+    this.logIdSeen = true;
   }
 
   /** Forget the base's handles (a read through them failed: the next one opens them again). */

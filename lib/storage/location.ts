@@ -28,7 +28,6 @@ export const LOG_DATASET = 'log.lance';
 
 const SCHEME_RE = /^([A-Za-z][A-Za-z0-9+.-]+):\/\//;
 
-/** Parses a root (`file:///abs`, a plain path, or `s3://bucket/prefix`). */
 /**
  * Whether `uri` names an object store (`s3://...`) rather than a local path (`file://` counts as
  * local): a request there costs more than its bytes, and a commit is durable once it returns.
@@ -37,6 +36,7 @@ export function isObjectStoreUri(uri: string): boolean {
   return /^[a-z][a-z0-9+.-]*:\/\//i.test(uri) && !uri.startsWith('file://');
 }
 
+/** Parses a root (`file:///abs`, a plain path, or `s3://bucket/prefix`). */
 export function parseRoot(root: string): Location {
   if (typeof root !== 'string' || root.trim() === '') {
     throw new InvalidInputError(`root must be a non-empty path or URI, got ${JSON.stringify(root)}`, {
