@@ -162,6 +162,33 @@ describe('a generation whose making failed', () => {
     expect(await read()).toBe(5);
   });
 
+  // review38: the log's id is put (when none is listed) after a new generation's dataset and
+  // before its marker; a failure there is one before the marker too.
+  it('is not looked for when the log id PUT failed (before its marker was sent)', async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 2, owner: 'a', mergeEveryCommits: 1 });
+    let failed = false;
+    const gets = new Map<string, number>();
+    A.objects.tap.before = (op, key) => {
+      if (op === 'putIfAbsent' && key.startsWith(`${META_DIR}/log.`) && !failed) {
+        failed = true;
+        throw new UnavailableError('injected: the log id PUT failed');
+      }
+      if (op === 'get' && key.startsWith(`${META_DIR}/gen.`)) gets.set(key, (gets.get(key) ?? 0) + 1);
+    };
+    const [ack] = await A.log.append([batch('x')]);
+    expect(failed, 'the id PUT was tried and failed').toBe(true);
+    expect(ack!.firstSeq, 'acked through the next generation').toBe(1);
+    for (let i = 0; i < 4; i++) {
+      await A.log.append([{ ...batch(`y${i}`) }]); // a rotation and a merge round each
+      await A.log.idle();
+    }
+    expect(Object.fromEntries(gets), 'no marker to look for').toEqual({});
+    expect((await A.objects.inner.list(META_DIR)).filter((n) => n.startsWith('log.')), 'one id, put by the next making').toHaveLength(1);
+    const read = () => withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.items()).items.length);
+    expect(await read()).toBe(5);
+  });
+
   // review28 F1, against a first version of the fix that retired the given-up name at once: its
   // marker PUT timed out and landed after the retirement, a marker without a dataset in a live
   // epoch, and every read failed until the epoch was sealed.

@@ -43,7 +43,16 @@ export interface ShardView extends ShardName {
   /** Version readers see; null = latest. */
   version: number | null;
   sealed: boolean;
+  /**
+   * What the reader keeps of the generation is keyed by this: its name within the log's id
+   * (lib/log/layout.ts `logIdKey`). A log made again at the same place may reuse the name
+   * (review37), and a read of the old log still in flight may store what it read after the
+   * caches were cleared (review38): under the old id, no read of the new log takes it.
+   */
+  key: string;
 }
+
+const keyOf = (logId: string, name: string) => `${logId}/${name}`;
 
 export interface ShardListing {
   /** The base dataset exists (its marker is listed). */
@@ -88,7 +97,10 @@ export interface ItemScope {
 export type BaseItemRows = (base: Table, itemId: string) => Promise<EventRow[] | null>;
 
 export class LogReader {
+  /** Seals by keyOf(log id, writer epoch). */
   private readonly sealCache = new Map<string, Seal>();
+  /** The log id of the last listing. */
+  private logId = '';
   private readonly shardIndex = new ShardItemIndex();
   private readonly tail = new TailCache();
   private closed = false;
@@ -100,8 +112,9 @@ export class LogReader {
     private readonly baseItemRows?: BaseItemRows,
   ) {}
 
-  async readSeal(writerEpoch: string): Promise<Seal | null> {
-    const cached = this.sealCache.get(writerEpoch);
+  async readSeal(writerEpoch: string, logId = this.logId): Promise<Seal | null> {
+    const key = keyOf(logId, writerEpoch);
+    const cached = this.sealCache.get(key);
     if (cached) return cached;
     const body = await this.objects.get(sealKey(writerEpoch));
     if (body === null) return null;
@@ -111,7 +124,7 @@ export class LogReader {
     } catch (e) {
       throw new CorruptError(`seal of ${writerEpoch} is not valid JSON`, { cause: e });
     }
-    this.sealCache.set(writerEpoch, seal); // seals are immutable
+    this.sealCache.set(key, seal); // seals are immutable (within a log)
     return seal;
   }
 
@@ -140,6 +153,7 @@ export class LogReader {
       this.shardIndex.retain(new Set());
       this.tail.clear();
     }
+    this.logId = meta.logId;
     const shards = gens.map((n) => parseShardName(n)).filter((s): s is ShardName => s !== null);
     const seals = new Map<string, Seal>();
     const needed = new Set(shards.map((s) => s.writerEpoch));
@@ -147,7 +161,7 @@ export class LogReader {
       sealEpochs
         .filter((e) => needed.has(e))
         .map(async (e) => {
-          const s = await this.readSeal(e);
+          const s = await this.readSeal(e, meta.logId);
           // Listed, then gone: maintenance deletes a seal once its epoch's generations are merged
           // and gone. The listing is stale: without the seal its generations would count as a
           // zombie's (skipped, and the base that now holds their rows may be unknown to it).
@@ -180,23 +194,23 @@ export class LogReader {
       if (seal) {
         const v = seal.gens[String(s.generation)];
         if (v === undefined) listing.invisible.push(s);
-        else listing.visible.push({ ...s, version: v, sealed: true });
+        else listing.visible.push({ ...s, version: v, sealed: true, key: keyOf(meta.logId, s.name) });
       } else if ((maxSealed.get(s.slot) ?? 0) >= s.epoch) {
         listing.invisible.push(s);
       } else if ((maxFenced.get(s.slot) ?? 0) >= s.epoch) {
         listing.pending.push(s);
       } else {
-        listing.visible.push({ ...s, version: null, sealed: false });
+        listing.visible.push({ ...s, version: null, sealed: false, key: keyOf(meta.logId, s.name) });
       }
     }
     return listing;
   }
 
   /** Drop what this process holds of a generation: its handles and its item index. */
-  private forget(name: string): void {
-    this.tables.forget(name);
-    this.shardIndex.forget(name);
-    this.tail.forget(name);
+  private forget(v: ShardView): void {
+    this.tables.forget(v.name);
+    this.shardIndex.forget(v.key);
+    this.tail.forget(v.key);
   }
 
   /**
@@ -204,7 +218,7 @@ export class LogReader {
    * `keep`, the batches are the process's (lib/log/tail-cache.ts): never release or change them.
    */
   async wholeGeneration(v: ShardView, columns: readonly string[], keep: boolean): Promise<arrow.RecordBatch[]> {
-    return this.tail.rows(await this.shardTable(v), v.name, columns, keep);
+    return this.tail.rows(await this.shardTable(v), v.key, columns, keep);
   }
 
   /**
@@ -253,7 +267,7 @@ export class LogReader {
         });
         continue;
       }
-      const visible = new Set(listing.visible.map((v) => v.name));
+      const visible = new Set(listing.visible.map((v) => v.key));
       this.shardIndex.retain(visible);
       this.tail.retain(visible);
       const read = listing.visible.filter((v) => !skip?.has(v.name));
@@ -271,7 +285,7 @@ export class LogReader {
       // that moved under the read (a generation retired, deleted newest manifest first, so Lance
       // showed an older version) make any answer of this attempt wrong, errors included.
       if (read.length > 0 && !stable(read, parseMetaNames(await this.objects.list(META_DIR)))) {
-        for (const v of read) this.forget(v.name);
+        for (const v of read) this.forget(v);
         lastError ??= new UnavailableError('the log layout changed during the read');
         continue;
       }
@@ -280,7 +294,7 @@ export class LogReader {
       // The layout held still: an I/O error of storage or Lance; try again on fresh handles,
       // the base's too: one pinned at a version number a deleted log also had (made again or
       // restored at the same place) names that log's files, gone (review33 F2).
-      for (const v of read) this.forget(v.name);
+      for (const v of read) this.forget(v);
       this.tables.forgetBase();
     }
     if (lastError instanceof DgclError) throw lastError;
@@ -314,9 +328,9 @@ export class LogReader {
       const t = await this.shardTable(v);
       if (!scope) return query(t, filter, columns);
       const keep = scope.keep;
-      if (!keep) return this.shardIndex.rowsOf(t, v.name, scope.items, columns);
+      if (!keep) return this.shardIndex.rowsOf(t, v.key, scope.items, columns);
       const wanted = [...new Set([...columns, ...keep.columns])];
-      return (await this.shardIndex.rowsOf(t, v.name, scope.items, wanted)).filter(keep.test);
+      return (await this.shardIndex.rowsOf(t, v.key, scope.items, wanted)).filter(keep.test);
     };
     // All of one item's light rows (a fold, a trajectory): maybe without a query of the base.
     const whole = scope?.items.length === 1 && !scope.keep && this.baseItemRows && columns.length === LIGHT_COLUMNS.length && LIGHT_COLUMNS.every((c) => columns.includes(c));

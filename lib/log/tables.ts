@@ -173,11 +173,11 @@ export class LanceTables {
       // but not the dataset's first manifest would list a generation no read can open, in an
       // epoch whose next writer seals it at a version the dataset lacks.
       await this.sync(name);
+      await this.ensureLogId(); // its failure, too, comes before the marker PUT was sent
     } catch (e) {
       if (typeof e === 'object' && e !== null) beforeMarker.add(e);
       throw e;
     }
-    await this.ensureLogId();
     // The marker makes the generation visible to readers; nothing is committed to it before.
     // Sent once: a resent copy landing after the generation's retirement would bring its marker
     // back over a deleted dataset (docs/design/shards.md, "Merge (own generation)").
@@ -245,6 +245,7 @@ export class LanceTables {
       this.forgetBase();
       this.latest.clear();
       this.pinned.clear();
+      this.syncs.clear(); // what it fsynced is remembered by path, and the new log reuses the paths
     }
     this.logId = id;
     return changed;
