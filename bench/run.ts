@@ -219,6 +219,8 @@ interface Unmerged {
   again: number;
   /** Folds of items the live writers wrote (their rows are in the unmerged shards), in that reader. */
   liveItem: number;
+  /** The same items folded by the writer that wrote them (its own generation: from its memory). */
+  ownItem: number;
 }
 
 async function foldP50(lg: Awaited<ReturnType<typeof openLog>>, ids: readonly string[]): Promise<number> {
@@ -341,7 +343,13 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
     const first = await foldP50(reader, probe);
     const again = await foldP50(reader, probe);
     const liveItem = await foldP50(reader, probe.map((_, k) => `live-${k % 16}-${(k * 7) % P.shardCommits}`));
-    unmerged = { mergedFirst, mergedAgain, first, again, liveItem };
+    const ownLat: number[] = [];
+    for (const k of probe.keys()) {
+      const t = now();
+      await writers[k % 16]!.fold(`live-${k % 16}-${(k * 7) % P.shardCommits}`);
+      ownLat.push(now() - t);
+    }
+    unmerged = { mergedFirst, mergedAgain, first, again, liveItem, ownItem: pct(ownLat, 50) };
     // items() with the 16 shards' tail: the projection maintenance built plus the tail, against
     // the same listing by a scan (same process, after the folds warmed both).
     const tailEvents = 16 * P.shardCommits * 10;
@@ -391,6 +399,7 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
           [`fold_${n}_unmerged16_p50_ms`]: unmerged.first,
           [`fold_${n}_unmerged16_again_p50_ms`]: unmerged.again,
           [`fold_${n}_unmerged16_live_item_p50_ms`]: unmerged.liveItem,
+          [`fold_${n}_unmerged16_own_item_p50_ms`]: unmerged.ownItem,
         }
       : {}),
     ...(withTail ? { [`items_${n}_unmerged16_ms`]: withTail.ms, [`items_${n}_unmerged16_again_ms`]: withTail.againMs, [`items_${n}_unmerged16_scan_ms`]: withTail.scanMs } : {}),
@@ -424,10 +433,10 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
   if (unmerged) {
     const u = unmerged;
     rows.push('unmerged', {
-      figure: `fold one item, ${S} events, 16 writers' shards unmerged (${P.shardCommits} commits each), p50 in a fresh reader: an item of the base, first fold / again; an item a live writer wrote`,
-      ours: `${msText(u.first)} / ${msText(u.again)}; ${msText(u.liveItem)}`,
+      figure: `fold one item, ${S} events, 16 writers' shards unmerged (${P.shardCommits} commits each), p50 in a fresh reader: an item of the base, first fold / again; an item a live writer wrote; that item in the writer's own process`,
+      ours: `${msText(u.first)} / ${msText(u.again)}; ${msText(u.liveItem)}; ${msText(u.ownItem)}`,
       baseline: `merged, a fresh reader the same way ${msText(u.mergedFirst)} / ${msText(u.mergedAgain)}`,
-      ratio: `${ratio(u.first, u.mergedFirst)} / ${ratio(u.again, u.mergedAgain)}; ${ratio(u.liveItem, u.mergedAgain)}`,
+      ratio: `${ratio(u.first, u.mergedFirst)} / ${ratio(u.again, u.mergedAgain)}; ${ratio(u.liveItem, u.mergedAgain)}; ${ratio(u.ownItem, u.mergedAgain)}`,
     });
   }
   rows.push('disk', {

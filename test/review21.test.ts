@@ -43,7 +43,7 @@ const { setup } = raceFixture(TTL);
 
 interface WriterInternals {
   state: unknown;
-  ownRows: Map<string, Array<{ event_id: string }>>;
+  ownRows: Map<string, Map<string, Array<{ event_id: string }>>>;
   mergeCopies: Map<string, { commits: unknown[]; rows: number; bytes: number } | null>;
   frozen: unknown[];
   dropSlot(): void;
@@ -90,7 +90,7 @@ async function fencedMergeDuringCommit(open: OpenTestLog, clock: ManualClock) {
   acks.push(...(await W.log.append([stepBatch('x', 1)]))); // generation 2, first commit
   // The scenario's precondition: that commit, and only it, is what W remembers of generation 2.
   const gen2 = `${epoch}-g000002`;
-  expect(w.ownRows.get(gen2)?.map((r) => r.event_id), `own rows of ${gen2}`).toEqual(acks.at(-1)!.eventIds);
+  expect([...(w.ownRows.get(gen2)?.values() ?? [])].flat().map((r) => r.event_id), `own rows of ${gen2}`).toEqual(acks.at(-1)!.eventIds);
 
   // y's commit: its epoch check passed, held before the group goes on.
   holdNextCommitCheck = true;

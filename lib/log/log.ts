@@ -67,7 +67,13 @@ export class LanceCheckpointLog implements CheckpointLog {
     this.uri = o.uri;
     this.tables = new LanceTables(o.uri, o.storageOptions, o.objects, o.wrapTable, o.wrapSync);
     this.projection = new ProjectionCache(o.objects);
-    this.reader = new LogReader(o.objects, this.tables, o.clock, (base, itemId) => projectedItemRows(this.projection, base, itemId));
+    this.reader = new LogReader(
+      o.objects,
+      this.tables,
+      o.clock,
+      (base, itemId) => projectedItemRows(this.projection, base, itemId),
+      (gen, items) => this.writer?.ownItemRows(gen, items) ?? null,
+    );
   }
 
   private ctx() {

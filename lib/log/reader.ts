@@ -20,7 +20,7 @@
 import type * as arrow from 'apache-arrow';
 import type { Clock } from '../clock.ts';
 import { CorruptError, DgclError, InternalError, UnavailableError } from '../errors.ts';
-import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
+import { COLUMN_NAMES, LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
 import {
@@ -55,6 +55,8 @@ export interface ShardView extends ShardName {
 const keyOf = (logId: string, name: string) => `${logId}/${name}`;
 
 export interface ShardListing {
+  /** The log's id (lib/log/layout.ts `logIdKey`; '' when it has none). */
+  logId: string;
   /** The base dataset exists (its marker is listed). */
   baseExists: boolean;
   visible: ShardView[];
@@ -96,6 +98,13 @@ export interface ItemScope {
  */
 export type BaseItemRows = (base: Table, itemId: string) => Promise<EventRow[] | null>;
 
+/**
+ * The light rows of `items` this process's writer committed to generation `gen` and confirmed,
+ * kept in memory (lib/log/writer.ts `ownItemRows`); null when `gen` is not one of its unmerged
+ * generations (read it from storage). Shared: never change them.
+ */
+export type OwnItemRows = (gen: string, items: readonly string[]) => readonly EventRow[] | null;
+
 export class LogReader {
   /** Seals by keyOf(log id, writer epoch). */
   private readonly sealCache = new Map<string, Seal>();
@@ -110,6 +119,7 @@ export class LogReader {
     private readonly tables: LanceTables,
     private readonly clock: Clock,
     private readonly baseItemRows?: BaseItemRows,
+    private readonly ownItemRows?: OwnItemRows,
   ) {}
 
   async readSeal(writerEpoch: string, logId = this.logId): Promise<Seal | null> {
@@ -175,6 +185,7 @@ export class LogReader {
     // invisible (or be sealed below what it shows) any moment: wait for the seals.
     const maxFenced = maxEpochPerSlot(fenceEpochs);
     const listing: ShardListing = {
+      logId: meta.logId,
       baseExists,
       visible: [],
       invisible: [],
@@ -208,7 +219,7 @@ export class LogReader {
 
   /** Drop what this process holds of a generation: its handles and its item index. */
   private forget(v: ShardView): void {
-    this.tables.forget(v.name);
+    this.tables.forgetHandles(v.name);
     this.shardIndex.forget(v.key);
     this.tail.forget(v.key);
   }
@@ -325,12 +336,12 @@ export class LogReader {
   ): Promise<EventRow[]> {
     const scope = options.scope;
     const shardRows = async (v: ShardView): Promise<EventRow[]> => {
-      const t = await this.shardTable(v);
-      if (!scope) return query(t, filter, columns);
+      if (!scope) return query(await this.shardTable(v), filter, columns);
       const keep = scope.keep;
-      if (!keep) return this.shardIndex.rowsOf(t, v.key, scope.items, columns);
-      const wanted = [...new Set([...columns, ...keep.columns])];
-      return (await this.shardIndex.rowsOf(t, v.key, scope.items, wanted)).filter(keep.test);
+      const wanted = keep ? [...new Set([...columns, ...keep.columns])] : columns;
+      const mine = this.ownRows(listing, v, scope.items, wanted);
+      const rows = mine ?? (await this.shardIndex.rowsOf(await this.shardTable(v), v.key, scope.items, wanted));
+      return keep ? rows.filter(keep.test) : rows;
     };
     // All of one item's light rows (a fold, a trajectory): maybe without a query of the base.
     const whole = scope?.items.length === 1 && !scope.keep && this.baseItemRows && columns.length === LIGHT_COLUMNS.length && LIGHT_COLUMNS.every((c) => columns.includes(c));
@@ -341,6 +352,24 @@ export class LogReader {
     ]);
     const rows = parts.flat();
     return options.includeDeleted ? rows : withoutDeleted(listing.tombstones, rows);
+  }
+
+  /**
+   * The rows of `items` in `v` from this process's writer's memory, as a read of `columns` would
+   * return them (the others null), or null to read storage. Only for a generation the writer made
+   * in this listing's log and still writes (its latest version: a sealed one is read at its seal,
+   * which may hold a commit the writer never confirmed), and without blob bytes (not kept). What
+   * the writer keeps of it is every commit it confirmed, and it acks nothing before: every acked
+   * row of it, without a version check or a read per column and fragment (a live writer's item
+   * took ~4 ms, 10 rows of one commit: docs/design/performance.md, "Folds"). Rows it committed
+   * but has not confirmed are left out, as a read before their commit would: no read shows them
+   * and a later one not (they are in no memory before their confirmation, and a commit that is
+   * never confirmed ends the epoch, which drops the memory and sends reads to storage).
+   */
+  private ownRows(listing: ShardListing, v: ShardView, items: readonly string[], columns: readonly string[]): EventRow[] | null {
+    if (!this.ownItemRows || v.version !== null || columns.includes('value_blob') || this.tables.madeInLog(v.name) !== listing.logId) return null;
+    const mine = this.ownItemRows(v.name, items);
+    return mine && mine.map((r) => projectRow(r, columns));
   }
 
   /**
@@ -368,6 +397,14 @@ function stable(read: readonly ShardView[], now: MetaNames): boolean {
   return read.every((v) => gens.has(v.name) && !now.retired.has(v.name) && (v.version !== null || (ended.get(v.slot) ?? 0) < v.epoch));
 }
 
+
+/** A copy of `r` with only `columns` (the others null, as rowsFromArrow leaves columns not read). */
+function projectRow(r: EventRow, columns: readonly string[]): EventRow {
+  const out: Record<string, unknown> = {};
+  for (const c of COLUMN_NAMES) out[c] = null;
+  for (const c of columns) out[c] = r[c as keyof EventRow];
+  return out as unknown as EventRow;
+}
 
 async function query(t: Table, filter: string | null, columns: readonly string[]): Promise<EventRow[]> {
   let q = t.query().select(projection(columns));

@@ -10,7 +10,7 @@ import { EVENT_SCHEMA } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { DatasetSync } from '../storage/dataset-sync.ts';
 import { isObjectStoreUri } from '../storage/location.ts';
-import { BASE_KEY, genKey, logIdKey, META_DIR, SHARDS_DIR } from './layout.ts';
+import { BASE_KEY, genKey, logIdKey, META_DIR, parseMetaNames, SHARDS_DIR } from './layout.ts';
 
 export type Table = lancedb.Table;
 
@@ -59,8 +59,10 @@ export class LanceTables {
   private pinnedBase: { version: number; table: Promise<Table> } | null = null;
   /** The log id of the last listing (noteLogId); null before one. */
   private logId: string | null = null;
-  /** ensureLogId found or put an id (no need to list again until the id changes). */
-  private logIdSeen = false;
+  /** The id ensureLogId found or put (no need to list again until the id changes); null before. */
+  private ensuredLogId: string | null = null;
+  /** The log id each generation this process made was made in (what ensureLogId gave then). */
+  private readonly madeIn = new Map<string, string>();
   /**
    * Lance's caches for this log's connections, bounded. Lance's defaults (6 GiB of index pages,
    * 1 GiB of file metadata, per connection) let a process that pages through a large log keep
@@ -167,13 +169,14 @@ export class LanceTables {
     }
     const conn = await this.ownShardConn;
     let t: Table;
+    let logId: string;
     try {
       t = this.wrap(await conn.createEmptyTable(name, EVENT_SCHEMA, this.createOptions()), name);
       // Durable before its marker (local roots; a no-op on S3): a power cut that kept the marker
       // but not the dataset's first manifest would list a generation no read can open, in an
       // epoch whose next writer seals it at a version the dataset lacks.
       await this.sync(name);
-      await this.ensureLogId(); // its failure, too, comes before the marker PUT was sent
+      logId = await this.ensureLogId(); // its failure, too, comes before the marker PUT was sent
     } catch (e) {
       if (typeof e === 'object' && e !== null) beforeMarker.add(e);
       throw e;
@@ -183,7 +186,17 @@ export class LanceTables {
     // back over a deleted dataset (docs/design/shards.md, "Merge (own generation)").
     await this.objects.putIfAbsent(genKey(name), '', { once: true });
     this.latest.set(name, Promise.resolve(t));
+    this.madeIn.set(name, logId);
     return t;
+  }
+
+  /**
+   * The log id generation `name` was made in by this process (undefined: not made here). A
+   * listing that shows another id is of another log, whose generation of that name is not this
+   * process's (a log made again with its lease records gone reuses the names: review37).
+   */
+  madeInLog(name: string): string | undefined {
+    return this.madeIn.get(name);
   }
 
   /** A shard generation at its latest version. */
@@ -241,11 +254,12 @@ export class LanceTables {
   noteLogId(id: string): boolean {
     const changed = this.logId !== null && this.logId !== id;
     if (changed) {
-      this.logIdSeen = false;
+      this.ensuredLogId = null;
       this.forgetBase();
       this.latest.clear();
       this.pinned.clear();
       this.syncs.clear(); // what it fsynced is remembered by path, and the new log reuses the paths
+      // madeIn stays: its ids are never '' and none is this log's, so nothing of it matches now.
     }
     this.logId = id;
     return changed;
@@ -254,14 +268,21 @@ export class LanceTables {
   /**
    * Put the log's id if it has none, before the first marker this process puts (a generation's,
    * the base's): one LIST per process at most (none once a listing showed an id), a PUT for a
-   * log's first writer (several when writers race: the smallest counts).
+   * log's first writer (several when writers race: the smallest counts, so the id returned may
+   * not be the log's: then nothing is taken for this log's that is not).
    */
-  private async ensureLogId(): Promise<void> {
-    if (this.logId || this.logIdSeen) return;
-    if (!(await this.objects.list(META_DIR)).some((n) => n.startsWith('log.'))) await this.objects.putIfAbsent(logIdKey(randomBytes(8).toString('hex')), '');
+  private async ensureLogId(): Promise<string> {
+    if (this.logId) return this.logId;
+    if (this.ensuredLogId !== null) return this.ensuredLogId;
+    let id = parseMetaNames(await this.objects.list(META_DIR)).logId;
+    if (id === '') {
+      id = randomBytes(8).toString('hex');
+      await this.objects.putIfAbsent(logIdKey(id), '');
+    }
     // Listings alone set logId: one that shows this id for the first time drops nothing kept of
     // this log but the base's handles (an id that appears is a change from none).
-    this.logIdSeen = true;
+    this.ensuredLogId = id;
+    return id;
   }
 
   /** Forget the base's handles (a read through them failed: the next one opens them again). */
@@ -270,8 +291,14 @@ export class LanceTables {
     this.pinnedBase = null;
   }
 
-  /** Forget handles of a shard (after it was retired and deleted). */
+  /** Forget a shard (retired and deleted, sealed, or no longer this process's): its handles, and that it was made here. */
   forget(name: string): void {
+    this.forgetHandles(name);
+    this.madeIn.delete(name);
+  }
+
+  /** Forget a shard's handles (a read through them failed or raced a change: the next opens them again). */
+  forgetHandles(name: string): void {
     this.latest.delete(name);
     this.syncs.delete(name);
     for (const k of [...this.pinned.keys()]) if (k.startsWith(`${name}@`)) this.pinned.delete(k);

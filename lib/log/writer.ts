@@ -99,6 +99,9 @@ const MAKE_AHEAD_COMMITS = 4;
 /** Merge rounds a given-up generation's marker is looked for before the name is left to the seal (retireGivenUp). */
 const GIVEN_UP_ROUNDS = 3;
 
+/** An own generation's light rows by item, in commit order (ShardWriter `ownRows`). */
+type OwnGeneration = Map<string, EventRow[]>;
+
 /** Placeholder epoch for a validation pass before the slot is taken; never written. */
 const PENDING_EPOCH = 'pending';
 
@@ -133,11 +136,12 @@ export class ShardWriter {
   /** Tells this writer's claims from another's (a retried claim PUT may find its own body). */
   private readonly claimNonce = randomUUID();
   /**
-   * Light rows this writer committed to its own not-yet-merged generations, by generation. It
-   * is their only writer, so sequencing reads them from here instead of from storage (whose
-   * cost grows with every commit until the merge).
+   * Light rows this writer committed to its own not-yet-merged generations (confirmed commits),
+   * by generation, then item. It is their only writer, so sequencing reads them from here
+   * instead of from storage (whose cost grows with every commit until the merge), and so do
+   * this process's point reads (LogReader `ownItemRows`).
    */
-  private ownRows = new Map<string, EventRow[]>();
+  private ownRows = new Map<string, OwnGeneration>();
   /**
    * Merge copies: the rows (blobs included) of every confirmed commit to an own generation, by
    * generation (null: over MERGE_COPY_MAX_BYTES, read back instead). Its only writer, whose every commit
@@ -168,6 +172,19 @@ export class ShardWriter {
     private readonly ctx: { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore; coord: (o?: { create: boolean }) => Promise<CoordStore> },
     private readonly opts: WriterOptions,
   ) {}
+
+  /**
+   * The light rows of `items` in own generation `gen` from the commits confirmed so far (shared:
+   * never change them), or null when `gen` is not an own unmerged generation with a confirmed
+   * commit. Every ack of a batch written to `gen` comes after its rows are here.
+   */
+  ownItemRows(gen: string, items: readonly string[]): EventRow[] | null {
+    const mine = this.ownRows.get(gen);
+    if (!mine) return null;
+    const out: EventRow[] = [];
+    for (const id of new Set(items)) for (const r of mine.get(id) ?? []) out.push(r);
+    return out;
+  }
 
   get writerEpoch(): string | null {
     return this.state?.writerEpoch ?? null;
@@ -298,8 +315,12 @@ export class ShardWriter {
     // the slot is still ours: a background merge that found the epoch fenced dropped it (and all
     // of the generation remembered so far) while this commit was being confirmed.
     if (this.state === st) {
-      const mine = this.ownRows.get(gen) ?? [];
-      for (const r of rows) mine.push({ ...r, value_blob: null });
+      const mine = this.ownRows.get(gen) ?? new Map<string, EventRow[]>();
+      for (const r of rows) {
+        const l = mine.get(r.item_id);
+        if (l) l.push({ ...r, value_blob: null });
+        else mine.set(r.item_id, [{ ...r, value_blob: null }]);
+      }
       this.ownRows.set(gen, mine);
       this.keepCopy(gen, rows, committed);
       for (const [id, track] of plan.tracks) {
@@ -490,7 +511,7 @@ export class ShardWriter {
         }),
         skip,
       );
-      for (const [, rows] of ownVisible(own, visible)) for (const r of rows) if (wanted.has(r.item_id) && r.item_seq > deletedThrough(tombstones, r.item_id)) existing.push(r);
+      for (const [, mine] of ownVisible(own, visible)) for (const id of wanted) for (const r of mine.get(id) ?? []) if (r.item_seq > deletedThrough(tombstones, id)) existing.push(r);
       // A deleted item keeps its deleted seqs after the purge dropped its tombstone: a new
       // incarnation continues after them (its ids never repeat a deleted incarnation's).
       // Read for items with a marker (someone began writing them) but no visible row: deleted,
@@ -598,7 +619,7 @@ export class ShardWriter {
         skip,
       );
       const gone = deletedThrough(tombstones, itemId);
-      for (const [, mine] of ownVisible(own, visible)) for (const r of mine) if (r.item_id === itemId && r.item_seq > gone) rows.push(r);
+      for (const [, mine] of ownVisible(own, visible)) for (const r of mine.get(itemId) ?? []) if (r.item_seq > gone) rows.push(r);
       let throughSeq: number;
       if (guard !== undefined) {
         // The deleted-seq records are read whenever a guard is given, rows or not: the purge
@@ -885,7 +906,7 @@ export class ShardWriter {
  * listing, under the same listing's tombstones; the in-memory copy (dropped only when the merge
  * call returns) could outlive a purge of what it holds.
  */
-function ownVisible(own: ReadonlyArray<[string, EventRow[]]>, visible: ReadonlySet<string>): Array<[string, EventRow[]]> {
+function ownVisible(own: ReadonlyArray<[string, OwnGeneration]>, visible: ReadonlySet<string>): Array<[string, OwnGeneration]> {
   return own.filter(([name]) => visible.has(name));
 }
 

@@ -223,6 +223,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   const readers = [1, 2].map((i) => ({ actor: `r${i}`, log: makeLog(`r${i}`), busy: 0 }));
   let itemReads = 0;
   let listReads = 0;
+  let pointReads = 0;
   const maints = (twoMaintainers ? ['m', 'm2'] : ['m']).map((actor) => ({ actor, log: makeLog(actor), busy: false }));
   const items: ItemModel[] = [];
   const deliveries: Delivery[] = [];
@@ -414,16 +415,25 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         const what = variant === 'all' ? 'allStates' : variant === 'items' ? 'items()' : kind === 'blob' ? 'loadBlob' : `${variant} ${x}`;
         if (kind === 'blob' && blobEvents.length === 0) return false;
         const blobId = kind === 'blob' ? wl.pick(blobEvents) : '';
-        const id = history.beginRead(r.actor, kind === 'blob' ? `loadBlob ${blobId.slice(0, 8)}` : what);
-        r.busy++;
-        const p = sched.run(r.actor, async () => {
+        // Every other point read goes through a live writer's log instead (a writer reads its own
+        // generations from what it keeps of its commits): the one that last took a delivery of
+        // the item, else one picked by the read's number.
+        const writersNow = kind === 'fold' || kind === 'trajectory' ? liveWriters().filter((w) => !w.closing) : [];
+        const lastBy = [...deliveries].reverse().find((d) => d.item.id === x)?.actor;
+        const via = writersNow.length > 0 && pointReads++ % 2 === 1 ? (writersNow.find((w) => w.actor === lastBy) ?? writersNow[pointReads % writersNow.length]!) : null;
+        const reader = via ? { actor: via.actor, log: via.log } : r;
+        const id = history.beginRead(reader.actor, kind === 'blob' ? `loadBlob ${blobId.slice(0, 8)}` : what);
+        // A read on a writer that crashes never ends: it must not hold the reader's place.
+        if (!via) r.busy++;
+        const p = sched.run(reader.actor, async () => {
           try {
-            if (kind === 'fold') return { items: [{ itemId: x, state: await r.log.fold(x) }] };
-            if (variant === 'trajectory') return { items: [trajectoryObservation(x, await r.log.trajectory(x))] };
+            const log = reader.log;
+            if (kind === 'fold') return { items: [{ itemId: x, state: await log.fold(x) }] };
+            if (variant === 'trajectory') return { items: [trajectoryObservation(x, await log.trajectory(x))] };
             // More than any simulated item holds: the whole trajectory.
-            if (variant === 'latest') return { items: [trajectoryObservation(x, await r.log.latestEvents(x, { limit: MAX_LATEST_EVENTS }))] };
+            if (variant === 'latest') return { items: [trajectoryObservation(x, await log.latestEvents(x, { limit: MAX_LATEST_EVENTS }))] };
             // Only its existence is checked (an acked item must not read as missing).
-            if (variant === 'fields') return (await r.log.fields(x, { names: [] })).itemId === x ? { items: [] } : { items: [{ itemId: x, absent: true }] };
+            if (variant === 'fields') return (await log.fields(x, { names: [] })).itemId === x ? { items: [] } : { items: [{ itemId: x, absent: true }] };
             if (variant === 'all') return { items: (await r.log.allStates()).map((s) => ({ itemId: s.itemId, state: s })), allItems: true };
             if (variant === 'items') return { items: (await r.log.items()).items.map((s) => ({ itemId: s.itemId, listedSeq: s.lastSeq })), allItems: true };
             return { blobs: [{ eventId: blobId, bytes: await r.log.loadBlob(blobId) }] };
@@ -433,11 +443,13 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
             return { items: [{ itemId: x, absent: true }] };
           }
         });
-        track(what, r.actor, p);
+        track(what, reader.actor, p);
         p.then(
           (res) => history.endRead(id, res),
           (e: unknown) => history.endRead(id, { error: e }),
-        ).finally(() => r.busy--);
+        ).finally(() => {
+          if (!via) r.busy--;
+        });
         return true;
       },
     },

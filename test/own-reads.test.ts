@@ -1,0 +1,118 @@
+/**
+ * A writer's point reads (fold, trajectory, fields, latestEvents) of its own unmerged
+ * generations take the rows it keeps of its confirmed commits instead of reading the generation
+ * (lib/log/reader.ts `ownRows`): each such read cost a Lance take per column and fragment. Only
+ * while the generation is live, made in the log listed, and without blob bytes; else storage.
+ * Real Lance datasets and the local lease store throughout.
+ */
+import { promises as fs } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import { createBatch, stepBatch } from './support/batches.ts';
+import { Pause, raceFixture, settle, sharedLeases, tempRoot, testLog, withFreshReader } from './support/race-kit.ts';
+
+const TTL = 60_000;
+const { setup } = raceFixture(TTL);
+const blob = (s: string) => ({ $blob: Buffer.from(s).toString('base64') });
+const outcome = (p: Promise<unknown>) => p.catch((e: { code?: string; message?: string }) => `${e.code}: ${e.message}`);
+
+/** Every point read of `id`: without blob bytes first, then those that inline blobs. */
+function pointReads(log: LanceCheckpointLog, id: string): { plain: Array<() => Promise<unknown>>; inline: Array<() => Promise<unknown>> } {
+  return {
+    plain: [
+      () => log.fold(id),
+      () => log.trajectory(id),
+      () => log.fields(id),
+      () => log.fields(id, { names: ['a.x', 'missing'] }),
+      () => log.fields(id, { prefix: 'a.' }),
+      () => log.latestEvents(id, { limit: 1000 }),
+      () => log.latestEvents(id, { limit: 3, eventTypes: ['STEP_COMPLETED', 'FIELD_APPEND'] }),
+      () => log.latestEvents(id, { limit: 4, beforeSeq: 5 }),
+    ],
+    inline: [() => log.fields(id, { names: ['ab', 'log'], inlineBytes: 64 }), () => log.latestEvents(id, { limit: 5, eventTypes: ['FIELD_APPEND'], inlineBytes: 64 })],
+  };
+}
+
+async function readAll(log: LanceCheckpointLog, ids: readonly string[], which: 'plain' | 'inline'): Promise<unknown[]> {
+  const out: unknown[] = [];
+  for (const id of ids) for (const q of pointReads(log, id)[which]) out.push(await outcome(q()));
+  return out;
+}
+
+describe("a writer's point reads of its own generations", () => {
+  it('come from its memory, read none of its generations, and equal a fresh reader\'s', async () => {
+    const { open, root, leases, clock } = setup();
+    const read: Record<string, string[]> = { w0: [], w1: [] };
+    const tap = (who: string) => ({ beforeRead: (name: string) => void read[who]!.push(name) });
+    const W = [open({ slot: 0, slots: 2, mergeEveryCommits: 1000, tableTap: tap('w0') }), open({ slot: 1, slots: 2, mergeEveryCommits: 1000, tableTap: tap('w1') })];
+    const items = ['i-0', 'i-1', 'i-2'];
+    // Items change hands (each step on the other writer), so an item's rows lie in both
+    // writers' generations: each writer reads its own from memory and the other's from storage.
+    for (const [k, id] of items.entries()) await W[k % 2]!.log.append([createBatch(id, { set: { 'a.x': `x of ${id}`, ab: blob(`bytes of ${id}`) } })]);
+    for (let step = 1; step <= 3; step++) {
+      for (const [k, id] of items.entries()) {
+        await W[(k + step) % 2]!.log.append([stepBatch(id, step, { append: { log: [`s${step}`, blob(`part ${step}`)] }, set: { 'a.x': `x${step}` } })]);
+      }
+    }
+    const own = await Promise.all(W.map(async (w) => (await w.log.stats()).shards.map((s) => s.name).filter((n) => n.startsWith(`s0${W.indexOf(w)}-`))));
+    expect(own.map((g) => g.length), 'one live generation each').toEqual([1, 1]);
+    const ids = [...items, 'never-written'];
+    const fresh = await withFreshReader(root, leases, clock, async (r) => ({ plain: await readAll(r, ids, 'plain'), inline: await readAll(r, ids, 'inline') }));
+    read.w0 = [];
+    read.w1 = [];
+    for (const [k, w] of W.entries()) expect(await readAll(w.log, ids, 'plain'), `w${k}'s reads`).toEqual(fresh.plain);
+    expect(read.w0.filter((n) => own[0]!.includes(n)), "w0 read nothing of its own generation").toEqual([]);
+    expect(read.w1.filter((n) => own[1]!.includes(n)), "w1 read nothing of its own generation").toEqual([]);
+    expect(read.w0, "w0 read w1's generation from storage").toContain(own[1]![0]);
+    // Blob bytes are not kept: reads that inline them read the writer's own generation too.
+    for (const [k, w] of W.entries()) expect(await readAll(w.log, ids, 'inline'), `w${k}'s inlined reads`).toEqual(fresh.inline);
+    expect(read.w0, 'inlined blobs came from storage').toContain(own[0]![0]);
+    expect(fresh.plain.filter((x) => typeof x === 'string'), 'only the unwritten item is missing').toHaveLength(pointReads(W[0]!.log, 'x').plain.length);
+  });
+
+  it('read a generation sealed by a takeover at its seal, which holds a commit the writer never confirmed', async () => {
+    const { open, root, leases, clock } = setup();
+    const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'w' });
+    await W.log.append([createBatch('x')]);
+    // W's next commit lands; its epoch check waits. Meanwhile W's lease runs out, B takes the
+    // slot and seals W's epoch at what landed: the commit is in the seal, not in W's memory.
+    const checking = new Pause();
+    W.leases.tap.before = async (op) => {
+      if (op === 'assertCurrent') await checking.hit();
+    };
+    const late = settle(W.log.append([stepBatch('x', 1)]));
+    await checking.reached.promise;
+    clock.advance(2 * TTL);
+    const B = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'b' });
+    await B.log.append([createBatch('y')]);
+    const fresh = await withFreshReader(root, leases, clock, (r) => r.trajectory('x'));
+    expect(fresh.map((e) => e.stepName), 'the sealed commit is visible').toContain('step1');
+    expect(await W.log.trajectory('x'), "W reads what every reader reads, not what it confirmed").toEqual(fresh);
+    W.leases.tap.before = undefined;
+    checking.release();
+    const answer = await late;
+    expect(answer.ok ? 'acked' : (answer.error as { code?: string }).code).toBe('FENCED');
+    expect(await W.log.trajectory('x')).toEqual(fresh);
+  });
+
+  it('of a generation whose name a log made again reuses come from storage (the log id differs)', async () => {
+    const { open, root, clock } = setup();
+    const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000 });
+    await W.log.append([createBatch('x')]);
+    const [gen] = (await W.log.stats()).shards.map((s) => s.name);
+    await fs.rm(W.log.uri, { recursive: true, force: true });
+    await fs.rm(`${root}/.dgcl`, { recursive: true, force: true }); // the lease records too
+    const leases2 = sharedLeases(tempRoot(), clock);
+    const F = testLog({ root, leases: leases2, clock, slots: 1, slot: 0, mergeEveryCommits: 1000 });
+    const [ack] = await F.log.append([createBatch('y')]);
+    try {
+      expect((await F.log.stats()).shards.map((s) => s.name), 'the new log reuses the name').toEqual([gen]);
+      // W's writer has not noticed (no commit since): it still keeps x's rows under that name.
+      expect((await W.log.trajectory('y')).map((e) => e.eventId), "W reads the new log's y").toEqual(ack!.eventIds);
+      expect(await outcome(W.log.fold('x')), 'and no x (it went with the old log)').toMatch(/^NOT_FOUND/);
+    } finally {
+      await F.log.close();
+      await leases2.close();
+    }
+  });
+});
