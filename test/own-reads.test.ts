@@ -70,6 +70,8 @@ describe("a writer's point reads of its own generations", () => {
     expect(fresh.plain.filter((x) => typeof x === 'string'), 'only the unwritten item is missing').toHaveLength(pointReads(W[0]!.log, 'x').plain.length);
   });
 
+  // Two guards send this read to storage: the generation is sealed (read at its seal), and the
+  // commit is still landing (review39). Each alone suffices here.
   it('read a generation sealed by a takeover at its seal, which holds a commit the writer never confirmed', async () => {
     const { open, root, leases, clock } = setup();
     const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'w' });
@@ -93,6 +95,34 @@ describe("a writer's point reads of its own generations", () => {
     const answer = await late;
     expect(answer.ok ? 'acked' : (answer.error as { code?: string }).code).toBe('FENCED');
     expect(await W.log.trajectory('x')).toEqual(fresh);
+  });
+
+  it('of an item whose commit is landing come from storage; of other items, from memory still (review39)', async () => {
+    const { open, root, leases, clock } = setup();
+    const names: string[] = [];
+    const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'w', tableTap: { beforeRead: (n) => void names.push(n) } });
+    await W.log.append([createBatch('x'), createBatch('y')]);
+    const [gen] = (await W.log.stats()).shards.map((s) => s.name);
+    const checking = new Pause();
+    W.leases.tap.before = async (op) => {
+      if (op === 'assertCurrent') await checking.hit();
+    };
+    const late = settle(W.log.append([stepBatch('x', 1)]));
+    await checking.reached.promise;
+    names.length = 0;
+    const y = await W.log.fold('y');
+    expect(names.filter((n) => n === gen), 'y (not landing) from memory').toEqual([]);
+    const x = await W.log.trajectory('x');
+    expect(names.filter((n) => n === gen).length, 'x (landing) from storage: the generation\'s item ids learned, then x\'s rows taken').toBe(2);
+    const fresh = await withFreshReader(root, leases, clock, async (r) => ({ x: await r.trajectory('x'), y: await r.fold('y') }));
+    expect(x).toEqual(fresh.x);
+    expect(y).toEqual(fresh.y);
+    W.leases.tap.before = undefined;
+    checking.release();
+    expect((await late).ok).toBe(true);
+    names.length = 0;
+    expect(await W.log.trajectory('x'), 'confirmed: from memory again').toEqual(await withFreshReader(root, leases, clock, (r) => r.trajectory('x')));
+    expect(names.filter((n) => n === gen)).toEqual([]);
   });
 
   it('of a generation whose name a log made again reuses come from storage (the log id differs)', async () => {

@@ -361,10 +361,10 @@ export class LogReader {
    * which may hold a commit the writer never confirmed), and without blob bytes (not kept). What
    * the writer keeps of it is every commit it confirmed, and it acks nothing before: every acked
    * row of it, without a version check or a read per column and fragment (a live writer's item
-   * took ~4 ms, 10 rows of one commit: docs/design/performance.md, "Folds"). Rows it committed
-   * but has not confirmed are left out, as a read before their commit would: no read shows them
-   * and a later one not (they are in no memory before their confirmation, and a commit that is
-   * never confirmed ends the epoch, which drops the memory and sends reads to storage).
+   * took ~4 ms, 10 rows of one commit: docs/design/performance.md, "Folds"). The writer answers
+   * null for items of a commit that may have landed and is not kept yet (storage already shows
+   * it to every reader: review39), and a commit never confirmed ends the epoch, which drops the
+   * memory.
    */
   private ownRows(listing: ShardListing, v: ShardView, items: readonly string[], columns: readonly string[]): EventRow[] | null {
     if (!this.ownItemRows || v.version !== null || columns.includes('value_blob') || this.tables.madeInLog(v.name) !== listing.logId) return null;

@@ -143,6 +143,13 @@ export class ShardWriter {
    */
   private ownRows = new Map<string, OwnGeneration>();
   /**
+   * The commit being made: its generation and items, from just before its add until its rows
+   * are in ownRows (or its epoch ends). Once it has landed any process's storage read shows it,
+   * so this process's reads of those items in that generation go to storage too until then
+   * (review39: from memory they showed less than a read that had ended before them, I3).
+   */
+  private landing: { gen: string; items: ReadonlySet<string> } | null = null;
+  /**
    * Merge copies: the rows (blobs included) of every confirmed commit to an own generation, by
    * generation (null: over MERGE_COPY_MAX_BYTES, read back instead). Its only writer, whose every commit
    * either was confirmed or ended the epoch (and with it the generation's merge by this
@@ -181,6 +188,8 @@ export class ShardWriter {
   ownItemRows(gen: string, items: readonly string[]): EventRow[] | null {
     const mine = this.ownRows.get(gen);
     if (!mine) return null;
+    const landing = this.landing;
+    if (landing?.gen === gen && items.some((id) => landing.items.has(id))) return null;
     const out: EventRow[] = [];
     for (const id of new Set(items)) for (const r of mine.get(id) ?? []) out.push(r);
     return out;
@@ -291,6 +300,7 @@ export class ShardWriter {
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.openGeneration(st));
       gen = shardName(st.writerEpoch, st.generation);
+      this.landing = { gen, items: writing };
       committing = true;
       await table.add(data as never);
       st.commitsInGen++;
@@ -309,11 +319,16 @@ export class ShardWriter {
       // another writer wrote them since we cached them; our commit may have landed).
       for (const id of plan.itemIds) this.tracks.delete(id);
       if (committing) await this.endEpoch(st, e);
+      // endEpoch dropped the slot (and with it what was kept) if it was still ours; else it had
+      // been dropped before: nothing of this generation is kept either way.
+      if (this.landing?.gen === gen) this.landing = null;
       throw e instanceof DgclError ? e : new UnavailableError(`commit to shard ${gen} failed: ${errMsg(e)}`, { cause: e });
     }
     // Confirmed: from here on the rows are visible to every read, forever. Remembered only while
     // the slot is still ours: a background merge that found the epoch fenced dropped it (and all
     // of the generation remembered so far) while this commit was being confirmed.
+    // The rows are kept and the landing mark cleared in one synchronous step: no read sees neither.
+    this.landing = null;
     if (this.state === st) {
       const mine = this.ownRows.get(gen) ?? new Map<string, EventRow[]>();
       for (const r of rows) {
@@ -589,6 +604,7 @@ export class ShardWriter {
     // on fresh handles (ours were opened without read consistency).
     for (const gen of this.ownRows.keys()) this.ctx.tables.forget(gen);
     this.ownRows.clear();
+    this.landing = null;
     this.mergeCopies.clear();
     this.copyBytes = 0;
     this.tracks.clear();
