@@ -343,6 +343,9 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
     const first = await foldP50(reader, probe);
     const again = await foldP50(reader, probe);
     const liveItem = await foldP50(reader, probe.map((_, k) => `live-${k % 16}-${(k * 7) % P.shardCommits}`));
+    // Each writer's reader has learned only its own generation: a first fold there learns the
+    // other 15 (as the fresh reader's untimed first fold did). Then the same items, timed.
+    await Promise.all(writers.map((w) => w.fold(probe[0]!)));
     const ownLat: number[] = [];
     for (const k of probe.keys()) {
       const t = now();
