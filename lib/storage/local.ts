@@ -12,9 +12,16 @@
  * object, never decided by comparing bodies; the one ambiguous case is a link that succeeded
  * followed by a failed folder fsync: UnavailableError although the object exists, and a retry
  * then answers false (ObjectStore: the caller recognises its own body).
+ *
+ * Reads (get, getBytes, list) are synchronous: what the log reads here is small (markers,
+ * listings of its meta folder, the projection's index, a rows file's end and one item's range,
+ * chunks of ~300 KB), and an async call is 1-4 trips through libuv's thread pool, which queue
+ * behind Lance's work and fsyncs on a busy process. A fold with 16 live writers' shards spent
+ * ~1 ms of its ~2.7 in those queues (docs/design/performance.md, "Folds"). Writes stay async
+ * (their fsyncs are slow).
  */
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { closeSync, fstatSync, promises as fs, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InvalidInputError, UnavailableError } from '../errors.ts';
@@ -92,7 +99,7 @@ export class LocalObjectStore implements ObjectStore {
   async get(key: string): Promise<string | null> {
     const k = checkObjectKey(key, 'key');
     try {
-      return await fs.readFile(this.path(k), 'utf8');
+      return readFileSync(this.path(k), 'utf8');
     } catch (e) {
       const code = errCode(e);
       if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return null;
@@ -102,21 +109,21 @@ export class LocalObjectStore implements ObjectStore {
 
   async getBytes(key: string, range: ByteRange): Promise<{ bytes: Uint8Array; size: number } | null> {
     const k = checkObjectKey(key, 'key');
-    let fh;
+    let fd: number;
     try {
-      fh = await fs.open(this.path(k), 'r');
+      fd = openSync(this.path(k), 'r');
     } catch (e) {
       const code = errCode(e);
       if (code === 'ENOENT' || code === 'EISDIR' || code === 'ENOTDIR') return null;
       throw this.fail('get', k, e);
     }
     try {
-      const size = (await fh.stat()).size;
+      const size = fstatSync(fd).size;
       const [start, end] = 'suffix' in range ? [Math.max(0, size - checkRange(range.suffix)), size] : [Math.min(range.start, size), Math.min(range.start + checkRange(range.end - range.start), size)];
       const bytes = Buffer.allocUnsafe(Math.max(0, end - start));
       let n = 0;
       while (n < bytes.length) {
-        const { bytesRead } = await fh.read(bytes, n, bytes.length - n, start + n);
+        const bytesRead = readSync(fd, bytes, n, bytes.length - n, start + n);
         if (bytesRead === 0) break;
         n += bytesRead;
       }
@@ -125,14 +132,14 @@ export class LocalObjectStore implements ObjectStore {
       if (errCode(e) === 'EISDIR') return null;
       throw this.fail('get', k, e);
     } finally {
-      await fh.close();
+      closeSync(fd);
     }
   }
 
   async list(prefix: string): Promise<string[]> {
     const p = checkObjectKey(prefix, 'prefix');
     try {
-      const names = await fs.readdir(this.path(p));
+      const names = readdirSync(this.path(p));
       return names.filter((n) => !n.startsWith(TMP_MARK)).sort(compare);
     } catch (e) {
       const code = errCode(e);
