@@ -9,7 +9,7 @@ import { promises as fs } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
-import { Pause, raceFixture, settle, sharedLeases, tempRoot, testLog, withFreshReader } from './support/race-kit.ts';
+import { landUnconfirmed, raceFixture, sharedLeases, tempRoot, testLog, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const { setup } = raceFixture(TTL);
@@ -78,21 +78,15 @@ describe("a writer's point reads of its own generations", () => {
     await W.log.append([createBatch('x')]);
     // W's next commit lands; its epoch check waits. Meanwhile W's lease runs out, B takes the
     // slot and seals W's epoch at what landed: the commit is in the seal, not in W's memory.
-    const checking = new Pause();
-    W.leases.tap.before = async (op) => {
-      if (op === 'assertCurrent') await checking.hit();
-    };
-    const late = settle(W.log.append([stepBatch('x', 1)]));
-    await checking.reached.promise;
+    const held = await landUnconfirmed(W, stepBatch('x', 1));
     clock.advance(2 * TTL);
     const B = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'b' });
     await B.log.append([createBatch('y')]);
     const fresh = await withFreshReader(root, leases, clock, (r) => r.trajectory('x'));
     expect(fresh.map((e) => e.stepName), 'the sealed commit is visible').toContain('step1');
     expect(await W.log.trajectory('x'), "W reads what every reader reads, not what it confirmed").toEqual(fresh);
-    W.leases.tap.before = undefined;
-    checking.release();
-    const answer = await late;
+    held.release();
+    const answer = await held.answer;
     expect(answer.ok ? 'acked' : (answer.error as { code?: string }).code).toBe('FENCED');
     expect(await W.log.trajectory('x')).toEqual(fresh);
   });
@@ -103,12 +97,7 @@ describe("a writer's point reads of its own generations", () => {
     const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'w', tableTap: { beforeRead: (n) => void names.push(n) } });
     await W.log.append([createBatch('x'), createBatch('y')]);
     const [gen] = (await W.log.stats()).shards.map((s) => s.name);
-    const checking = new Pause();
-    W.leases.tap.before = async (op) => {
-      if (op === 'assertCurrent') await checking.hit();
-    };
-    const late = settle(W.log.append([stepBatch('x', 1)]));
-    await checking.reached.promise;
+    const held = await landUnconfirmed(W, stepBatch('x', 1));
     names.length = 0;
     const y = await W.log.fold('y');
     expect(names.filter((n) => n === gen), 'y (not landing) from memory').toEqual([]);
@@ -117,9 +106,8 @@ describe("a writer's point reads of its own generations", () => {
     const fresh = await withFreshReader(root, leases, clock, async (r) => ({ x: await r.trajectory('x'), y: await r.fold('y') }));
     expect(x).toEqual(fresh.x);
     expect(y).toEqual(fresh.y);
-    W.leases.tap.before = undefined;
-    checking.release();
-    expect((await late).ok).toBe(true);
+    held.release();
+    expect((await held.answer).ok).toBe(true);
     names.length = 0;
     expect(await W.log.trajectory('x'), 'confirmed: from memory again').toEqual(await withFreshReader(root, leases, clock, (r) => r.trajectory('x')));
     expect(names.filter((n) => n === gen)).toEqual([]);

@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createBatch, stepBatch } from './support/batches.ts';
-import { Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
+import { landUnconfirmed, raceFixture, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const { setup } = raceFixture(TTL);
@@ -21,21 +21,15 @@ describe('review39 #1: a commit landed but not yet confirmed (I3 across processe
     const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'w' });
     await W.log.append([createBatch('x')]); // the generation's first confirmed commit: W keeps its rows
     // W's next commit to the same generation lands; its fsync + epoch check are held.
-    const checking = new Pause();
-    W.leases.tap.before = async (op) => {
-      if (op === 'assertCurrent') await checking.hit();
-    };
-    const late = settle(W.log.append([stepBatch('x', 1)]));
-    await checking.reached.promise;
+    const held = await landUnconfirmed(W, stepBatch('x', 1));
     // Another process reads x (the generation live, at its latest version): it shows step1.
     const fresh = await withFreshReader(root, leases, clock, (r) => r.trajectory('x'));
     expect(steps(fresh), 'a reader of any other process shows the landed commit').toContain('step1');
     // A read in W's process that starts after that read ended (I3: shows at least what it showed).
     const own = await W.log.trajectory('x');
     const ownFold = await W.log.fold('x');
-    W.leases.tap.before = undefined;
-    checking.release();
-    expect((await late).ok, 'the commit is then acked').toBe(true);
+    held.release();
+    expect((await held.answer).ok, 'the commit is then acked').toBe(true);
     expect(steps(own), "W's later read shows what the earlier read showed (I3)").toEqual(steps(fresh));
     expect(ownFold.lastSeq, "W's fold too").toBe(fresh[fresh.length - 1]!.itemSeq);
   });
@@ -46,18 +40,12 @@ describe('review39 #1b: the same, within one process (a whole-log read, then a p
     const { open } = setup();
     const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'w' });
     await W.log.append([createBatch('x')]);
-    const checking = new Pause();
-    W.leases.tap.before = async (op) => {
-      if (op === 'assertCurrent') await checking.hit();
-    };
-    const late = settle(W.log.append([stepBatch('x', 1)]));
-    await checking.reached.promise;
+    const held = await landUnconfirmed(W, stepBatch('x', 1));
     const all = await W.log.allStates(); // reads W's generation from storage, at its latest version
     const before = all.find((s) => s.itemId === 'x')!;
     const after = await W.log.fold('x'); // from W's memory of confirmed commits
-    W.leases.tap.before = undefined;
-    checking.release();
-    const acked = await late;
+    held.release();
+    const acked = await held.answer;
     expect(acked.ok, 'the commit is then acked').toBe(true);
     const lastSeq = acked.ok ? acked.value[0]!.lastSeq : -1;
     expect(before.lastSeq, 'allStates showed step1 (landed, not yet confirmed)').toBe(lastSeq);

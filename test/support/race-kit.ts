@@ -512,3 +512,24 @@ export async function deleteMergedItem(W: TestLog, batch: Parameters<TestLog['lo
   expect((await W.log.deleteItem(batch.itemId)).deleted).toBe(true);
   await W.log.close();
 }
+
+/**
+ * Append `batch` through W and hold the commit once it has landed, before its epoch check
+ * (`assertCurrent`) answers: resolves when it is held. `release()` lets the check (and every
+ * later one) run; `answer` settles with the append.
+ */
+export async function landUnconfirmed(W: TestLog, batch: Record<string, unknown>): Promise<{ answer: Promise<Outcome<Ack[]>>; release(): void }> {
+  const checking = new Pause();
+  W.leases.tap.before = async (op) => {
+    if (op === 'assertCurrent') await checking.hit();
+  };
+  const answer = settle(W.log.append([batch]));
+  await checking.reached.promise;
+  return {
+    answer,
+    release() {
+      W.leases.tap.before = undefined;
+      checking.release();
+    },
+  };
+}
