@@ -64,7 +64,7 @@ describe('review40: commits that land and are never kept', () => {
     const x = await W.log.trajectory('x');
     expect(x.at(-1)!.itemSeq).toBe(acks[0]!.lastSeq);
     expect(x).toEqual(await withFreshReader(root, leases, clock, (r) => r.trajectory('x')));
-    expect(gen, 'the new epoch has a live generation').toBeDefined();
+    expect(gen, 'the new epoch\'s first generation is live').toBe(`${epoch}-g000001`);
     expect(names.filter((n) => n === gen), 'read from memory').toEqual([]);
   });
 
