@@ -38,4 +38,9 @@ export const REGRESSION_SEEDS: ReadonlyArray<{ seed: number; name: string }> = [
   // the documented claim window, which the checker took for an I4 break because it measured
   // from the append that started first rather than in both orders (test/unit/invariants-i4.test.ts).
   { seed: 842, name: 'a stalled first starter claims after the window: documented, not I4' },
+  // Review39 (found by the adversarial review, then by this seed once a writer's point reads
+  // ran as an actor of their own, after a reader's read of the same item): w2.1's commit of x1
+  // landed and waited for its epoch check; r2's fold showed it; w2.1's fold from memory, which
+  // did not hold it yet, showed less (I3). Fails with the landing mark removed (lib/log/writer.ts).
+  { seed: 32303, name: "review39: a writer's read from memory missed its landed commit a reader showed" },
 ];

@@ -415,41 +415,47 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         const what = variant === 'all' ? 'allStates' : variant === 'items' ? 'items()' : kind === 'blob' ? 'loadBlob' : `${variant} ${x}`;
         if (kind === 'blob' && blobEvents.length === 0) return false;
         const blobId = kind === 'blob' ? wl.pick(blobEvents) : '';
-        // Every other point read goes through a live writer's log instead (a writer reads its own
+        // Every other point read goes through a live writer's log too (a writer reads its own
         // generations from what it keeps of its commits): the one that last took a delivery of
-        // the item, else one picked by the read's number.
+        // the item, else one picked by the read's number. It starts once the reader's read of the
+        // same item ended, so that a writer's read showing less than a read that ended before it
+        // (I3: its commit landed, visible to the reader, and not yet kept) can be caught.
         const writersNow = kind === 'fold' || kind === 'trajectory' ? liveWriters().filter((w) => !w.closing) : [];
         const lastBy = [...deliveries].reverse().find((d) => d.item.id === x)?.actor;
         const via = writersNow.length > 0 && pointReads++ % 2 === 1 ? (writersNow.find((w) => w.actor === lastBy) ?? writersNow[pointReads % writersNow.length]!) : null;
-        const reader = via ? { actor: via.actor, log: via.log } : r;
-        const id = history.beginRead(reader.actor, kind === 'blob' ? `loadBlob ${blobId.slice(0, 8)}` : what);
-        // A read on a writer that crashes never ends: it must not hold the reader's place.
-        if (!via) r.busy++;
-        const p = sched.run(reader.actor, async () => {
-          try {
-            const log = reader.log;
-            if (kind === 'fold') return { items: [{ itemId: x, state: await log.fold(x) }] };
-            if (variant === 'trajectory') return { items: [trajectoryObservation(x, await log.trajectory(x))] };
-            // More than any simulated item holds: the whole trajectory.
-            if (variant === 'latest') return { items: [trajectoryObservation(x, await log.latestEvents(x, { limit: MAX_LATEST_EVENTS }))] };
-            // Only its existence is checked (an acked item must not read as missing).
-            if (variant === 'fields') return (await log.fields(x, { names: [] })).itemId === x ? { items: [] } : { items: [{ itemId: x, absent: true }] };
-            if (variant === 'all') return { items: (await r.log.allStates()).map((s) => ({ itemId: s.itemId, state: s })), allItems: true };
-            if (variant === 'items') return { items: (await r.log.items()).items.map((s) => ({ itemId: s.itemId, listedSeq: s.lastSeq })), allItems: true };
-            return { blobs: [{ eventId: blobId, bytes: await r.log.loadBlob(blobId) }] };
-          } catch (e) {
-            if (!(e instanceof NotFoundError)) throw e;
-            if (kind === 'blob') return { blobs: [{ eventId: blobId, bytes: null }] };
-            return { items: [{ itemId: x, absent: true }] };
-          }
-        });
-        track(what, reader.actor, p);
-        p.then(
-          (res) => history.endRead(id, res),
-          (e: unknown) => history.endRead(id, { error: e }),
-        ).finally(() => {
-          if (!via) r.busy--;
-        });
+        const readVia = (reader: { actor: string; log: LanceCheckpointLog }): Promise<unknown> => {
+          const id = history.beginRead(reader.actor, kind === 'blob' ? `loadBlob ${blobId.slice(0, 8)}` : what);
+          const p = sched.run(reader.actor, async () => {
+            try {
+              const log = reader.log;
+              if (kind === 'fold') return { items: [{ itemId: x, state: await log.fold(x) }] };
+              if (variant === 'trajectory') return { items: [trajectoryObservation(x, await log.trajectory(x))] };
+              // More than any simulated item holds: the whole trajectory.
+              if (variant === 'latest') return { items: [trajectoryObservation(x, await log.latestEvents(x, { limit: MAX_LATEST_EVENTS }))] };
+              // Only its existence is checked (an acked item must not read as missing).
+              if (variant === 'fields') return (await log.fields(x, { names: [] })).itemId === x ? { items: [] } : { items: [{ itemId: x, absent: true }] };
+              if (variant === 'all') return { items: (await log.allStates()).map((s) => ({ itemId: s.itemId, state: s })), allItems: true };
+              if (variant === 'items') return { items: (await log.items()).items.map((s) => ({ itemId: s.itemId, listedSeq: s.lastSeq })), allItems: true };
+              return { blobs: [{ eventId: blobId, bytes: await log.loadBlob(blobId) }] };
+            } catch (e) {
+              if (!(e instanceof NotFoundError)) throw e;
+              if (kind === 'blob') return { blobs: [{ eventId: blobId, bytes: null }] };
+              return { items: [{ itemId: x, absent: true }] };
+            }
+          });
+          track(what, reader.actor, p);
+          return p.then(
+            (res) => history.endRead(id, res),
+            (e: unknown) => history.endRead(id, { error: e }),
+          );
+        };
+        r.busy++;
+        // A read on a writer that crashes never ends: it does not hold the reader's place.
+        const first = readVia(r).finally(() => r.busy--);
+        // Unless the writer is closing by then (its reads are refused) or crashed. Its read is
+        // an actor of its own (the process's reading side): a pause of the writer's commits (at
+        // its epoch check, say) does not hold the read, as in a real process.
+        if (via) void first.then(() => (via.closing || sched.crashed.has(via.actor) ? undefined : readVia({ actor: `${via.actor}:read`, log: via.log })));
         return true;
       },
     },
