@@ -42,7 +42,10 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
   const base = await ctx.tables.base(listing.baseExists);
   /** Tombstones whose rows are gone from every dataset: dropped once the pass cleaned up after them. */
   const done: string[] = [];
-  for (const name of meta.tombNames) {
+  for (const [i, name] of meta.tombNames.entries()) {
+    // Local reads are synchronous (lib/storage/local.ts): give the event loop a turn now and
+    // then, or many pending deletes would hold it for the whole loop (lease renewals included).
+    if (i % 256 === 255) await new Promise((r) => setImmediate(r));
     const key = `${META_DIR}/${name}`;
     const body = await ctx.objects.get(key);
     if (body === null) continue;

@@ -18,7 +18,8 @@
  * chunks of ~300 KB), and an async call is 1-4 trips through libuv's thread pool, which queue
  * behind Lance's work and fsyncs on a busy process. A fold with 16 live writers' shards spent
  * ~1 ms of its ~2.7 in those queues (docs/design/performance.md, "Folds"). Writes stay async
- * (their fsyncs are slow).
+ * (their fsyncs are slow). A local root must be on a local disk (as its SQLite coordination
+ * file already requires): a hung network mount would now stall the whole process.
  */
 import { randomBytes } from 'node:crypto';
 import { closeSync, fstatSync, promises as fs, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
