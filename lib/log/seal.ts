@@ -79,7 +79,7 @@ export async function writeSeal(
   const gens = superseded ? [] : meta.gens.filter((g) => parseShardName(g)?.writerEpoch === writerEpoch && !meta.retired.has(g));
   const versions: Record<string, number> = {};
   for (const name of gens) {
-    // A fresh handle: a cached one (e.g. the writer's own, without read consistency) may lag.
+    // A fresh handle at the latest version (checkoutLatest below as well: a cached one may lag).
     ctx.tables.forget(name);
     try {
       const t = await ctx.tables.shard(name);

@@ -50,7 +50,10 @@ export type SyncWrapper = (name: string, run: () => Promise<void>) => Promise<vo
 export class LanceTables {
   private baseConn: Promise<lancedb.Connection> | null = null;
   private shardConn: Promise<lancedb.Connection> | null = null;
-  /** For this process's own generations: only it writes them, so no version checks needed. */
+  /**
+   * For this process's writes to its own generations: only it writes them, so its commits need
+   * no version checks. Never for reads (see `createShard`).
+   */
   private ownShardConn: Promise<lancedb.Connection> | null = null;
   private baseTable: Promise<Table> | null = null;
   private readonly latest = new Map<string, Promise<Table>>();
@@ -161,7 +164,13 @@ export class LanceTables {
     return t;
   }
 
-  /** Create a generation this process will write; its handle serves this process's reads too. */
+  /**
+   * Create a generation this process will write, and give the handle its commits go through.
+   * Reads of it open their own, read-consistent handle (`shard`): a handle without read
+   * consistency serves the dataset it last committed or opened, and during an add that may be the
+   * one before a commit already in storage, so visible to another process's read that ended before
+   * this one began (I3; test/own-handle.test.ts emulates that window).
+   */
   async createShard(name: string): Promise<Table> {
     if (!this.ownShardConn) {
       const c = (this.ownShardConn = this.connect(`${this.logUri}/${SHARDS_DIR}`, false));
@@ -185,7 +194,6 @@ export class LanceTables {
     // Sent once: a resent copy landing after the generation's retirement would bring its marker
     // back over a deleted dataset (docs/design/shards.md, "Merge (own generation)").
     await this.objects.putIfAbsent(genKey(name), '', { once: true });
-    this.latest.set(name, Promise.resolve(t));
     this.madeIn.set(name, logId);
     return t;
   }

@@ -230,8 +230,8 @@ export class TapLeaseStore implements LeaseStore {
 // ---- Lance table tap ---------------------------------------------------------------------
 
 export interface TableTap {
-  /** Wraps `table.add` of generation/base `name`: call `run()` to do the real commit. */
-  add?(name: string, run: () => Promise<unknown>): Promise<unknown>;
+  /** Wraps `table.add` of generation/base `name`: call `run()` to do the real commit (of `data`). */
+  add?(name: string, run: () => Promise<unknown>, data: unknown): Promise<unknown>;
   /** Before a query's or an offset take's `toArrow` on `name` (reads); throw to fail the read. */
   beforeRead?(name: string): void | Promise<void>;
   /** An offset take on `name` is built, of `offsets` rows. */
@@ -250,7 +250,7 @@ export function tableTapper(tap: TableTap): TableWrapper {
         if (prop === 'add') {
           return (...args: unknown[]) => {
             const run = () => (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-            return tap.add ? tap.add(name, run) : run();
+            return tap.add ? tap.add(name, run, args[0]) : run();
           };
         }
         if (prop === 'optimize' || prop === 'createIndex') {
