@@ -331,7 +331,7 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
     const mergedAgain = await foldP50(fresh, probe);
     await fresh.close();
     const writers = await Promise.all(
-      Array.from({ length: 16 }, (_, s) => openLog({ root, pipeline: 'b', experiment: 'size', slot: s, mergeEveryCommits: 1_000_000 })),
+      Array.from({ length: 16 }, (_, s) => openLog({ root, pipeline: 'b', experiment: 'size', slot: s, mergeEveryCommits: 1_000_000, mergeIdleMs: 0 })),
     );
     await Promise.all(
       writers.map(async (w, s) => {

@@ -86,7 +86,7 @@ const raw: Record<string, unknown> = {};
 async function ack(): Promise<void> {
   const n = P.ackN;
   // No merge during the windows: they measure the ack path alone (merges are in `writer` and `maint`).
-  const lg = await open('ack', { mergeEveryCommits: 1_000_000 });
+  const lg = await open('ack', { mergeEveryCommits: 1_000_000, mergeIdleMs: 0 });
   await lg.append([newItemBatch('warm')]);
   const latNew: number[] = [];
   const newReq = await counted(async () => {
@@ -346,7 +346,7 @@ async function shards(): Promise<void> {
         if (holdMerges) throw new Error('bench: merge left to the maintainer');
       },
     };
-    const writers = await Promise.all(Array.from({ length: N }, (_, w) => open(exp, { owner: `w${w}`, slot: w, mergeEveryCommits: 1_000_000, hooks })));
+    const writers = await Promise.all(Array.from({ length: N }, (_, w) => open(exp, { owner: `w${w}`, slot: w, mergeEveryCommits: 1_000_000, mergeIdleMs: 0, hooks })));
     await Promise.all(writers.map(async (lg, w) => {
       for (let i = 0; i < C; i++) await lg.append([newItemBatch(`w${w}-i${i}`)]);
     }));

@@ -68,6 +68,10 @@ export interface OpenLogOptions {
   leaseTtlMs?: number;
   /** Merge the own shard into the base after this many commits (default 64). */
   mergeEveryCommits?: number;
+  /** ... or once its commits' rows reach this many bytes, as encoded for them (default 32 MiB). */
+  mergeEveryBytes?: number;
+  /** ... or once this long passed without a commit (default 30 s; 0: never). */
+  mergeIdleMs?: number;
   /** Most batches combined into one Lance commit (default 512). */
   maxBatchesPerCommit?: number;
   /** Items whose state a writer keeps in memory between their batches (default 100,000). */
@@ -101,6 +105,8 @@ export const DEFAULTS = {
   slots: 16,
   leaseTtlMs: 60_000,
   mergeEveryCommits: 64,
+  mergeEveryBytes: 32 * 2 ** 20,
+  mergeIdleMs: 30_000,
   maxBatchesPerCommit: 512,
   cachedItems: 100_000,
   versionRetentionMs: 3_600_000,
@@ -176,6 +182,8 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     ...(o.slot !== undefined ? { slot: o.slot } : {}),
     leaseTtlMs: o.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
     mergeEveryCommits: o.mergeEveryCommits ?? DEFAULTS.mergeEveryCommits,
+    mergeEveryBytes: o.mergeEveryBytes ?? DEFAULTS.mergeEveryBytes,
+    mergeIdleMs: o.mergeIdleMs ?? DEFAULTS.mergeIdleMs,
     maxBatchesPerCommit: o.maxBatchesPerCommit ?? DEFAULTS.maxBatchesPerCommit,
     cachedItems: o.cachedItems ?? DEFAULTS.cachedItems,
     versionRetentionMs: o.versionRetentionMs ?? DEFAULTS.versionRetentionMs,

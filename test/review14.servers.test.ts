@@ -110,6 +110,8 @@ function experiment(name = `e-${randomUUID().slice(0, 8)}`) {
       slot,
       leaseTtlMs: DEFAULTS.leaseTtlMs,
       mergeEveryCommits: 1000,
+      mergeEveryBytes: DEFAULTS.mergeEveryBytes,
+      mergeIdleMs: DEFAULTS.mergeIdleMs,
       maxBatchesPerCommit: DEFAULTS.maxBatchesPerCommit,
       cachedItems: DEFAULTS.cachedItems,
       versionRetentionMs: DEFAULTS.versionRetentionMs,

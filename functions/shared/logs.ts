@@ -70,6 +70,10 @@ export class LogCache {
       // opens the log without a lease store, as reads take no lease.
       ...(config.location.kind === 's3' && config.leaseTable === undefined ? {} : { leases: this.leaseStoreFor(config) }),
       leaseTtlMs: options.leaseTtlMs,
+      // No idle merge: its timer could start a merge just after the handler returned, and a
+      // container frozen mid-merge is a stalled merger (docs/design/deletion.md). The handler
+      // merges by age itself, inside invocations (maybeMerge, DGCL_MERGE_EVERY_MS).
+      mergeIdleMs: 0,
       ...(containerOwner(config.env) ? { owner: containerOwner(config.env)! } : {}),
     });
     const now = systemClock.nowMs();

@@ -44,6 +44,10 @@ export interface WriterOptions {
   leaseTtlMs: number;
   /** Merge the own shard into the base after this many commits to one generation. */
   mergeEveryCommits: number;
+  /** ... or once its commits' rows (as encoded for them) reach this many bytes. */
+  mergeEveryBytes: number;
+  /** ... or once this long went by without a commit (0: never); merged between commits. */
+  mergeIdleMs: number;
   /** Upper bound of batches combined into one commit (one request is never split). */
   maxBatchesPerCommit: number;
   /** Items whose state the writer keeps in memory between batches. */
@@ -96,6 +100,10 @@ const MERGE_COPY_MAX_BYTES = 8 * 1024 * 1024;
  * when its first commit comes, even when acks follow each other without a pause.
  */
 const MAKE_AHEAD_COMMITS = 4;
+/** ... or once its commits reach this share of `mergeEveryBytes`. */
+const MAKE_AHEAD_SHARE = 0.75;
+/** Bytes counted per row for the size bound where a commit's encoded size is not known. */
+const GUESSED_ROW_BYTES = 512;
 /** Merge rounds a given-up generation's marker is looked for before the name is left to the seal (retireGivenUp). */
 const GIVEN_UP_ROUNDS = 3;
 
@@ -113,6 +121,8 @@ interface SlotState {
   generation: number;
   table: Table | null;
   commitsInGen: number;
+  /** Bytes of the current generation's commits (as encoded for them). */
+  bytesInGen: number;
   /** The next generation, made MAKE_AHEAD_COMMITS before the rotation; taken by its first commit. */
   creating: { gen: string; table: Promise<Table> } | null;
   /**
@@ -163,6 +173,9 @@ export class ShardWriter {
   private tracks = new Map<string, { track: ItemTrack; marker: string }>();
   /** Numbers this writer's marker bodies, so each PUT is told from every earlier one. */
   private markerSeq = 0;
+  /** When this writer's last commit was confirmed (its clock), and the idle merge's timer. */
+  private lastCommitMs = 0;
+  private idleTimer: ReturnType<typeof setTimeout> | null = null;
   /** The background merge of a frozen generation, if one runs (one at a time). */
   private merging: Promise<unknown> | null = null;
   private exclusiveJobs: Array<() => Promise<void>> = [];
@@ -304,6 +317,8 @@ export class ShardWriter {
       committing = true;
       await table.add(data as never);
       st.commitsInGen++;
+      st.bytesInGen += committed ?? rows.length * GUESSED_ROW_BYTES;
+      this.lastCommitMs = this.opts.clock.nowMs();
       if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(gen, await table.version());
       // Durable (fsync; a no-op on object stores) and confirmed before the claims and the ack.
       // The two run at once: the epoch check must start after the commit became visible (the
@@ -367,8 +382,9 @@ export class ShardWriter {
     // Merge in the background: commits go on into the next generation meanwhile. A failed
     // merge is tried again after a later commit, and by close(); the maintainer merges what is
     // left once the epoch is sealed.
-    if (st.commitsInGen >= Math.max(1, this.opts.mergeEveryCommits - MAKE_AHEAD_COMMITS)) this.makeAhead(st);
-    if (st.commitsInGen >= this.opts.mergeEveryCommits) {
+    const { mergeEveryCommits, mergeEveryBytes } = this.opts;
+    if (st.commitsInGen >= Math.max(1, mergeEveryCommits - MAKE_AHEAD_COMMITS) || st.bytesInGen >= mergeEveryBytes * MAKE_AHEAD_SHARE) this.makeAhead(st);
+    if (st.commitsInGen >= mergeEveryCommits || st.bytesInGen >= mergeEveryBytes) {
       const f = this.rotate();
       if (f) this.frozen.push(f);
     }
@@ -386,6 +402,31 @@ export class ShardWriter {
           this.merging = null;
         });
     }
+    this.armIdleMerge();
+  }
+
+  /**
+   * After a commit: merge the current generation once `mergeIdleMs` passed without another, so
+   * a writer that stops writing (but keeps its log open) leaves nothing unmerged for long: every
+   * read of the log, in every process, pays for each live generation (docs/design/shards.md,
+   * "Merge"). The timer does not keep the process alive; a frozen container (Lambda) merges
+   * when it thaws, or its close() / the maintainer after its lease lapses do.
+   */
+  private armIdleMerge(): void {
+    const wait = this.opts.mergeIdleMs;
+    if (wait <= 0 || this.idleTimer || this.closing) return;
+    const timer = setTimeout(() => {
+      this.idleTimer = null;
+      const st = this.state;
+      if (this.closing || !st) return;
+      // Time through the writer's clock (a test's stands still until moved): not yet idle
+      // that long, look again later.
+      if (this.opts.clock.nowMs() - this.lastCommitMs < wait || this.queue.length > 0 || this.running) return this.armIdleMerge();
+      if (st.commitsInGen === 0 && this.frozen.length === 0) return;
+      this.mergeOwn().catch(() => undefined); // a failed merge is tried again by a later commit, close(), or the maintainer
+    }, wait);
+    timer.unref();
+    this.idleTimer = timer;
   }
 
   /**
@@ -590,7 +631,7 @@ export class ShardWriter {
       await this.ctx.leases.release(lease).catch(() => undefined);
       throw e;
     }
-    this.state = { slot, lease, writerEpoch, keeper, generation: 1, table: null, commitsInGen: 0, creating: null, givenUp: [] };
+    this.state = { slot, lease, writerEpoch, keeper, generation: 1, table: null, commitsInGen: 0, bytesInGen: 0, creating: null, givenUp: [] };
     return this.state;
   }
 
@@ -709,6 +750,7 @@ export class ShardWriter {
     st.generation++;
     st.table = null;
     st.commitsInGen = 0;
+    st.bytesInGen = 0;
     return frozen;
   }
 
@@ -899,6 +941,8 @@ export class ShardWriter {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closing = true;
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
     await this.exclusive(async () => {
       await this.mergeOwnUnlocked().catch(() => undefined);
       const st = this.state;

@@ -56,6 +56,8 @@ export interface SimConfig {
   slots: number;
   leaseTtlMs: number;
   mergeEveryCommits: number;
+  /** Small ones rotate generations by size too (a commit of 10 small rows is ~7 KB). */
+  mergeEveryBytes: number;
   cachedItems: number;
   maxBatchesPerCommit: number;
   claimRetentionMs: number;
@@ -93,6 +95,7 @@ function pickConfig(rng: Rng): SimConfig {
     priorityBias: rng.pick([0, 0.5, 0.9]),
     deliveries: rng.between(10, 25),
     reads: rng.between(6, 14),
+    mergeEveryBytes: rng.pick([2 ** 30, 8_000, 20_000]),
     items: rng.between(2, 5),
   };
 }
@@ -205,6 +208,10 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
       slots: cfg.slots,
       leaseTtlMs: cfg.leaseTtlMs,
       mergeEveryCommits: cfg.mergeEveryCommits,
+      mergeEveryBytes: cfg.mergeEveryBytes,
+      // Off: its timer runs on real time, which the schedule does not control. What it runs is
+      // mergeOwnShard, which the schedule calls.
+      mergeIdleMs: 0,
       maxBatchesPerCommit: cfg.maxBatchesPerCommit,
       cachedItems: cfg.cachedItems,
       versionRetentionMs: 3_600_000,

@@ -64,6 +64,8 @@ export function openFaultLog(o: FaultLogOptions): LanceCheckpointLog {
     ...(o.slot !== undefined ? { slot: o.slot } : {}),
     leaseTtlMs: o.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
     mergeEveryCommits: o.mergeEveryCommits ?? 1000,
+    mergeEveryBytes: DEFAULTS.mergeEveryBytes,
+    mergeIdleMs: 0, // merges only where a test asks for them, as mergeEveryCommits above
     maxBatchesPerCommit: DEFAULTS.maxBatchesPerCommit,
     cachedItems: DEFAULTS.cachedItems,
     versionRetentionMs: DEFAULTS.versionRetentionMs,

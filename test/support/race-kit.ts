@@ -287,6 +287,8 @@ export interface TestLogOptions {
   slot?: number;
   leaseTtlMs?: number;
   mergeEveryCommits?: number;
+  mergeEveryBytes?: number;
+  mergeIdleMs?: number;
   cachedItems?: number;
   hooks?: WriterHooks & MergeHooks;
   tableTap?: TableTap;
@@ -323,6 +325,8 @@ export function testLog(o: TestLogOptions): TestLog {
     ...(o.slot !== undefined ? { slot: o.slot } : {}),
     leaseTtlMs: o.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
     mergeEveryCommits: o.mergeEveryCommits ?? DEFAULTS.mergeEveryCommits,
+    mergeEveryBytes: o.mergeEveryBytes ?? DEFAULTS.mergeEveryBytes,
+    mergeIdleMs: o.mergeIdleMs ?? DEFAULTS.mergeIdleMs,
     cachedItems: o.cachedItems ?? DEFAULTS.cachedItems,
     ...(o.hooks ? { hooks: o.hooks } : {}),
     ...(o.tableTap ? { wrapTable: tableTapper(o.tableTap) } : {}),
