@@ -6,6 +6,7 @@
  * same answer).
  */
 import { randomBytes } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { decodeRow, decodeRowsFile, encodeRow, encodeRowsFile, RowsDirectories, RowsFileError } from '../lib/log/fold-rows.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
@@ -84,7 +85,7 @@ describe('rows codec and file', () => {
     expect(await dirs.itemRows('_dgcl/projection/rows-v1-0-3-0.bin', 'b')).toEqual([row('b', 1)]);
     expect(await dirs.itemRows('_dgcl/projection/rows-v1-0-3-0.bin', 'a')).toEqual(small[0][1]);
     expect(await dirs.itemRows('_dgcl/projection/rows-v1-0-3-0.bin', 'c'), 'an item it does not hold').toEqual([]);
-    expect(objects.ranges, 'one read of the end: the file is within it').toEqual([{ suffix: 16 * 1024 }]);
+    expect(objects.ranges, 'one read of the end: the file is within it').toEqual([{ suffix: 32 * 1024 }]);
 
     // Long random ids: a directory longer than the end read first, items far before it.
     const ids = Array.from({ length: 1000 }, (_, i) => `${String(i).padStart(4, '0')}-${randomBytes(300).toString('base64')}`);
@@ -110,8 +111,8 @@ describe('rows codec and file', () => {
     // Locally the end is short: the directory, then the item's range.
     objects.ranges = [];
     const viaLocal = new RowsDirectories(objects);
-    for (const k of [0, 50]) expect(await viaLocal.itemRows('_dgcl/projection/rows-v1-2-100-0.bin', `m${String(k).padStart(3, '0')}`)).toEqual(mid[k]![1]);
-    expect(objects.ranges).toEqual([{ suffix: 16 * 1024 }, expect.objectContaining({ start: 0 }), expect.objectContaining({ start: expect.any(Number) })]);
+    for (const k of [0, 10]) expect(await viaLocal.itemRows('_dgcl/projection/rows-v1-2-100-0.bin', `m${String(k).padStart(3, '0')}`)).toEqual(mid[k]![1]);
+    expect(objects.ranges).toEqual([{ suffix: 32 * 1024 }, expect.objectContaining({ start: 0 }), expect.objectContaining({ start: expect.any(Number) })]);
   });
 
   it('a damaged file is an error of its own, never other rows', async () => {
@@ -129,6 +130,48 @@ describe('rows codec and file', () => {
     await expect(dirs.itemRows(key(1), 'a')).rejects.toThrow(/footer/);
     await expect(dirs.itemRows(key(2), 'a')).rejects.toThrow(RowsFileError);
     await expect(dirs.itemRows(key(3), 'a')).rejects.toThrow(/missing/);
+  });
+
+  // The directory is searched where it lies: a damaged id or entry must not read as "not in this
+  // file" (a fold would then miss the item's rows), so every lookup of a damaged one fails.
+  it('a damaged directory fails every lookup, the items it holds and those it does not', async () => {
+    const objects = new LocalObjectStore(tempRoot());
+    const items = [['alpha', [row('alpha', 1)]], ['beta', [row('beta', 1)]], ['gamma', [row('gamma', 1)]]] as const;
+    const bytes = encodeRowsFile(items);
+    const dirLength = bytes.readUInt32LE(bytes.length - 12);
+    const dirStart = bytes.length - 12 - dirLength;
+    // Every byte of the directory (count, CRC, entries, ids), flipped in turn.
+    for (let at = dirStart; at < dirStart + dirLength; at++) {
+      const damaged = Buffer.from(bytes);
+      damaged[at] = damaged[at]! ^ 0x04;
+      const key = `_dgcl/projection/rows-v1-0-3-${at}.bin`;
+      await objects.putIfAbsent(key, damaged);
+      for (const id of ['alpha', 'beta', 'gamma', 'delta', 'b']) {
+        await expect(new RowsDirectories(objects).itemRows(key, id), `byte ${at - dirStart} of the directory, ${id}`).rejects.toThrow(RowsFileError);
+      }
+    }
+    expect(() => encodeRowsFile([items[1], items[0]]), 'written out of order').toThrow(/out of order/);
+  });
+
+  it('reads the files of earlier releases (dgclrow1: a gzipped JSON directory) as before', async () => {
+    const objects = new CountingStore(tempRoot());
+    const ids = ['a', 'b\u00e9', 'c\uffff', 'c\u{1f600}', 'zz']; // UTF-8 byte order, not UTF-16's
+    const items = ids.map((id, i) => [id, Array.from({ length: i + 1 }, (_, k) => row(id, k + 1))] as const);
+    const blocks = items.map(([, rows]) => gzipSync(`[${rows.map((r) => JSON.stringify(encodeRow(r))).join(',')}]`));
+    let at = 0;
+    const dir = gzipSync(JSON.stringify(items.map(([id], i) => [id, (at += blocks[i]!.length) - blocks[i]!.length, blocks[i]!.length])));
+    const footer = Buffer.alloc(12);
+    footer.writeUInt32LE(dir.length, 0);
+    footer.write('dgclrow1', 4, 'latin1');
+    const v1 = Buffer.concat([...blocks, dir, footer]);
+    await objects.putIfAbsent('_dgcl/projection/rows-v1-0-15-0.bin', v1);
+    await objects.putIfAbsent('_dgcl/projection/rows-v1-0-15-1.bin', encodeRowsFile(items));
+    expect(decodeRowsFile(v1)).toEqual(items);
+    for (const k of [0, 1]) {
+      const dirs = new RowsDirectories(objects);
+      for (const [id, rows] of items) expect(await dirs.itemRows(`_dgcl/projection/rows-v1-0-15-${k}.bin`, id)).toEqual(rows);
+      expect(await dirs.itemRows(`_dgcl/projection/rows-v1-0-15-${k}.bin`, 'c'), 'not in the file').toEqual([]);
+    }
   });
 });
 

@@ -42,7 +42,7 @@ describe('review36: a listing on a base pinned at a version number of a deleted 
   });
 });
 
-describe('review36: the local read plan of rows files (16 KiB end) returns the right rows', () => {
+describe('review36: the local read plan of rows files (the end, then the rest) returns the right rows', () => {
   it('every item of files from 100 B to 200 KB, directories shorter and longer than the end, items across its start', async () => {
     const { randomBytes } = await import('node:crypto');
     const { decodeRowsFile, encodeRowsFile, RowsDirectories } = await import('../lib/log/fold-rows.ts');

@@ -6,16 +6,24 @@
  * range: 33 GETs at 10^5 events, 74 at 10^6). Through this it reads the projection's index and,
  * per fragment that may hold the item, the end of one file and the item's range in it.
  *
- * One file per listing chunk of a fragment, `rows-v1-n<nonce>-<fragment>-<live rows>-<k>.bin`: the rows of
- * chunk k's items (the same items, in the same order). Per item a gzip member of its rows (JSON
- * arrays in LIGHT_COLUMNS order), then the directory (a gzip member of `[item id, offset,
- * length]` per item, in item order), then 12 bytes: the directory's length (u32 LE) and a magic.
- * gzip checks its own CRC, so a damaged part reads as an error, never as other rows.
+ * One file per listing chunk of a fragment, `rows-v1-n<nonce>-<fragment>-<live rows>-<k>.bin` (the
+ * name's v1 is its naming; the magic says the layout): the rows of chunk k's items (the same
+ * items, in the same order). Per item a gzip member of its rows (JSON arrays in LIGHT_COLUMNS
+ * order), then the directory, then 12 bytes: the directory's length (u32 LE) and a magic.
+ * - `dgclrow2` (written now): the directory is binary and searched where it lies, without
+ *   decoding it: u32 entry count, u32 CRC-32 of the rest of the directory, per item (in UTF-8
+ *   byte order) u32 end of its id in the id bytes and u32 length of its block (blocks lie back to
+ *   back from the file's start), then the ids' UTF-8 bytes. Reading a 1,000-item directory the
+ *   old way (gunzip, JSON.parse, checks) took ~0.3 ms, most of a fold's extra cost at 10^6 events
+ *   (docs/design/performance.md, "Folds"); this one ~10 us.
+ * - `dgclrow1` (earlier releases, still read): a gzip member of `[item id, offset, length]` per item.
+ * The CRCs (gzip's, the directory's) make a damaged part read as an error, never as other rows.
  *
  * Disposable like the rest of the projection: a file that is missing or unreadable, or an index
  * that does not describe the base version read, sends the fold to Lance as before.
  */
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { crc32, gunzipSync, gzipSync } from 'node:zlib';
+import { InternalError } from '../errors.ts';
 import { COLUMN_SPECS, LIGHT_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
@@ -23,18 +31,23 @@ import { isObjectStoreUri } from '../storage/location.ts';
 import { LoadCache } from './load-cache.ts';
 import { compareUtf8 } from './summary.ts';
 
-const MAGIC = Buffer.from('dgclrow1', 'latin1');
+const MAGIC_V1 = Buffer.from('dgclrow1', 'latin1');
+const MAGIC = Buffer.from('dgclrow2', 'latin1');
 const FOOTER = 4 + MAGIC.length;
+/** The binary directory's head (count, CRC) and bytes per entry (id end, block length). */
+const DIR_HEAD = 8;
+const DIR_ENTRY = 8;
 /**
  * How a process reads rows files, by kind of store: the bytes read from a file's end first (the
  * directory; a longer one costs a second read) and the directories kept. On an object store a
  * request costs more than its bytes: the last 256 KiB, so a small file comes whole in one GET and
- * later folds of its items need none. On a local disk the bytes cost more than a read: 16 KiB
- * (a directory of 1,000 short ids is ~8 KB), and more directories kept (~50 KB each), so that
- * folds of a 10^7-event log (200 files per fragment) find theirs (docs/design/performance.md,
- * "Folds": 1.2-1.6 ms a fold against 0.7 when the directory had to be read).
+ * later folds of its items need none. On a local disk the bytes cost more than a read: 32 KiB
+ * (a binary directory of 1,000 ids of 13 characters is 21 KB; a read of 16 KiB and then the rest
+ * took 197 us against 155 us for the item's first fold from the file), and more directories kept
+ * (~40 KB each), so that folds of a 10^7-event log (200 files per fragment) find theirs
+ * (docs/design/performance.md, "Folds").
  */
-const READS = { objectStore: { tailBytes: 256 * 1024, cachedDirs: 32 }, local: { tailBytes: 16 * 1024, cachedDirs: 256 } } as const;
+const READS = { objectStore: { tailBytes: 256 * 1024, cachedDirs: 32 }, local: { tailBytes: 32 * 1024, cachedDirs: 256 } } as const;
 
 const ROWS_PREFIX = 'rows-v1-';
 /** The rows of the `chunk`-th listing chunk's items in a fragment (name below the projection folder; `nonce`: the fragment documents', lib/log/projection.ts). */
@@ -135,22 +148,26 @@ export function encodeItem(rows: readonly EventRow[]): { block: Buffer | null; j
   return { block: gzipSync(`[${cells.join(',')}]`), jsonBytes: n };
 }
 
-/** One rows file of items in item order, each with its block (`encodeItem`; null: left out). */
+/** One rows file of items in item order (UTF-8 bytes), each with its block (`encodeItem`; null: left out). */
 export function assembleRowsFile(items: ReadonlyArray<readonly [string, Buffer | null]>): Buffer {
-  const parts: Buffer[] = [];
-  const dir: DirEntry[] = [];
-  let at = 0;
-  for (const [id, block] of items) {
-    dir.push([id, at, block?.length ?? 0]);
-    if (!block) continue;
-    parts.push(block);
-    at += block.length;
+  const ids = items.map(([id]) => Buffer.from(id, 'utf8'));
+  for (let i = 1; i < ids.length; i++) if (Buffer.compare(ids[i - 1]!, ids[i]!) >= 0) throw new InternalError(`rows file: items out of order at ${items[i]![0]}`);
+  const idBytes = ids.reduce((n, b) => n + b.length, 0);
+  const dir = Buffer.alloc(DIR_HEAD + DIR_ENTRY * items.length + idBytes);
+  dir.writeUInt32LE(items.length, 0);
+  let idEnd = 0;
+  let at = DIR_HEAD + DIR_ENTRY * items.length;
+  for (const [i, [, block]] of items.entries()) {
+    idEnd += ids[i]!.length;
+    dir.writeUInt32LE(idEnd, DIR_HEAD + DIR_ENTRY * i);
+    dir.writeUInt32LE(block?.length ?? 0, DIR_HEAD + DIR_ENTRY * i + 4);
+    at += ids[i]!.copy(dir, at);
   }
-  const d = gzipSync(JSON.stringify(dir));
+  dir.writeUInt32LE(crc32(dir.subarray(DIR_HEAD)), 4);
   const footer = Buffer.alloc(FOOTER);
-  footer.writeUInt32LE(d.length, 0);
+  footer.writeUInt32LE(dir.length, 0);
   MAGIC.copy(footer, 4);
-  return Buffer.concat([...parts, d, footer]);
+  return Buffer.concat([...items.flatMap(([, block]) => (block ? [block] : [])), dir, footer]);
 }
 
 /** One rows file of `items` (in item order, each with its rows). */
@@ -168,11 +185,79 @@ function gunzipJson(bytes: Uint8Array, what: string): unknown {
 
 /** A file's directory, and the bytes of its end already read (item ranges inside it cost no GET). */
 interface Directory {
-  ids: string[];
-  offsets: number[];
-  lengths: number[];
+  /** The entry of `id`, or -1. */
+  indexOf(id: string): number;
+  offsets: ArrayLike<number>;
+  lengths: ArrayLike<number>;
   tail: Uint8Array;
   tailStart: number;
+}
+
+/** The directory of a `dgclrow1` file (`[id, offset, length]` entries, gzipped JSON). */
+function v1Directory(key: string, dirBytes: Uint8Array, dirStart: number): Pick<Directory, 'indexOf' | 'offsets' | 'lengths'> {
+  const dir = gunzipJson(dirBytes, `${key} directory`);
+  const ok = Array.isArray(dir) && dir.every((e) => Array.isArray(e) && e.length === 3 && typeof e[0] === 'string' && Number.isSafeInteger(e[1]) && Number.isSafeInteger(e[2]) && e[1] >= 0 && e[2] >= 0 && e[1] + e[2] <= dirStart);
+  if (!ok) throw new RowsFileError(`${key}: directory is not [id, offset, length] entries`);
+  const entries = dir as DirEntry[];
+  for (let i = 1; i < entries.length; i++) if (compareUtf8(entries[i - 1]![0], entries[i]![0]) >= 0) throw new RowsFileError(`${key}: directory out of item order`);
+  const ids = entries.map((e) => e[0]);
+  return { indexOf: (id) => find(ids, id), offsets: entries.map((e) => e[1]), lengths: entries.map((e) => e[2]) };
+}
+
+/**
+ * The directory of a `dgclrow2` file, searched in place: its CRC and bounds are checked once
+ * here; its order was checked when it was written (assembleRowsFile), and the CRC says these are
+ * the bytes written.
+ */
+function v2Directory(key: string, dirBytes: Uint8Array, dirStart: number): Pick<Directory, 'indexOf' | 'offsets' | 'lengths'> {
+  const d = Buffer.from(dirBytes.buffer, dirBytes.byteOffset, dirBytes.length);
+  const bad = (what: string) => new RowsFileError(`${key}: directory ${what}`);
+  if (d.length < DIR_HEAD) throw bad('too short');
+  const count = d.readUInt32LE(0);
+  const idsAt = DIR_HEAD + DIR_ENTRY * count;
+  if (idsAt > d.length) throw bad(`of ${count} entries longer than it is`);
+  if (crc32(d.subarray(DIR_HEAD)) !== d.readUInt32LE(4)) throw bad('damaged (CRC)');
+  const ends = new Uint32Array(count);
+  const offsets = new Float64Array(count);
+  const lengths = new Float64Array(count);
+  let at = 0;
+  let idEnd = 0;
+  for (let i = 0; i < count; i++) {
+    const end = d.readUInt32LE(DIR_HEAD + DIR_ENTRY * i);
+    if (end <= idEnd || idsAt + end > d.length) throw bad(`entry ${i}: id bytes out of bounds`);
+    ends[i] = idEnd = end;
+    offsets[i] = at;
+    lengths[i] = d.readUInt32LE(DIR_HEAD + DIR_ENTRY * i + 4);
+    at += lengths[i]!;
+  }
+  if (idsAt + idEnd !== d.length || at > dirStart) throw bad('does not match the file');
+  const ids = d.subarray(idsAt);
+  return {
+    indexOf(id) {
+      const want = Buffer.from(id, 'utf8');
+      let lo = 0;
+      let hi = count - 1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >> 1;
+        // want against the mid-th id: > 0 when the id sorts before want.
+        const c = want.compare(ids, mid === 0 ? 0 : ends[mid - 1]!, ends[mid]!);
+        if (c === 0) return mid;
+        if (c > 0) lo = mid + 1;
+        else hi = mid - 1;
+      }
+      return -1;
+    },
+    offsets,
+    lengths,
+  };
+}
+
+/** The footer's format: 2, 1, or RowsFileError. */
+function formatOf(key: string, bytes: Uint8Array): 1 | 2 {
+  const magic = bytes.length < FOOTER ? null : Buffer.from(bytes.buffer, bytes.byteOffset + bytes.length - MAGIC.length, MAGIC.length);
+  if (magic?.equals(MAGIC)) return 2;
+  if (magic?.equals(MAGIC_V1)) return 1;
+  throw new RowsFileError(`${key} has no rows-file footer`);
 }
 
 async function readDirectory(objects: ObjectStore, key: string, tailBytes: number): Promise<Directory> {
@@ -180,7 +265,7 @@ async function readDirectory(objects: ObjectStore, key: string, tailBytes: numbe
   if (end === null) throw new RowsFileError(`${key} is missing`);
   const { bytes, size } = end;
   const tailStart = size - bytes.length;
-  if (bytes.length < FOOTER || !Buffer.from(bytes.subarray(bytes.length - MAGIC.length)).equals(MAGIC)) throw new RowsFileError(`${key} has no rows-file footer`);
+  const format = formatOf(key, bytes);
   const dirLength = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).readUInt32LE(bytes.length - FOOTER);
   const dirStart = size - FOOTER - dirLength;
   if (dirStart < 0) throw new RowsFileError(`${key}: directory longer than the file`);
@@ -191,12 +276,7 @@ async function readDirectory(objects: ObjectStore, key: string, tailBytes: numbe
     if (more === null || more.size !== size) throw new RowsFileError(`${key} changed while read`);
     dirBytes = more.bytes;
   }
-  const dir = gunzipJson(dirBytes, `${key} directory`);
-  const ok = Array.isArray(dir) && dir.every((e) => Array.isArray(e) && e.length === 3 && typeof e[0] === 'string' && Number.isSafeInteger(e[1]) && Number.isSafeInteger(e[2]) && e[1] >= 0 && e[2] >= 0 && e[1] + e[2] <= dirStart);
-  if (!ok) throw new RowsFileError(`${key}: directory is not [id, offset, length] entries`);
-  const entries = dir as DirEntry[];
-  for (let i = 1; i < entries.length; i++) if (compareUtf8(entries[i - 1]![0], entries[i]![0]) >= 0) throw new RowsFileError(`${key}: directory out of item order`);
-  return { ids: entries.map((e) => e[0]), offsets: entries.map((e) => e[1]), lengths: entries.map((e) => e[2]), tail: bytes, tailStart };
+  return { ...(format === 2 ? v2Directory : v1Directory)(key, dirBytes, dirStart), tail: bytes, tailStart };
 }
 
 /** Index of `id` in sorted `ids`, or -1. */
@@ -226,7 +306,7 @@ export class RowsDirectories {
   /** The rows `key` holds of `itemId` (none when it holds no such item), or RowsFileError. */
   async itemRows(key: string, itemId: string): Promise<EventRow[]> {
     const d = await this.dirs.get(key, () => readDirectory(this.objects, key, this.reads.tailBytes));
-    const i = find(d.ids, itemId);
+    const i = d.indexOf(itemId);
     if (i < 0) return [];
     if (d.lengths[i] === 0) throw new LeftOutError(`${key}: the rows of ${itemId} are too large for it`);
     const start = d.offsets[i]!;
@@ -253,8 +333,22 @@ export class RowsDirectories {
 /** Every item of a whole rows file with its rows (none for one left out: tests, and checks that a deleted item left none). */
 export function decodeRowsFile(bytes: Uint8Array): Array<[string, EventRow[]]> {
   const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
-  if (b.length < FOOTER || !b.subarray(b.length - MAGIC.length).equals(MAGIC)) throw new RowsFileError('no rows-file footer');
+  const format = formatOf('rows file', b);
   const dirStart = b.length - FOOTER - b.readUInt32LE(b.length - FOOTER);
-  const dir = gunzipJson(b.subarray(dirStart, b.length - FOOTER), 'directory') as DirEntry[];
-  return dir.map(([id, at, n]) => [id, n === 0 ? [] : (gunzipJson(b.subarray(at, at + n), id) as unknown[]).map(decodeRow)]);
+  const dirBytes = b.subarray(dirStart, b.length - FOOTER);
+  let entries: DirEntry[];
+  if (format === 1) entries = gunzipJson(dirBytes, 'directory') as DirEntry[];
+  else {
+    const d = v2Directory('rows file', dirBytes, dirStart);
+    const count = dirBytes.readUInt32LE(0);
+    const ids = dirBytes.subarray(DIR_HEAD + DIR_ENTRY * count);
+    let from = 0;
+    entries = Array.from({ length: count }, (_, i) => {
+      const end = dirBytes.readUInt32LE(DIR_HEAD + DIR_ENTRY * i);
+      const id = ids.toString('utf8', from, end);
+      from = end;
+      return [id, d.offsets[i]!, d.lengths[i]!];
+    });
+  }
+  return entries.map(([id, at, n]) => [id, n === 0 ? [] : (gunzipJson(b.subarray(at, at + n), id) as unknown[]).map(decodeRow)]);
 }
