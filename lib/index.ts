@@ -70,7 +70,11 @@ export interface OpenLogOptions {
   mergeEveryCommits?: number;
   /** ... or once its commits' rows reach this many bytes, as encoded for them (default 32 MiB). */
   mergeEveryBytes?: number;
-  /** ... or once this long passed without a commit (default 30 s; 0: never). */
+  /**
+   * ... or once this long passed without a commit (default 30 s; 0: never). Default 0 on a host
+   * that freezes processes between requests (`freezingHost`): a merge that starts after the
+   * request returned may stall mid-way (docs/design/deletion.md, "Stalled mergers").
+   */
   mergeIdleMs?: number;
   /** Most batches combined into one Lance commit (default 512). */
   maxBatchesPerCommit?: number;
@@ -99,6 +103,21 @@ export interface OpenLogOptions {
   env?: Env;
   /** Fault injection for crash tests. */
   hooks?: WriterHooks & MergeHooks;
+}
+
+/** Longest timer Node keeps (a longer one fires at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Environment variables of function hosts that freeze (or throttle to nothing) a process between
+ * requests: AWS Lambda, Vercel, Azure Functions, Google Cloud Functions and Cloud Run (Cloud Run
+ * throttles CPU outside requests unless told otherwise; the idle merge is off there too).
+ */
+const FREEZING_HOST_VARS = ['AWS_LAMBDA_FUNCTION_NAME', 'VERCEL', 'FUNCTIONS_WORKER_RUNTIME', 'FUNCTION_TARGET', 'K_SERVICE'] as const;
+
+/** True when `env` says the process runs on a host that freezes it between requests. */
+export function freezingHost(env: Env): boolean {
+  return FREEZING_HOST_VARS.some((k) => (env[k] ?? '') !== '');
 }
 
 export const DEFAULTS = {
@@ -152,6 +171,12 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
       throw new InvalidInputError(`${field} must be a whole number of milliseconds >= ${min}, got ${v}`, { field });
     }
   }
+  for (const [field, min, max] of [['mergeEveryCommits', 1, Number.MAX_SAFE_INTEGER], ['mergeEveryBytes', 1, Number.MAX_SAFE_INTEGER], ['mergeIdleMs', 0, MAX_TIMER_MS]] as const) {
+    const v = o[field];
+    if (v !== undefined && (!Number.isSafeInteger(v) || v < min || v > max)) {
+      throw new InvalidInputError(`${field} must be a whole number from ${min} to ${max}, got ${v}`, { field });
+    }
+  }
   const coordination = o.coordination ?? (env.DGCL_COORDINATION || 'table');
   if (coordination !== 'table' && coordination !== 'objects') {
     throw new InvalidInputError(`coordination must be 'table' or 'objects', got ${JSON.stringify(coordination)}`, { field: o.coordination !== undefined ? 'coordination' : 'DGCL_COORDINATION' });
@@ -183,7 +208,7 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     leaseTtlMs: o.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
     mergeEveryCommits: o.mergeEveryCommits ?? DEFAULTS.mergeEveryCommits,
     mergeEveryBytes: o.mergeEveryBytes ?? DEFAULTS.mergeEveryBytes,
-    mergeIdleMs: o.mergeIdleMs ?? DEFAULTS.mergeIdleMs,
+    mergeIdleMs: o.mergeIdleMs ?? (freezingHost(env) ? 0 : DEFAULTS.mergeIdleMs),
     maxBatchesPerCommit: o.maxBatchesPerCommit ?? DEFAULTS.maxBatchesPerCommit,
     cachedItems: o.cachedItems ?? DEFAULTS.cachedItems,
     versionRetentionMs: o.versionRetentionMs ?? DEFAULTS.versionRetentionMs,

@@ -4,7 +4,7 @@ import path from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
-import { commitData, EncodedRows, fastAddCount } from '../lib/log/lance-add.ts';
+import { commitData, committedTable, EncodedRows, fastAddCount, fastMergeCount, mergeData } from '../lib/log/lance-add.ts';
 import { InternalError } from '../lib/errors.ts';
 import { EVENT_SCHEMA, rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import { rowsOf, newItemBatch } from '../bench/common.ts';
@@ -40,6 +40,19 @@ describe('EncodedRows: a shard commit handed to the native add', () => {
     await t.add(rowsToArrow(rowsOf(newItemBatch('a'), 'a')) as never);
     expect(fastAddCount.n).toBe(before);
     expect(await t.countRows()).toBe(rowsOf(newItemBatch('a'), 'a').length);
+  });
+
+  it("a writer's merge hands its commits (rows, then tables) encoded once to the native mergeInsert: insert-if-absent of exactly those rows", async () => {
+    const db = await lancedb.connect(tmp());
+    const base = await db.createEmptyTable('base', EVENT_SCHEMA);
+    const commits = [0, 1, 2, 3].map((c) => [...rowsOf(newItemBatch(`a${c}`), `a${c}`), ...rowsOf(newItemBatch(`b${c}`), `b${c}`)]);
+    await base.add(new EncodedRows(commits[2]!) as never); // already there: not inserted again
+    const before = fastMergeCount.n;
+    const data = mergeData([...commits[0]!, ...commits[1]!], commits.slice(2).map((rows) => committedTable(commitData(rows))));
+    await base.mergeInsert('event_id').whenNotMatchedInsertAll().execute(data as never);
+    expect(fastMergeCount.n).toBe(before + 1);
+    const sort = (r: ReturnType<typeof rowsFromArrow>) => [...r].sort((x, y) => x.event_id.localeCompare(y.event_id));
+    expect(sort(rowsFromArrow(await base.query().toArrow()))).toEqual(sort(commits.flat()));
   });
 
   it('the writer gets EncodedRows on the pinned LanceDB (an upgrade that loses the patch fails here), never for no rows', () => {

@@ -1,12 +1,13 @@
 /**
- * A writer merges its own generations from the rows it committed (its merge copy), without
+ * A writer merges its own generations from the bytes it committed (its merge copy), without
  * reading them back from the shard (lib/log/writer.ts, "merge copies"); a generation whose
- * copy would exceed MERGE_COPY_MAX_BYTES is read back. Either way the base ends up with every
+ * copy would take the copies past twice `mergeEveryBytes` is read back. Either way the base ends up with every
  * row whole: fields and blob bytes as committed. The next generation is made a few commits before
  * the rotation, so its first commit does not wait for it; close() retires it if it was never used.
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
+import { fastMergeCount } from '../lib/log/lance-add.ts';
 import type { MergeStep } from '../lib/log/merge.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { raceFixture, withFreshReader } from './support/race-kit.ts';
@@ -39,6 +40,7 @@ describe('merge copies', () => {
     const c = mergeReadCounter();
     const { log } = open({ slot: 0, mergeEveryCommits: 3, hooks: c.hooks, tableTap: c.tableTap });
     const blobs = new Map<string, Buffer>();
+    const fastBefore = fastMergeCount.n;
     const lastSeqs = new Map<string, number>();
     for (let i = 0; i < 8; i++) {
       const blob = randomBytes(1000 + i);
@@ -52,6 +54,7 @@ describe('merge copies', () => {
     expect(c.counts.merges).toBe(6);
     expect(merged.shards.length).toBeGreaterThanOrEqual(1);
     expect(c.counts.shardReads).toBe(0);
+    expect(fastMergeCount.n - fastBefore, 'each merge handed its bytes to Lance as they were').toBe(6);
 
     // What is left of the writer: the generation it made ahead for its next commit, empty.
     const left = async () => withFreshReader(root, leases, clock, async (reader) => (await reader.stats()).shards.map((s) => ({ name: s.name, rows: s.rows })));
@@ -92,16 +95,17 @@ describe('merge copies', () => {
   it('reads back a generation whose copy would exceed the cap, and merges it whole', async () => {
     const { root, clock, leases, open } = setup();
     const c = mergeReadCounter();
-    const { log } = open({ mergeEveryCommits: 1_000, hooks: c.hooks, tableTap: c.tableTap });
-    // Two 5 MiB blobs in one generation: 10 MiB of encoded rows, over the 8 MiB cap.
+    const { log } = open({ mergeEveryCommits: 1_000, mergeEveryBytes: 4 * 1024 * 1024, hooks: c.hooks, tableTap: c.tableTap });
+    // Two 5 MiB blobs in one commit: 10 MiB of encoded rows, over the 8 MiB cap (twice
+    // mergeEveryBytes), which the commit also passes: the generation is merged after it.
     const big = [randomBytes(5 * 1024 * 1024), randomBytes(5 * 1024 * 1024)];
-    for (let i = 0; i < 2; i++) await log.append([createBatch(`big${i}`, { set: { image: { $blob: big[i]!.toString('base64') } } })]);
-    await log.mergeOwnShard();
+    await log.append([createBatch('big', { set: { image0: { $blob: big[0]!.toString('base64') }, image1: { $blob: big[1]!.toString('base64') } } })]);
+    await log.idle();
     expect(c.counts.merges).toBe(1);
     expect(c.counts.shardReads).toBe(1);
     await withFreshReader(root, leases, clock, async (reader) => {
-      expect((await reader.stats()).shards).toEqual([]);
-      for (let i = 0; i < 2; i++) expect(Buffer.from(await reader.blob(`big${i}`, 'image')).equals(big[i]!)).toBe(true);
+      expect((await reader.stats()).shards.filter((s) => s.rows > 0)).toEqual([]);
+      for (let i = 0; i < 2; i++) expect(Buffer.from(await reader.blob('big', `image${i}`)).equals(big[i]!)).toBe(true);
     });
   });
 });

@@ -143,6 +143,7 @@ describe('F2: merge copies are capped per generation, not per writer', () => {
     const failing = { on: true };
     const W = open({
       mergeEveryCommits: 1,
+      mergeEveryBytes: 4 * 1024 * 1024, // copies capped at twice that
       hooks: {
         beforeMergeStep(step) {
           // The base cannot take the merge (unavailable, a conflict that keeps coming back, ...).
@@ -155,7 +156,7 @@ describe('F2: merge copies are capped per generation, not per writer', () => {
     const w = writerOf(W);
     await (w as unknown as { merging: Promise<unknown> | null }).merging;
     expect(w.frozen.length).toBe(9); // every generation queued behind the first failing merge
-    // 9 x 4 MiB of blobs held: the cap meant to bound this is 8 MiB (32 MiB when found).
+    // 9 x 4 MiB of blobs held: the cap meant to bound this is 8 MiB here (32 MiB when found).
     expect(copyBytes(w), 'bytes of merge copies the writer holds').toBeLessThanOrEqual(8 * 1024 * 1024);
   });
 });

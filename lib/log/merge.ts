@@ -29,7 +29,7 @@ export async function mergeGeneration(
    * The generation's rows at `version`, from its writer (lib/log/writer.ts, "merge copies"):
    * reading them back costs a file open per commit (~1.5-3 ms each here), most of a merge.
    */
-  copy?: arrow.Table,
+  copy?: { data: unknown; rows: number },
   /**
    * The caller's record of this merge across tries: `rows` is set once the base commit (and its
    * fsync) succeeded, and a later try then only retires. Committing again after the generation
@@ -44,15 +44,18 @@ export async function mergeGeneration(
       await hooks?.beforeMergeStep?.('read', shard);
       // Arrow in, Arrow out: turning the rows into JavaScript objects and back cost more than the
       // whole Lance merge (2.4 s of a 7 s one-writer bench run).
-      const data = copy ?? (await (version === null ? await tables.shard(shard) : await tables.shardAt(shard, version)).query().toArrow());
+      const read = copy ? null : await (version === null ? await tables.shard(shard) : await tables.shardAt(shard, version)).query().toArrow();
+      // Read back, the table is LanceDB's (its CommonJS copy of apache-arrow): it encodes it.
+      const data = copy ? copy.data : read;
+      const count = copy ? copy.rows : read!.numRows;
       await hooks?.beforeMergeStep?.('base-commit', shard);
-      if (data.numRows > 0) {
+      if (count > 0) {
         const base = await tables.ensureBase();
-        await base.mergeInsert('event_id').whenNotMatchedInsertAll().execute(data);
+        await base.mergeInsert('event_id').whenNotMatchedInsertAll().execute(data as arrow.Table);
         // The base copy must survive power loss before the shard copy is deleted.
         await tables.sync('base');
       }
-      rows = data.numRows;
+      rows = count;
       if (inBase) inBase.rows = rows;
     }
     await retireGeneration(ctx, shard, { version, rows });

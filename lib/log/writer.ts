@@ -22,13 +22,12 @@ import type { Lease, LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
-import { rowsToArrow } from '../schema.ts';
 import { guardDecision } from './delete-guard.ts';
 import { deletedThrough } from './deleted.ts';
 import { claimKey, floorDir, floorKey, genKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
-import { commitData, committedBytes } from './lance-add.ts';
+import { commitData, committedBytes, committedTable, mergeData } from './lance-add.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
 import type { LogReader } from './reader.ts';
 import { failedBeforeMarker, sqlIn, type LanceTables, type Table } from './tables.ts';
@@ -85,14 +84,6 @@ const DELETED_MARKER = 'deleted';
 /** Tries of an item marker PUT (each with a new body) before the group fails. */
 const MARKER_PUT_ATTEMPTS = 3;
 
-/**
- * Bytes of rows (as encoded for their commits) a writer keeps in all its merge copies together
- * (merges that keep failing queue generations); a generation whose commits would pass it is
- * read back for its merge. Small generations are the ones the copy helps: a generation's read
- * costs a file open per commit whatever its rows, and the copy is encoded again as one batch on
- * the event loop (~1 ms per 1,000 small rows).
- */
-const MERGE_COPY_MAX_BYTES = 8 * 1024 * 1024;
 
 /**
  * The next generation is made this many commits before the rotation (docs/design/shards.md,
@@ -102,6 +93,13 @@ const MERGE_COPY_MAX_BYTES = 8 * 1024 * 1024;
 const MAKE_AHEAD_COMMITS = 4;
 /** ... or once its commits reach this share of `mergeEveryBytes`. */
 const MAKE_AHEAD_SHARE = 0.75;
+/**
+ * Bytes of a generation's first commits (as encoded) its merge copy keeps as rows; later commits
+ * are kept as their Arrow tables. A merge encodes rows as one batch, and tables per batch (~0.2 ms
+ * each for 32 columns): 64 commits of 10 rows took 3.8 ms as rows, 13.7 ms as tables, on the
+ * event loop beside the acks; a 46 MB generation ~0.6 s as rows, ~0.25 s as tables.
+ */
+const COPY_ROWS_MAX_BYTES = 1024 * 1024;
 /** Bytes counted per row for the size bound where a commit's encoded size is not known. */
 const GUESSED_ROW_BYTES = 512;
 /** Merge rounds a given-up generation's marker is looked for before the name is left to the seal (retireGivenUp). */
@@ -160,14 +158,18 @@ export class ShardWriter {
    */
   private landing: { gen: string; items: ReadonlySet<string> } | null = null;
   /**
-   * Merge copies: the rows (blobs included) of every confirmed commit to an own generation, by
-   * generation (null: over MERGE_COPY_MAX_BYTES, read back instead). Its only writer, whose every commit
-   * either was confirmed or ended the epoch (and with it the generation's merge by this
-   * writer), knows its rows: reading them back cost a file open per commit, most of a merge.
-   * Kept and dropped with ownRows.
+   * Merge copies: what each confirmed commit to an own generation wrote (every column, blobs
+   * included), by generation (null: past copyMaxBytes(), read back instead). Its only writer,
+   * whose every commit either was confirmed or ended the epoch (and with it the generation's
+   * merge by this writer), knows its rows: reading them back cost a file open per commit, and
+   * decoding and encoding them again on the event loop (a 46 MB generation: ~2 s). The first
+   * commits are kept as rows while they take at most COPY_ROWS_MAX_BYTES, the rest as the Arrow
+   * tables they were encoded from (columnar: the retained heap is about what they wrote); the
+   * merge hands them to Lance encoded once (lib/log/lance-add.ts `mergeData`). Kept and dropped
+   * with ownRows.
    */
-  private mergeCopies = new Map<string, { commits: EventRow[][]; rows: number; bytes: number } | null>();
-  /** Bytes of all merge copies together: at most MERGE_COPY_MAX_BYTES (failing merges queue generations). */
+  private mergeCopies = new Map<string, { rows: EventRow[]; tables: ArrowTable[]; count: number; bytes: number } | null>();
+  /** Bytes of all merge copies together: at most copyMaxBytes() (failing merges queue generations). */
   private copyBytes = 0;
   /** Tracks of items this writer sequenced (LRU, `cachedItems`); see plan(). */
   private tracks = new Map<string, { track: ItemTrack; marker: string }>();
@@ -284,6 +286,7 @@ export class ShardWriter {
     const writing = new Set(rows.map((r) => r.item_id));
     let committing = false;
     let committed: number | null = null;
+    let committedCopy: ArrowTable | null = null;
     try {
       // Items we begin writing: mark them ours before the commit, so a writer that cached them
       // reads them again instead of trusting its copy. Each PUT has a body of its own (epoch +
@@ -309,6 +312,7 @@ export class ShardWriter {
       syncing?.catch(() => undefined); // awaited below; a failed encode must not leave it unhandled
       const data = commitData(rows);
       committed = committedBytes(data);
+      committedCopy = committedTable(data);
       await syncing;
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.openGeneration(st));
@@ -352,7 +356,7 @@ export class ShardWriter {
         else mine.set(r.item_id, [{ ...r, value_blob: null }]);
       }
       this.ownRows.set(gen, mine);
-      this.keepCopy(gen, rows, committed);
+      this.keepCopy(gen, rows, committedCopy!, committed ?? rows.length * GUESSED_ROW_BYTES);
       for (const [id, track] of plan.tracks) {
         const marker = plan.ownMarkers.get(id);
         if (marker === undefined || plan.markers.get(id) !== marker) continue;
@@ -388,21 +392,27 @@ export class ShardWriter {
       const f = this.rotate();
       if (f) this.frozen.push(f);
     }
-    if (this.frozen.length > 0 && !this.merging) {
-      // The merge starts once the next generation exists: made by the next commit while the
-      // merge's base commit and fsync ran, it took several acks' time (the slowest acks). The
-      // merge's base commit still slows the ack it overlaps (Lance's runtime on 2 cores).
-      const ready = this.state?.creating?.table;
-      this.merging = (async () => {
-        await ready?.catch(() => undefined);
-        return this.mergeFrozenAll();
-      })()
-        .catch(() => undefined)
-        .finally(() => {
-          this.merging = null;
-        });
-    }
+    this.startMerge();
     this.armIdleMerge();
+  }
+
+  /** Merge the frozen generations in the background, one merge at a time; commits go on meanwhile. */
+  private startMerge(): void {
+    if (this.frozen.length === 0 || this.merging) return;
+    // The merge starts once the next generation exists: made by the next commit while the
+    // merge's base commit and fsync ran, it took several acks' time (the slowest acks). The
+    // merge's base commit still slows the ack it overlaps (Lance's runtime on 2 cores).
+    const ready = this.state?.creating?.table;
+    this.merging = (async () => {
+      await ready?.catch(() => undefined);
+      return this.mergeFrozenAll();
+    })()
+      .catch(() => undefined)
+      .finally(() => {
+        this.merging = null;
+        // Failed: tried again after a later commit, by close(), or once the writer is idle.
+        if (this.frozen.length > 0) this.armIdleMerge();
+      });
   }
 
   /**
@@ -412,19 +422,23 @@ export class ShardWriter {
    * "Merge"). The timer does not keep the process alive; a frozen container (Lambda) merges
    * when it thaws, or its close() / the maintainer after its lease lapses do.
    */
-  private armIdleMerge(): void {
+  private armIdleMerge(delay = this.opts.mergeIdleMs): void {
     const wait = this.opts.mergeIdleMs;
     if (wait <= 0 || this.idleTimer || this.closing) return;
     const timer = setTimeout(() => {
       this.idleTimer = null;
-      const st = this.state;
-      if (this.closing || !st) return;
-      // Time through the writer's clock (a test's stands still until moved): not yet idle
-      // that long, look again later.
-      if (this.opts.clock.nowMs() - this.lastCommitMs < wait || this.queue.length > 0 || this.running) return this.armIdleMerge();
-      if (st.commitsInGen === 0 && this.frozen.length === 0) return;
-      this.mergeOwn().catch(() => undefined); // a failed merge is tried again by a later commit, close(), or the maintainer
-    }, wait);
+      if (this.closing || !this.state) return;
+      if (this.queue.length > 0 || this.running) return this.armIdleMerge();
+      // Time through the writer's clock (a test's stands still until moved).
+      const idleFor = this.opts.clock.nowMs() - this.lastCommitMs;
+      if (idleFor < wait) return this.armIdleMerge(wait - idleFor);
+      // Nothing runs (no commit, no exclusive job): between commits, as rotate() needs. The
+      // merge runs in the background like the one a commit starts, so an append that comes
+      // meanwhile is not held by it; without a generation made ahead, its commit makes one.
+      const f = this.rotate();
+      if (f) this.frozen.push(f);
+      this.startMerge();
+    }, Math.max(1, delay));
     timer.unref();
     this.idleTimer = timer;
   }
@@ -874,18 +888,25 @@ export class ShardWriter {
   }
 
   /** Add a confirmed commit's rows to its generation's merge copy (null: none kept for it). */
-  private keepCopy(gen: string, rows: EventRow[], bytes: number | null): void {
-    const copy = this.mergeCopies.has(gen) ? this.mergeCopies.get(gen)! : { commits: [], rows: 0, bytes: 0 };
-    if (copy === null || bytes === null || this.copyBytes + bytes > MERGE_COPY_MAX_BYTES) {
+  private keepCopy(gen: string, rows: EventRow[], table: ArrowTable, bytes: number): void {
+    const copy = this.mergeCopies.has(gen) ? this.mergeCopies.get(gen)! : { rows: [], tables: [], count: 0, bytes: 0 };
+    if (copy === null || this.copyBytes + bytes > this.copyMaxBytes()) {
       this.dropCopy(gen);
       this.mergeCopies.set(gen, null);
       return;
     }
-    copy.commits.push(rows);
-    copy.rows += rows.length;
+    // The first commits' rows while they are small (one batch at the merge), then the tables.
+    if (copy.tables.length === 0 && copy.bytes + bytes <= COPY_ROWS_MAX_BYTES) copy.rows.push(...rows);
+    else copy.tables.push(table);
+    copy.count += rows.length;
     copy.bytes += bytes;
     this.copyBytes += bytes;
     this.mergeCopies.set(gen, copy);
+  }
+
+  /** Bytes all merge copies together may hold: two generations' worth (one merging, one filling). */
+  private copyMaxBytes(): number {
+    return 2 * this.opts.mergeEveryBytes;
   }
 
   private dropCopy(gen: string): void {
@@ -899,13 +920,10 @@ export class ShardWriter {
    * the merge reads them. A mismatch cannot happen while every commit is confirmed or ends the
    * epoch; the count is a cheap check of that.
    */
-  private async copyOf(f: Frozen): Promise<ArrowTable | undefined> {
+  private async copyOf(f: Frozen): Promise<{ data: unknown; rows: number } | undefined> {
     const copy = this.mergeCopies.get(f.name);
-    if (!copy || copy.rows !== (await f.table.countRows())) return undefined;
-    // One record batch: LanceDB's mergeInsert re-encodes what it is given batch by batch in its
-    // own copy of apache-arrow, and a batch per commit (64 of 10 rows) blocked the event loop
-    // for 16-70 ms (one batch: 3-13 ms).
-    return rowsToArrow(copy.commits.flat());
+    if (!copy || copy.count !== (await f.table.countRows())) return undefined;
+    return { data: mergeData(copy.rows, copy.tables), rows: copy.count };
   }
 
   private async mergeFrozen(f: Frozen): Promise<{ mergedRows: number; shards: string[] }> {
