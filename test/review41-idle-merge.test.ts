@@ -18,7 +18,7 @@ import { createBatch, stepBatch } from './support/batches.ts';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { DEFAULTS, freezingHost, InvalidInputError, openLog } from '../lib/index.ts';
-import { Pause, raceFixture, settle, tempRoot } from './support/race-kit.ts';
+import { type OpenTestLog, Pause, raceFixture, settle, tempRoot } from './support/race-kit.ts';
 
 const { setup } = raceFixture(60_000);
 
@@ -35,28 +35,33 @@ async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> 
   return r;
 }
 
+/** A writer on slot 0 of 1 whose next merge, once armed, holds at its base commit. */
+function heldAtBaseCommit(open: OpenTestLog, o: { mergeEveryCommits: number; mergeIdleMs: number }) {
+  const pause = new Pause();
+  let armed = false;
+  const W = open({
+    slot: 0,
+    slots: 1,
+    ...o,
+    hooks: {
+      async beforeMergeStep(step) {
+        if (armed && step === 'base-commit') {
+          armed = false;
+          await pause.hit();
+        }
+      },
+    },
+  });
+  return { W, pause, arm: () => void (armed = true) };
+}
+
 describe('review41: the idle merge', () => {
   it('control: an append is not held by the automatic (commit-count) merge while its base commit is held', async () => {
     const { open } = setup();
-    const pause = new Pause();
-    let armed = false;
-    const W = open({
-      slot: 0,
-      slots: 1,
-      mergeEveryCommits: 1,
-      mergeIdleMs: 0,
-      hooks: {
-        async beforeMergeStep(step) {
-          if (armed && step === 'base-commit') {
-            armed = false;
-            await pause.hit();
-          }
-        },
-      },
-    });
+    const { W, pause, arm } = heldAtBaseCommit(open, { mergeEveryCommits: 1, mergeIdleMs: 0 });
     await W.log.append([createBatch('a')]);
     await W.log.idle();
-    armed = true;
+    arm();
     await W.log.append([stepBatch('a', 1)]); // rotates; its merge starts in the background
     await pause.reached.promise;
     const next = settle(W.log.append([stepBatch('a', 2)]));
@@ -68,24 +73,9 @@ describe('review41: the idle merge', () => {
 
   it('an append that arrives while the idle merge runs is not held until the merge ends', async () => {
     const { open, clock } = setup();
-    const pause = new Pause();
-    let armed = false;
-    const W = open({
-      slot: 0,
-      slots: 1,
-      mergeEveryCommits: 1000,
-      mergeIdleMs: 20,
-      hooks: {
-        async beforeMergeStep(step) {
-          if (armed && step === 'base-commit') {
-            armed = false;
-            await pause.hit();
-          }
-        },
-      },
-    });
+    const { W, pause, arm } = heldAtBaseCommit(open, { mergeEveryCommits: 1000, mergeIdleMs: 20 });
     await W.log.append([createBatch('a')]);
-    armed = true;
+    arm();
     clock.advance(20); // idle long enough by the writer's clock: the timer merges
     await pause.reached.promise; // the idle merge is at its base commit
     const next = settle(W.log.append([stepBatch('a', 1)]));
