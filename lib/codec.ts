@@ -261,7 +261,10 @@ export function encodeValue(v: unknown, path: string): EncodedValue {
   if (v === null) {
     throw new InvalidInputError('null is not a storable value (there is no null kind); omit the field or store a json value such as {"value": null}', { field: path });
   }
-  if (v instanceof Uint8Array) return blobOf(v, path);
+  // A copy: the caller may reuse its buffer once the append returned, and the writer keeps the
+  // rows of recent commits to merge them later (review42 F1: the merged blob no longer matched
+  // its checksum). Copied before the checksum, so both describe the same bytes.
+  if (v instanceof Uint8Array) return blobOf(new Uint8Array(v), path);
   if (isPlainObject(v)) {
     const keys = Object.keys(v);
     const reserved = RESERVED_KEYS.find((k) => Object.hasOwn(v, k));

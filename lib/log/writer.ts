@@ -431,7 +431,8 @@ export class ShardWriter {
       if (this.queue.length > 0 || this.running) return this.armIdleMerge();
       // Time through the writer's clock (a test's stands still until moved).
       const idleFor = this.opts.clock.nowMs() - this.lastCommitMs;
-      if (idleFor < wait) return this.armIdleMerge(wait - idleFor);
+      // At most `wait`: a clock set back would otherwise put the next look beyond it (review42 F2).
+      if (idleFor < wait) return this.armIdleMerge(Math.min(wait, wait - idleFor));
       // Nothing runs (no commit, no exclusive job): between commits, as rotate() needs. The
       // merge runs in the background like the one a commit starts, so an append that comes
       // meanwhile is not held by it; without a generation made ahead, its commit makes one.
