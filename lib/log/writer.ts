@@ -84,7 +84,6 @@ const DELETED_MARKER = 'deleted';
 /** Tries of an item marker PUT (each with a new body) before the group fails. */
 const MARKER_PUT_ATTEMPTS = 3;
 
-
 /**
  * The next generation is made this many commits before the rotation (docs/design/shards.md,
  * "Merge"): its making (~10-30 ms with its first fsync round, more beside a merge) is then done
@@ -419,8 +418,9 @@ export class ShardWriter {
    * After a commit: merge the current generation once `mergeIdleMs` passed without another, so
    * a writer that stops writing (but keeps its log open) leaves nothing unmerged for long: every
    * read of the log, in every process, pays for each live generation (docs/design/shards.md,
-   * "Merge"). The timer does not keep the process alive; a frozen container (Lambda) merges
-   * when it thaws, or its close() / the maintainer after its lease lapses do.
+   * "Merge"). The timer does not keep the process alive. Off (mergeIdleMs 0) by default on
+   * hosts that freeze processes between requests (lib/index.ts `freezingHost`): a merge it
+   * started after a request returned could be frozen mid-way (docs/design/deletion.md).
    */
   private armIdleMerge(delay = this.opts.mergeIdleMs): void {
     const wait = this.opts.mergeIdleMs;
