@@ -44,8 +44,11 @@ describe('what a writer leaves unmerged', () => {
     const { open, root, leases, clock } = setup();
     const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, mergeIdleMs: 20 });
     const rows = await appendSome(W.log, ['a', 'b']);
-    // The timer fires on real time, but asks the writer's clock, which stands still here.
+    // The timer fires on real time (20 ms), but asks the writer's clock, which stands still
+    // here: after several of its periods no merge may have started (one that had would be
+    // awaited by idle() and show below).
     await new Promise((r) => setTimeout(r, 100));
+    await W.log.idle();
     expect(await where(W.log), 'the clock did not move: still live').toEqual({ live: rows, base: 0 });
     clock.advance(20);
     await vi.waitFor(async () => expect(await where(W.log)).toEqual({ live: 0, base: rows }), { timeout: 10_000, interval: 20 });

@@ -284,7 +284,8 @@ export class ShardWriter {
     let gen = shardName(st.writerEpoch, st.generation);
     const writing = new Set(rows.map((r) => r.item_id));
     let committing = false;
-    let committed: number | null = null;
+    /** The commit's bytes as encoded (a guess per row where not encoded): the size bound and the copy's. */
+    let committed = 0;
     let committedCopy: ArrowTable | null = null;
     try {
       // Items we begin writing: mark them ours before the commit, so a writer that cached them
@@ -310,7 +311,7 @@ export class ShardWriter {
       const syncing = begun.length > 0 ? coord.sync?.() : undefined;
       syncing?.catch(() => undefined); // awaited below; a failed encode must not leave it unhandled
       const data = commitData(rows);
-      committed = committedBytes(data);
+      committed = committedBytes(data) ?? rows.length * GUESSED_ROW_BYTES;
       committedCopy = committedTable(data);
       await syncing;
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
@@ -320,7 +321,7 @@ export class ShardWriter {
       committing = true;
       await table.add(data as never);
       st.commitsInGen++;
-      st.bytesInGen += committed ?? rows.length * GUESSED_ROW_BYTES;
+      st.bytesInGen += committed;
       this.lastCommitMs = this.opts.clock.nowMs();
       if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(gen, await table.version());
       // Durable (fsync; a no-op on object stores) and confirmed before the claims and the ack.
@@ -355,7 +356,7 @@ export class ShardWriter {
         else mine.set(r.item_id, [{ ...r, value_blob: null }]);
       }
       this.ownRows.set(gen, mine);
-      this.keepCopy(gen, rows, committedCopy!, committed ?? rows.length * GUESSED_ROW_BYTES);
+      this.keepCopy(gen, rows, committedCopy!, committed);
       for (const [id, track] of plan.tracks) {
         const marker = plan.ownMarkers.get(id);
         if (marker === undefined || plan.markers.get(id) !== marker) continue;
