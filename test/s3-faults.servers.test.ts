@@ -51,7 +51,8 @@ const FAULTS: FaultSpec[] = [
  *  - foreign-item: a batch for an item another writer wrote (the writer reads it: meta listing);
  *  - new-generation: the first batch after the writer merged its generation (gen marker PUT);
  *  - takeover: a writer's first batch on a slot whose last holder ended without sealing (seal PUT);
- *  - first-append: a writer's first batch (lease acquire);
+ *  - first-append: a new log's first writer's first batch (lease acquire, the log's id and
+ *    coordination record);
  *  - merge: the writer merging its generation into the base (not an append).
  */
 type Scenario = 'warm-append' | 'new-item' | 'foreign-item' | 'new-generation' | 'takeover' | 'first-append' | 'merge';
@@ -96,6 +97,8 @@ const TARGETS: Target[] = [
   { proxy: 's3', kind: 'gen-marker', scenario: 'new-generation', what: 'the generation marker PUT' },
   { proxy: 's3', kind: 'seal', scenario: 'takeover', what: "the predecessor's seal PUT" },
   { proxy: 'ddb', kind: 'ddb:UpdateItem', scenario: 'first-append', what: 'the lease acquire (UpdateItem)' },
+  { proxy: 's3', kind: 'log-id', scenario: 'first-append', what: "a new log's id PUT (If-None-Match)" },
+  { proxy: 's3', kind: 'coordination', scenario: 'first-append', what: "a new log's coordination record PUT" },
   { proxy: 's3', kind: 'lance-commit', scenario: 'merge', nth: 2, what: 'the base commit (merge insert)' },
   { proxy: 's3', kind: 'base-marker', scenario: 'merge', what: 'the base marker PUT' },
   { proxy: 's3', kind: 'retired-marker', scenario: 'merge', what: 'the retired marker PUT' },

@@ -18,7 +18,8 @@ import { startFaultProxy, s3ErrorAnswer, type FaultProxy, type FaultRequest } fr
  * `/bucket/key`). The kinds the fault tests inject faults on:
  *  - `lance-commit`: a Lance manifest PUT under `_versions/` with If-None-Match (the commit point);
  *  - `lance-data`: any other Lance PUT / POST (data files, transaction files, multipart parts);
- *  - `claim`, `item-marker`, `seal`, `gen-marker`, `retired-marker`, `base-marker`: the log's own objects;
+ *  - `claim`, `item-marker`, `seal`, `gen-marker`, `retired-marker`, `base-marker`, `log-id`,
+ *    `coordination`: the log's own objects;
  *  - `list`: the log's listing of `_dgcl/meta/` (how readers and writers learn the generations);
  *    `lance-list`: every other ListObjectsV2 (Lance's, the log's deletions');
  *  - `head`, `get`: reads; `delete`: DeleteObject(s).
@@ -32,6 +33,8 @@ export type S3Kind =
   | 'gen-marker'
   | 'retired-marker'
   | 'base-marker'
+  | 'log-id'
+  | 'coordination'
   | 'list'
   | 'lance-list'
   | 'head'
@@ -51,6 +54,8 @@ export function s3Kind(method: string, path: string, query: URLSearchParams, hea
   if (path.includes('/_dgcl/meta/gen.')) return 'gen-marker';
   if (path.includes('/_dgcl/meta/retired.')) return 'retired-marker';
   if (path.endsWith('/_dgcl/meta/base')) return 'base-marker';
+  if (path.includes('/_dgcl/meta/log.')) return 'log-id';
+  if (path.endsWith('/_dgcl/coordination')) return 'coordination';
   if (path.includes('/_versions/') && (headers['if-none-match'] || headers['if-match'])) return 'lance-commit';
   return 'lance-data';
 }
