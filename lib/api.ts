@@ -139,7 +139,10 @@ export interface CheckpointLog {
    * `{throughSeq}` (the last seq you saw) so that a retried delete never deletes a newer incarnation.
    */
   deleteItem(itemId: string, options?: DeleteOptions): Promise<DeleteResult>;
-  /** Merge this writer's own shard into the base (idempotent, crash-safe). */
+  /**
+   * Merge this writer's own shard into the base (idempotent, crash-safe). A generation made ahead
+   * for the next commits is retired too: until its next append, nothing of this writer is live.
+   */
   mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }>;
   /**
    * Resolves once no merge this writer started in the background (every `mergeEveryCommits`

@@ -58,4 +58,34 @@ describe('what a writer leaves unmerged', () => {
     expect({ a: await W.log.fold('a'), b: await W.log.fold('b') }).toEqual(fresh);
     expect((await where(W.log)).live, 'the new commit went to a new generation').toBe(ack!.lastSeq - ack!.firstSeq + 1);
   });
+
+  it.each(['idle', 'mergeOwnShard'] as const)('leaves no live generation once merged (%s), also none made ahead that no commit took', async (how) => {
+    const { open, root, leases, clock } = setup();
+    // The next generation is made 4 commits before the rotation: here after the 4th of 8.
+    const W = open({ slot: 0, slots: 1, mergeEveryCommits: 8, mergeIdleMs: how === 'idle' ? 20 : 0 });
+    const rows = await appendSome(W.log, ['a', 'b', 'c']);
+    await W.log.idle();
+    const live = async () => (await W.log.stats()).shards.filter((g) => !g.retired).map((g) => ({ name: g.name, rows: g.rows }));
+    const before = await live();
+    expect(before.map((g) => g.rows), 'the generation written, and the one made ahead').toEqual([rows, 0]);
+    if (how === 'idle') {
+      clock.advance(20);
+      await vi.waitFor(async () => expect(await where(W.log)).toEqual({ live: 0, base: rows }), { timeout: 10_000, interval: 20 });
+      await W.log.idle();
+    } else {
+      expect((await W.log.mergeOwnShard()).mergedRows).toBe(rows);
+    }
+    expect(await live(), 'nothing live: the made-ahead generation retired too').toEqual([]);
+    // The next commit makes a generation of a new name (the retired one's is given up).
+    const [ack] = await W.log.append([stepBatch('a', 2)]);
+    const after = await live();
+    expect(after.map((g) => g.rows)).toEqual([ack!.lastSeq - ack!.firstSeq + 1]);
+    expect(before.map((g) => g.name)).not.toContain(after[0]!.name);
+    const fresh = await withFreshReader(root, leases, clock, async (r) => ({ a: await r.fold('a'), c: await r.fold('c') }));
+    expect(fresh.a.lastSeq).toBe(ack!.lastSeq);
+    expect({ a: await W.log.fold('a'), c: await W.log.fold('c') }).toEqual(fresh);
+    await W.log.close();
+    const left = await withFreshReader(root, leases, clock, async (r) => (await r.stats()).shards.filter((g) => !g.retired));
+    expect(left).toEqual([]);
+  });
 });

@@ -428,7 +428,8 @@ export class ShardWriter {
     if (wait <= 0 || this.idleTimer || this.closing) return;
     const timer = setTimeout(() => {
       this.idleTimer = null;
-      if (this.closing || !this.state) return;
+      const st = this.state;
+      if (this.closing || !st) return;
       if (this.queue.length > 0 || this.running) return this.armIdleMerge();
       // Time through the writer's clock (a test's stands still until moved).
       const idleFor = this.opts.clock.nowMs() - this.lastCommitMs;
@@ -440,9 +441,28 @@ export class ShardWriter {
       const f = this.rotate();
       if (f) this.frozen.push(f);
       this.startMerge();
+      void this.giveUpAhead(st);
     }, Math.max(1, delay));
     timer.unref();
     this.idleTimer = timer;
+  }
+
+  /**
+   * After a rotation between commits (the idle timer's, mergeOwn's): retire the generation made
+   * ahead that no commit took, so that a writer that stopped leaves no live generation (every
+   * read in every process checks each for a newer version). Its name is given up like a failed
+   * making's: the next commit makes the one after it, on its ack path, so the retirement never
+   * meets a commit to the same name. close() and idle() wait for it.
+   */
+  private giveUpAhead(st: SlotState): Promise<void> {
+    const ahead = st.creating;
+    if (!ahead || ahead.gen !== shardName(st.writerEpoch, st.generation) || st.table) return Promise.resolve();
+    st.generation++;
+    const p: Promise<void> = this.retireUnused(st)
+      .catch(() => void st.givenUp.push({ gen: ahead.gen, rounds: 0 })) // asked again after merges and by close()
+      .finally(() => this.retiring.delete(p));
+    this.retiring.add(p);
+    return p;
   }
 
   /**
@@ -724,9 +744,14 @@ export class ShardWriter {
     }
   }
 
-  /** Merge the own shard into the base now (between commits). */
+  /** Merge the own shard into the base now (between commits), leaving no generation made ahead. */
   mergeOwn(): Promise<{ mergedRows: number; shards: string[] }> {
-    return this.exclusive(() => this.mergeOwnUnlocked());
+    return this.exclusive(async () => {
+      const merged = await this.mergeOwnUnlocked();
+      const st = this.state;
+      if (st) await this.giveUpAhead(st);
+      return merged;
+    });
   }
 
   /**
