@@ -448,18 +448,31 @@ export class ShardWriter {
   }
 
   /**
-   * After a rotation between commits (the idle timer's, mergeOwn's): retire the generation made
+   * After a rotation between commits (the idle timer's, mergeOwn's): give up the generation made
    * ahead that no commit took, so that a writer that stopped leaves no live generation (every
    * read in every process checks each for a newer version). Its name is given up like a failed
-   * making's: the next commit makes the one after it, on its ack path, so the retirement never
-   * meets a commit to the same name. close() and idle() wait for it.
+   * making's (the next commit makes the one after it, on its ack path, so no commit meets the
+   * retirement) and retired the way given-up names are: only in an epoch confirmed current (a
+   * retirement under a maintainer's merge of the sealed epoch failed that merge: review43 F2),
+   * and once its marker is seen, asked again after later merge rounds and by close() (a marker
+   * PUT that timed out may land later: review43 F1). close() and idle() wait for it.
    */
   private giveUpAhead(st: SlotState): Promise<void> {
     const ahead = st.creating;
     if (!ahead || ahead.gen !== shardName(st.writerEpoch, st.generation) || st.table) return Promise.resolve();
+    st.creating = null;
     st.generation++;
-    const p: Promise<void> = this.retireUnused(st)
-      .catch(() => void st.givenUp.push({ gen: ahead.gen, rounds: 0 })) // asked again after merges and by close()
+    const p: Promise<void> = ahead.table
+      .then(
+        () => true,
+        (e: unknown) => !failedBeforeMarker(e), // a making that failed before its marker left nothing listed
+      )
+      .then((listed) => {
+        if (!listed) return;
+        st.givenUp.push({ gen: ahead.gen, rounds: 0 });
+        return this.retireGivenUp(st);
+      })
+      .catch(() => undefined) // what is left is asked again after later merges, by close(), or the seal's
       .finally(() => this.retiring.delete(p));
     this.retiring.add(p);
     return p;
