@@ -5,6 +5,7 @@
  * versions, and delete stale claims, seals and fences. Steps are independent: one that fails is
  * reported and the others still run (each is idempotent; the next pass retries it).
  */
+import { guard } from '../guards.ts';
 import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../clock.ts';
 import { CorruptError, DgclError, FencedError, LeaseHeldError, UnavailableError } from '../errors.ts';
@@ -100,6 +101,7 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
   const leaseStop = async (): Promise<DgclError | undefined> => {
     if (stop) return stop;
     const fenced = (e: FencedError) => (stop = new FencedError(`skipped: another maintainer took the lease over (${e.message})`, { cause: e }));
+    if (!guard('maintainer-stops-when-overtaken')) return undefined;
     if (keeper.lostReason) return fenced(keeper.lostReason);
     const now = o.clock.nowMs();
     if (keeper.current().expiresAtMs - now > o.leaseTtlMs / 2) return undefined;
@@ -291,7 +293,8 @@ async function sweepUnlisted(ctx: Ctx): Promise<string[]> {
   const listed = new Set(meta.gens);
   const sealed = new Set(meta.sealEpochs);
   const maxSealed = maxEpochPerSlot(meta.sealEpochs);
-  const over = (p: ShardName) => sealed.has(p.writerEpoch) || (maxSealed.get(p.slot) ?? 0) > p.epoch;
+  const fenced = new Set(guard('sweep-only-ended-epochs') ? [] : meta.fenceEpochs);
+  const over = (p: ShardName) => sealed.has(p.writerEpoch) || (maxSealed.get(p.slot) ?? 0) > p.epoch || fenced.has(p.writerEpoch);
   const swept: string[] = [];
   for (const entry of await ctx.objects.list(SHARDS_DIR)) {
     const name = entry.replace(/\/$/, '').replace(/\.lance$/, '');
@@ -325,7 +328,7 @@ async function cleanupMeta(ctx: { objects: ObjectStore; reader: LogReader }): Pr
   for (const e of meta.fenceEpochs) if (sealed.has(e)) await ctx.objects.delete(fenceKey(e));
   for (const e of meta.sealEpochs) {
     const p = parseShardName(`${e}-g000000`);
-    if (!p || live.has(e) || maxPerSlot.get(p.slot) === p.epoch) continue;
+    if (!p || (live.has(e) && guard('cleanup-keeps-seals-with-generations')) || (maxPerSlot.get(p.slot) === p.epoch && guard('cleanup-keeps-highest-seal'))) continue;
     await ctx.objects.delete(sealKey(e));
   }
   for (const r of meta.retired) if (!liveShards.has(r)) await ctx.objects.delete(retiredKey(r));

@@ -8,6 +8,7 @@
  * A crash after any step leaves a state readers handle (duplicates dropped by event_id, retired
  * generations skipped, half-deleted generations behind a marker) and a rerun finishes the work.
  */
+import { guard } from '../guards.ts';
 import type * as arrow from 'apache-arrow';
 import { DgclError, UnavailableError } from '../errors.ts';
 import type { ObjectStore } from '../storage/objects.ts';
@@ -58,7 +59,7 @@ export async function mergeGeneration(
         await tables.sync('base');
       }
       rows = count;
-      if (inBase) inBase.rows = rows;
+      if (inBase && guard('merge-base-commit-once')) inBase.rows = rows;
     }
     await retireGeneration(ctx, shard, { version, rows });
     return rows;
@@ -77,7 +78,7 @@ export async function retireGeneration(
 ): Promise<void> {
   const { tables, objects, hooks } = ctx;
   await hooks?.beforeMergeStep?.('retire-marker', shard);
-  if (info) await objects.putIfAbsent(retiredKey(shard), JSON.stringify(info));
+  if (info && guard('retired-marker')) await objects.putIfAbsent(retiredKey(shard), JSON.stringify(info));
   await hooks?.beforeMergeStep?.('delete-data', shard);
   tables.forget(shard);
   await objects.deletePrefix(shardPrefix(shard));

@@ -17,6 +17,7 @@
  * older one without error), or an epoch it read at the latest version fenced (the versions it saw
  * may be above the seal about to be written). So a read returns only rows every later read keeps.
  */
+import { guard } from '../guards.ts';
 import type * as arrow from 'apache-arrow';
 import type { Clock } from '../clock.ts';
 import { CorruptError, DgclError, InternalError, UnavailableError } from '../errors.ts';
@@ -175,7 +176,8 @@ export class LogReader {
           // Listed, then gone: maintenance deletes a seal once its epoch's generations are merged
           // and gone. The listing is stale: without the seal its generations would count as a
           // zombie's (skipped, and the base that now holds their rows may be unknown to it).
-          if (!s) throw new LayoutChangedError(`the seal of ${e} was deleted while the log was listed`);
+          if (!s && guard('relist-on-vanished-seal')) throw new LayoutChangedError(`the seal of ${e} was deleted while the log was listed`);
+          if (!s) return;
           seals.set(e, s);
         }),
     );
@@ -205,10 +207,10 @@ export class LogReader {
       if (seal) {
         const v = seal.gens[String(s.generation)];
         if (v === undefined) listing.invisible.push(s);
-        else listing.visible.push({ ...s, version: v, sealed: true, key: keyOf(meta.logId, s.name) });
-      } else if ((maxSealed.get(s.slot) ?? 0) >= s.epoch) {
+        else listing.visible.push({ ...s, version: guard('sealed-version') ? v : null, sealed: true, key: keyOf(meta.logId, s.name) });
+      } else if ((maxSealed.get(s.slot) ?? 0) >= s.epoch && guard('zombie-generations-invisible')) {
         listing.invisible.push(s);
-      } else if ((maxFenced.get(s.slot) ?? 0) >= s.epoch) {
+      } else if ((maxFenced.get(s.slot) ?? 0) >= s.epoch && guard('wait-for-seal')) {
         listing.pending.push(s);
       } else {
         listing.visible.push({ ...s, version: null, sealed: false, key: keyOf(meta.logId, s.name) });
@@ -291,6 +293,7 @@ export class LogReader {
         failed = true;
         if (e instanceof DgclError && !(e instanceof UnavailableError)) definite = e;
         else lastError = e;
+        if (definite !== undefined && !guard('errors-after-layout-check')) throw definite;
       }
       // Also before an error `fn` decided on (NotFound: the item's rows were not there): rows
       // that moved under the read (a generation retired, deleted newest manifest first, so Lance
@@ -351,7 +354,7 @@ export class LogReader {
       ...listing.visible.filter((v) => !skip?.has(v.name)).map(shardRows),
     ]);
     const rows = parts.flat();
-    return options.includeDeleted ? rows : withoutDeleted(listing.tombstones, rows);
+    return options.includeDeleted || !guard('tombstones-hide') ? rows : withoutDeleted(listing.tombstones, rows);
   }
 
   /**
@@ -367,7 +370,7 @@ export class LogReader {
    * memory.
    */
   private ownRows(listing: ShardListing, v: ShardView, items: readonly string[], columns: readonly string[]): EventRow[] | null {
-    if (!this.ownItemRows || v.version !== null || columns.includes('value_blob') || this.tables.madeInLog(v.name) !== listing.logId) return null;
+    if (!this.ownItemRows || (v.version !== null && guard('own-rows-live-only')) || columns.includes('value_blob') || this.tables.madeInLog(v.name) !== listing.logId) return null;
     const mine = this.ownItemRows(v.name, items);
     return mine && mine.map((r) => projectRow(r, columns));
   }
@@ -394,7 +397,11 @@ class LayoutChangedError extends UnavailableError {}
 function stable(read: readonly ShardView[], now: MetaNames): boolean {
   const gens = new Set(now.gens);
   const ended = maxEpochPerSlot([...now.fenceEpochs, ...now.sealEpochs]);
-  return read.every((v) => gens.has(v.name) && !now.retired.has(v.name) && (v.version !== null || (ended.get(v.slot) ?? 0) < v.epoch));
+  return read.every(
+    (v) =>
+      (!guard('relist-sees-retirement') || (gens.has(v.name) && !now.retired.has(v.name))) &&
+      (v.version !== null || !guard('relist-sees-fence') || (ended.get(v.slot) ?? 0) < v.epoch),
+  );
 }
 
 

@@ -9,6 +9,7 @@
  * that no fence appeared; if none did, the versions any sealer reads later are at least the ones
  * it saw, so the rows it returned stay visible forever.
  */
+import { guard } from '../guards.ts';
 import type { Clock } from '../clock.ts';
 import { CorruptError } from '../errors.ts';
 import type { ObjectStore } from '../storage/objects.ts';
@@ -28,7 +29,7 @@ export async function sealPredecessors(ctx: SealCtx, slot: number, epoch: number
   const listing = await ctx.reader.listShards();
   const toSeal = new Set<number>();
   for (const s of [...listing.visible, ...listing.invisible, ...listing.pending, ...listing.retired]) {
-    if (s.slot === slot && s.epoch < epoch) toSeal.add(s.epoch);
+    if (s.slot === slot && s.epoch < epoch && (s.epoch === epoch - 1 || guard('seal-earlier-epochs'))) toSeal.add(s.epoch);
   }
   // An epoch at or below a sealed one would be read as a zombie's (e.g. after DynamoDB TTL
   // deleted a lease record untouched for its grace period and the counter restarted).
@@ -67,15 +68,16 @@ export async function writeSeal(
   sealedBy: string,
   clock: Clock,
 ): Promise<void> {
-  await ctx.objects.putIfAbsent(fenceKey(writerEpoch), sealedBy);
-  const meta = parseMetaNames(await ctx.objects.list(META_DIR));
+  const early = guard('seal-lists-after-fence') ? null : await ctx.objects.list(META_DIR);
+  if (guard('fence-before-seal')) await ctx.objects.putIfAbsent(fenceKey(writerEpoch), sealedBy);
+  const meta = parseMetaNames(early ?? (await ctx.objects.list(META_DIR)));
   // A later epoch of the slot already sealed: readers see none of this epoch's generations (a
   // zombie's, created after the takeover), and its own seal must keep them so. Such an epoch is
   // sealed now only because its seal was cleaned up (cleanupMeta) and a zombie's late marker
   // landed since; listing that generation made the zombie's commit visible, and a sweep that had
   // decided on its folder left a visible generation without data (review6 F1).
   const self = parseShardName(`${writerEpoch}-g000000`);
-  const superseded = self !== null && (maxEpochPerSlot(meta.sealEpochs).get(self.slot) ?? 0) > self.epoch;
+  const superseded = self !== null && (maxEpochPerSlot(meta.sealEpochs).get(self.slot) ?? 0) > self.epoch && guard('superseded-epoch-seals-nothing');
   const gens = superseded ? [] : meta.gens.filter((g) => parseShardName(g)?.writerEpoch === writerEpoch && !meta.retired.has(g));
   const versions: Record<string, number> = {};
   for (const name of gens) {
@@ -95,7 +97,7 @@ export async function writeSeal(
       // A marker whose dataset does not exist: the marker PUT of a generation that never got a
       // commit landed late, after maintenance swept the ended epoch's unmarked folder. Commits
       // follow only a confirmed marker, so nothing of it was acknowledged: seal it out.
-      if (!isMissingDataset(e)) throw e;
+      if (!isMissingDataset(e) || !guard('seal-out-missing-dataset')) throw e;
     }
   }
   const seal: Seal = { writerEpoch, gens: versions, sealedBy, sealedAtMs: clock.nowMs() };

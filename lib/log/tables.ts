@@ -4,6 +4,7 @@
  * (read-your-writes across processes); sealed generations get their own handle pinned at the
  * sealed version, which never changes.
  */
+import { guard } from '../guards.ts';
 import { randomBytes } from 'node:crypto';
 import * as lancedb from '@lancedb/lancedb';
 import { EVENT_SCHEMA } from '../schema.ts';
@@ -193,7 +194,7 @@ export class LanceTables {
     // The marker makes the generation visible to readers; nothing is committed to it before.
     // Sent once: a resent copy landing after the generation's retirement would bring its marker
     // back over a deleted dataset (docs/design/shards.md, "Merge (own generation)").
-    await this.objects.putIfAbsent(genKey(name), '', { once: true });
+    await this.objects.putIfAbsent(genKey(name), '', { once: guard('gen-marker-sent-once') });
     this.madeIn.set(name, logId);
     return t;
   }

@@ -17,6 +17,7 @@ import type { Clock } from '../clock.ts';
 import { CorruptError, DgclError, FencedError, InternalError, UnavailableError } from '../errors.ts';
 import { acquireWriterSlot, LeaseKeeper } from '../lease/slots.ts';
 import { randomUUID } from 'node:crypto';
+import { guard } from '../guards.ts';
 import type { CoordStore } from '../coord/types.ts';
 import type { Lease, LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
@@ -293,7 +294,7 @@ export class ShardWriter {
       // counter): a PUT that times out and lands later must not pass for a newer one.
       // Every PUT ends (its tries included) before the group is answered: one failing must not
       // leave another's retry writing after the caller was told, or after close() (review13 F2).
-      const begun = [...writing].filter((id) => plan.markers.get(id) !== plan.ownMarkers.get(id));
+      const begun = guard('marker-before-commit') ? [...writing].filter((id) => plan.markers.get(id) !== plan.ownMarkers.get(id)) : [];
       const puts = await Promise.allSettled(
         begun.map(async (id) => {
           const body = await this.putMarker(id, st.writerEpoch);
@@ -317,9 +318,10 @@ export class ShardWriter {
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.openGeneration(st));
       gen = shardName(st.writerEpoch, st.generation);
-      this.landing = { gen, items: writing };
+      if (guard('landing-mark')) this.landing = { gen, items: writing };
       committing = true;
       await table.add(data as never);
+      if (!guard('claim-after-epoch-check')) await this.claimAll(plans, st.writerEpoch);
       st.commitsInGen++;
       st.bytesInGen += committed;
       this.lastCommitMs = this.opts.clock.nowMs();
@@ -330,44 +332,22 @@ export class ShardWriter {
       // check passed, as before it. The epoch check comes before the claims: a zombie (its
       // commit above the seal, never visible) must not leave a claim that would later answer
       // for the real copy.
-      const [synced, confirmed] = await Promise.allSettled([this.ctx.tables.sync(gen), this.ctx.leases.assertCurrent(st.lease)]);
+      const [synced, confirmed] = await Promise.allSettled([this.ctx.tables.sync(gen), guard('epoch-check') ? this.ctx.leases.assertCurrent(st.lease) : undefined]);
       if (synced.status === 'rejected') throw synced.reason;
       if (confirmed.status === 'rejected') throw confirmed.reason;
     } catch (e) {
       // Whatever we knew of these items may be stale now (our marker may name us although
       // another writer wrote them since we cached them; our commit may have landed).
-      for (const id of plan.itemIds) this.tracks.delete(id);
-      if (committing) await this.endEpoch(st, e);
+      if (guard('forget-tracks-on-failure')) for (const id of plan.itemIds) this.tracks.delete(id);
+      if (committing && guard('end-epoch-on-unknown-outcome')) await this.endEpoch(st, e);
+      else if (committing) this.keepCommit(st, gen, rows, plan, committedCopy, committed);
       // endEpoch dropped the slot (and with it what was kept) if it was still ours; else it had
       // been dropped before: nothing of this generation is kept either way.
       if (this.landing?.gen === gen) this.landing = null;
       throw e instanceof DgclError ? e : new UnavailableError(`commit to shard ${gen} failed: ${errMsg(e)}`, { cause: e });
     }
-    // Confirmed: from here on the rows are visible to every read, forever. Remembered only while
-    // the slot is still ours: a background merge that found the epoch fenced dropped it (and all
-    // of the generation remembered so far) while this commit was being confirmed.
-    // The rows are kept and the landing mark cleared in one synchronous step: no read sees neither.
-    this.landing = null;
-    if (this.state === st) {
-      const mine = this.ownRows.get(gen) ?? new Map<string, EventRow[]>();
-      for (const r of rows) {
-        const l = mine.get(r.item_id);
-        if (l) l.push({ ...r, value_blob: null });
-        else mine.set(r.item_id, [{ ...r, value_blob: null }]);
-      }
-      this.ownRows.set(gen, mine);
-      this.keepCopy(gen, rows, committedCopy!, committed);
-      for (const [id, track] of plan.tracks) {
-        const marker = plan.ownMarkers.get(id);
-        if (marker === undefined || plan.markers.get(id) !== marker) continue;
-        this.tracks.delete(id); // re-insert: the Map's order is the LRU order
-        this.tracks.set(id, { track, marker });
-      }
-    }
-    for (const old of this.tracks.keys()) {
-      if (this.tracks.size <= this.opts.cachedItems) break;
-      this.tracks.delete(old);
-    }
+    // Confirmed: from here on the rows are visible to every read, forever.
+    this.keepCommit(st, gen, rows, plan, committedCopy, committed);
     // Claims: the first writer of a checkpoint to claim it defines its ack; a concurrent
     // duplicate (another writer committed the same batch) reports that ack as a duplicate.
     // A claim that fails fails only its own request: the data is durable, and a retry is
@@ -375,7 +355,7 @@ export class ShardWriter {
     await Promise.all(
       plans.map(async (p) => {
         try {
-          await Promise.all(p.fresh.map((ack) => this.claim(ack, st.writerEpoch)));
+          if (guard('claims') && guard('claim-after-epoch-check')) await Promise.all(p.fresh.map((ack) => this.claim(ack, st.writerEpoch)));
           p.req.resolve(p.acks);
         } catch (e) {
           p.req.reject(e instanceof DgclError ? e : new UnavailableError(`claim failed: ${errMsg(e)}`, { cause: e }));
@@ -394,6 +374,42 @@ export class ShardWriter {
     }
     this.startMerge();
     this.armIdleMerge();
+  }
+
+  /**
+   * Keep a confirmed commit: its rows (what this process's reads and sequencing take from memory),
+   * its merge copy and its items' tracks. The rows are kept and the landing mark cleared in one
+   * synchronous step: no read sees neither. Only while the slot is still ours: a background merge
+   * that found the epoch fenced dropped it (and all of the generation kept so far) while this
+   * commit was being confirmed.
+   */
+  private keepCommit(st: SlotState, gen: string, rows: EventRow[], plan: { tracks: Map<string, ItemTrack>; markers: Map<string, string | null>; ownMarkers: Map<string, string> }, copy: ArrowTable | null, bytes: number): void {
+    this.landing = null;
+    if (this.state === st) {
+      const mine = this.ownRows.get(gen) ?? new Map<string, EventRow[]>();
+      for (const r of rows) {
+        const l = mine.get(r.item_id);
+        if (l) l.push({ ...r, value_blob: null });
+        else mine.set(r.item_id, [{ ...r, value_blob: null }]);
+      }
+      this.ownRows.set(gen, mine);
+      if (copy) this.keepCopy(gen, rows, copy, bytes);
+      for (const [id, track] of plan.tracks) {
+        const marker = plan.ownMarkers.get(id);
+        if (marker === undefined || plan.markers.get(id) !== marker) continue;
+        this.tracks.delete(id); // re-insert: the Map's order is the LRU order
+        this.tracks.set(id, { track, marker });
+      }
+    }
+    for (const old of this.tracks.keys()) {
+      if (this.tracks.size <= this.opts.cachedItems) break;
+      this.tracks.delete(old);
+    }
+  }
+
+  /** The claims of a group's new checkpoints, before its epoch check (a mutant's order only). */
+  private async claimAll(plans: Array<{ fresh: Ack[] }>, writerEpoch: string): Promise<void> {
+    if (guard('claims')) await Promise.all(plans.flatMap((p) => p.fresh.map((ack) => this.claim(ack, writerEpoch))));
   }
 
   /** Merge the frozen generations in the background, one merge at a time; commits go on meanwhile. */
@@ -487,7 +503,7 @@ export class ShardWriter {
   private async putMarker(itemId: string, lead: string): Promise<string> {
     const coord = await this.ctx.coord();
     for (let attempt = 0; ; attempt++) {
-      const body = `${lead} ${this.claimNonce} ${++this.markerSeq}`;
+      const body = guard('unique-marker-bodies') ? `${lead} ${this.claimNonce} ${++this.markerSeq}` : `${lead} ${this.claimNonce}`;
       try {
         await coord.put(itemKey(itemId), body);
         return body;
@@ -501,6 +517,7 @@ export class ShardWriter {
   /** The highest seq each item was ever deleted through (lib/log/layout.ts floorDir); absent: never. */
   private async floorsOf(itemIds: readonly string[]): Promise<Map<string, number>> {
     const out = new Map<string, number>();
+    if (!guard('deleted-seq-records')) return out;
     await Promise.all(
       itemIds.map(async (id) => {
         for (const n of await this.floorSeqs(id)) out.set(id, Math.max(out.get(id) ?? 0, n));
@@ -558,7 +575,7 @@ export class ShardWriter {
   private async endEpoch(st: SlotState, cause: unknown): Promise<void> {
     if (this.state === st) this.dropSlot();
     this.frozen = this.frozen.filter((f) => f.st !== st);
-    if (cause instanceof FencedError) return; // the new owner seals it
+    if (cause instanceof FencedError || !guard('seal-own-epoch-before-next')) return; // the new owner seals it
     this.unsealed = st;
     await this.sealUnsealed().catch(() => undefined);
   }
@@ -591,9 +608,9 @@ export class ShardWriter {
       const marker = bodies.get(keys[i]!) ?? null;
       markers.set(id, marker);
       const cached = this.tracks.get(id);
-      if (cached && marker === cached.marker && writerEpoch !== PENDING_EPOCH && marker.startsWith(`${writerEpoch} `)) {
+      if (cached && writerEpoch !== PENDING_EPOCH && (!guard('cached-track-marker-check') || (marker === cached.marker && marker.startsWith(`${writerEpoch} `)))) {
         tracks.set(id, cached.track);
-        ownMarkers.set(id, marker);
+        ownMarkers.set(id, cached.marker);
         continue;
       }
       // Not (or no longer) ours alone: forget the copy before anything else can fail, so no
@@ -705,11 +722,11 @@ export class ShardWriter {
    * cached copy of it is trusted after this), read its last visible seq, and write the tombstone
    * hiding its events up to it. Writes no Lance row and takes no slot. An item without visible
    * events is not deleted (`deleted: false`), so a retried delete is harmless, unless the item
-   * was created again meanwhile: `guard` (the last seq the caller saw, checked by
+   * was created again meanwhile: `guardSeq` (the last seq the caller saw, checked by
    * checkDeleteOptions) then decides (lib/log/delete-guard.ts); a refused delete writes no
    * tombstone and no deleted-seq record (the marker PUT only makes writers re-read the item).
    */
-  deleteItem(itemId: string, guard?: number): Promise<{ itemId: string; deleted: boolean; throughSeq: number }> {
+  deleteItem(itemId: string, guardSeq?: number): Promise<{ itemId: string; deleted: boolean; throughSeq: number }> {
     if (this.closing) return Promise.reject(new InternalError('the log is closed (or closing): open it again to delete'));
     return this.exclusive(async () => {
       this.tracks.delete(itemId);
@@ -727,10 +744,10 @@ export class ShardWriter {
       const gone = deletedThrough(tombstones, itemId);
       for (const [, mine] of ownVisible(own, visible)) for (const r of mine.get(itemId) ?? []) if (r.item_seq > gone) rows.push(r);
       let throughSeq: number;
-      if (guard !== undefined) {
+      if (guardSeq !== undefined && guard('delete-guard')) {
         // The deleted-seq records are read whenever a guard is given, rows or not: the purge
         // drops the tombstone but keeps them, so they alone tell a retry from a new incarnation.
-        const decision = guardDecision(itemId, guard, { tombstoned: gone, floors: await this.floorSeqs(itemId), visibleSeqs: rows.map((r) => r.item_seq) });
+        const decision = guardDecision(itemId, guardSeq, { tombstoned: gone, floors: await this.floorSeqs(itemId), visibleSeqs: rows.map((r) => r.item_seq) });
         if (!decision.deleted) return { itemId, deleted: false, throughSeq: decision.throughSeq };
         throughSeq = decision.throughSeq;
       } else {
@@ -845,8 +862,8 @@ export class ShardWriter {
       try {
         return await (ahead?.gen === gen ? ahead.table : this.ctx.tables.createShard(gen));
       } catch (e) {
-        if (shardName(st.writerEpoch, st.generation) === gen) st.generation++;
-        if (!failedBeforeMarker(e)) st.givenUp.push({ gen, rounds: 0 });
+        if (shardName(st.writerEpoch, st.generation) === gen && guard('give-up-failed-names')) st.generation++;
+        if (!failedBeforeMarker(e) && guard('give-up-failed-names')) st.givenUp.push({ gen, rounds: 0 });
         tried.push(gen);
         // A slot dropped meanwhile (a background merge found the epoch over) makes nothing more.
         if (tried.length >= 2 || this.state !== st) {
@@ -878,10 +895,12 @@ export class ShardWriter {
     if (!current) return;
     await Promise.all(
       names.map(async (g) => {
-        const landed = await this.ctx.objects.get(genKey(g.gen)).then(
-          (body) => body !== null,
-          () => false,
-        );
+        const landed =
+          !guard('retire-given-up-once-marker-seen') ||
+          (await this.ctx.objects.get(genKey(g.gen)).then(
+            (body) => body !== null,
+            () => false,
+          ));
         if (!landed) {
           if (++g.rounds < GIVEN_UP_ROUNDS) st.givenUp.push(g);
           return;
@@ -970,14 +989,15 @@ export class ShardWriter {
     const version = await f.table.version();
     // A takeover may have sealed this generation below `version` (we were a zombie for a
     // while); then only the sealed part may reach the base, and the maintainer will do it.
-    const seal = await this.ctx.reader.readSeal(f.st.writerEpoch);
+    const checked = guard('merge-own-only-in-current-epoch');
+    const seal = checked ? await this.ctx.reader.readSeal(f.st.writerEpoch) : null;
     if (seal) {
       // Fenced (a takeover sealed the epoch): the maintainer merges the sealed part.
       if (this.state === f.st) this.dropSlot();
       return { mergedRows: 0, shards: [] };
     }
     try {
-      await this.ctx.leases.assertCurrent(f.st.lease);
+      if (checked) await this.ctx.leases.assertCurrent(f.st.lease);
     } catch (e) {
       if (e instanceof FencedError) {
         if (this.state === f.st) this.dropSlot();
@@ -1025,7 +1045,7 @@ export class ShardWriter {
  * call returns) could outlive a purge of what it holds.
  */
 function ownVisible(own: ReadonlyArray<[string, OwnGeneration]>, visible: ReadonlySet<string>): Array<[string, OwnGeneration]> {
-  return own.filter(([name]) => visible.has(name));
+  return own.filter(([name]) => visible.has(name) || !guard('own-rows-listed-only'));
 }
 
 function errMsg(e: unknown): string {

@@ -5,6 +5,7 @@
  * times out may land later, as a PutItem sent once may; a claim past its TTL is gone (DynamoDB
  * deletes it some time after: the earliest is the hardest case for duplicate answers).
  */
+import { guard } from '../../lib/guards.ts';
 import { UnavailableError } from '../../lib/errors.ts';
 import type { CoordKind, CoordStore, CoordTable } from '../../lib/coord/types.ts';
 import type { LeaseStore } from '../../lib/lease/types.ts';
@@ -62,7 +63,7 @@ class SimCoordStore implements CoordStore {
   put(key: string, body: string): Promise<void> {
     return this.op('put', key, true, async () => {
       this.recs.records.set(this.pk(key), { body, expiresAtMs: null });
-    }, false);
+    }, !guard('put-sent-once'));
   }
 
   putIfAbsent(key: string, body: string, o: { expiresAfterMs: number }): Promise<boolean> {

@@ -8,6 +8,7 @@
  *  - deleteOlderThan judges age by the simulated time of the last write through this store,
  *    not by file times (real time would make schedules depend on the machine's speed).
  */
+import { guard } from '../../lib/guards.ts';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { UnavailableError } from '../../lib/errors.ts';
@@ -47,7 +48,7 @@ export class SimObjectStore implements ObjectStore {
     return this.op('put', key, true, async () => {
       await this.inner.put(key, body);
       this.written.set(key, this.nowMs());
-    }, false);
+    }, !guard('put-sent-once'));
   }
 
   get(key: string): Promise<string | null> {

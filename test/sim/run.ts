@@ -8,10 +8,12 @@
  *   --json FILE  also write {seeds, seconds, failed: [{seed, violations}]} to FILE
  *   --no-regressions  skip the regression seeds (a second CI worker)
  *   --parallel K run K schedules at once in this process (default 3)
+ *   --mutant G   with guard G switched off (lib/guards.ts; npm run test:mutants runs them all)
  * Regression seeds (test/sim/regressions.ts) run first, every time. Exit code 1 if any seed
  * broke an invariant; each failing seed is printed with its violations and how to replay it.
  */
 import { writeFileSync } from 'node:fs';
+import { GUARDS, switchOffGuard, type Guard } from '../../lib/guards.ts';
 import { REGRESSION_SEEDS } from './regressions.ts';
 import { runSchedule, type ScheduleResult } from './schedule.ts';
 import { profile } from './scheduler.ts';
@@ -33,6 +35,11 @@ function printFailure(r: ScheduleResult, withTrace: boolean): void {
 }
 
 async function main(): Promise<void> {
+  const mutant = arg('--mutant');
+  if (mutant !== undefined) {
+    if (!(GUARDS as readonly string[]).includes(mutant)) throw new Error(`no guard ${JSON.stringify(mutant)}; guards: ${GUARDS.join(', ')}`);
+    switchOffGuard(mutant as Guard);
+  }
   const one = arg('--seed');
   if (one !== undefined) {
     const r = await runSchedule(Number(one), { keep: process.argv.includes('--keep') });

@@ -1,0 +1,70 @@
+/**
+ * The guards that keep the log's invariants, by name: the catalogue is in
+ * docs/design/invariants.md ("Guards"), each with the invariant it keeps and the tests that fail
+ * without it. A test run may switch one guard off (a mutant) to prove that the simulation notices
+ * (`npm run test:mutants`); nothing in the library ever does, and the package's entry points do
+ * not export the switch. Production code only asks `guard(name)`, which is true unless a test
+ * switched that guard off.
+ */
+export const GUARDS = [
+  // write path (lib/log/writer.ts)
+  'epoch-check',
+  'end-epoch-on-unknown-outcome',
+  'seal-own-epoch-before-next',
+  'forget-tracks-on-failure',
+  'cached-track-marker-check',
+  'unique-marker-bodies',
+  'marker-before-commit',
+  'landing-mark',
+  'claims',
+  'claim-after-epoch-check',
+  'own-rows-listed-only',
+  'merge-own-only-in-current-epoch',
+  'merge-base-commit-once',
+  'give-up-failed-names',
+  'retire-given-up-once-marker-seen',
+  'blob-copied-at-validation',
+  'deleted-seq-records',
+  'delete-guard',
+  // seals and takeovers (lib/log/seal.ts)
+  'fence-before-seal',
+  'seal-lists-after-fence',
+  'superseded-epoch-seals-nothing',
+  'seal-earlier-epochs',
+  'seal-out-missing-dataset',
+  // reads (lib/log/reader.ts)
+  'relist-sees-retirement',
+  'relist-sees-fence',
+  'retired-marker',
+  'wait-for-seal',
+  'zombie-generations-invisible',
+  'sealed-version',
+  'relist-on-vanished-seal',
+  'errors-after-layout-check',
+  'own-rows-live-only',
+  'tombstones-hide',
+  // maintenance (lib/log/maintain.ts, purge.ts)
+  'maintainer-stops-when-overtaken',
+  'sweep-only-ended-epochs',
+  'cleanup-keeps-highest-seal',
+  'cleanup-keeps-seals-with-generations',
+  'purge-waits-for-shards',
+  // storage (lib/storage/s3.ts, lib/coord/dynamo.ts, lib/log/tables.ts)
+  'put-sent-once',
+  'gen-marker-sent-once',
+] as const;
+
+export type Guard = (typeof GUARDS)[number];
+
+const off = new Set<Guard>();
+
+/** Whether `name` is on: always, but in a test run that switched it off. */
+export function guard(name: Guard): boolean {
+  return off.size === 0 || !off.has(name);
+}
+
+/** Test runs only: switch `name` off (null: every guard on again). */
+export function switchOffGuard(name: Guard | null): void {
+  off.clear();
+  if (name !== null) off.add(name);
+}

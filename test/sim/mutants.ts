@@ -1,0 +1,61 @@
+/**
+ * The mutants run's catalogue: for each guard (lib/guards.ts; docs/design/invariants.md,
+ * "Guards"), what the simulation must report when it is switched off. A mutant counts as found
+ * only by a violation of one of `finds`: the invariants the guard keeps (or, for a guard that
+ * keeps reads answering, AVAIL/FINAL), never by any other check that happens to fail.
+ */
+import { GUARDS, type Guard } from '../../lib/guards.ts';
+import type { ViolationKind } from './kinds.ts';
+
+export interface MutantSpec {
+  guard: Guard;
+  finds: readonly ViolationKind[];
+}
+
+const ALL: readonly ViolationKind[] = ['I1', 'I2', 'I3', 'I4', 'I5', 'D1'];
+const AVAILABILITY: readonly ViolationKind[] = ['I1', 'AVAIL', 'FINAL'];
+
+const FINDS: Record<Guard, readonly ViolationKind[]> = {
+  'epoch-check': ['I1', 'I3', 'I4'],
+  'end-epoch-on-unknown-outcome': ['I1', 'I3', 'I4', 'I5'],
+  'seal-own-epoch-before-next': ['I1', 'I3', 'I4', 'I5'],
+  'forget-tracks-on-failure': ['I1', 'I4', 'I5'],
+  'cached-track-marker-check': ['I1', 'I4', 'I5'],
+  'unique-marker-bodies': ['I1', 'I4', 'I5'],
+  'marker-before-commit': ['I1', 'I4', 'I5'],
+  'landing-mark': ['I3'],
+  claims: ['I4'],
+  'claim-after-epoch-check': ['I4'],
+  'own-rows-listed-only': ALL,
+  'merge-own-only-in-current-epoch': ['I1', 'I3', 'I4', 'I5'],
+  'merge-base-commit-once': ['D1'],
+  'give-up-failed-names': AVAILABILITY,
+  'retire-given-up-once-marker-seen': AVAILABILITY,
+  'blob-copied-at-validation': ['I1'],
+  'deleted-seq-records': ['I1', 'I4', 'I5', 'D1'],
+  'delete-guard': ['I1'],
+  'fence-before-seal': ['I1', 'I3'],
+  'seal-lists-after-fence': ['I1', 'I3'],
+  'superseded-epoch-seals-nothing': ['I1', 'I3', 'I4', 'I5', 'AVAIL', 'FINAL'],
+  'seal-earlier-epochs': ['I1', 'I3'],
+  'seal-out-missing-dataset': AVAILABILITY,
+  'relist-sees-retirement': ['I1', 'I3'],
+  'relist-sees-fence': ['I1', 'I3'],
+  'retired-marker': ['I1', 'I3'],
+  'wait-for-seal': ['I1', 'I3'],
+  'zombie-generations-invisible': ['I1', 'I3', 'I4', 'I5'],
+  'sealed-version': ['I1', 'I3', 'I4', 'I5'],
+  'relist-on-vanished-seal': ['I1', 'I3'],
+  'errors-after-layout-check': ['I1', 'I3'],
+  'own-rows-live-only': ['I1', 'I3'],
+  'tombstones-hide': ['D1'],
+  'maintainer-stops-when-overtaken': ALL,
+  'sweep-only-ended-epochs': AVAILABILITY,
+  'cleanup-keeps-highest-seal': ['I1', 'I3', 'I4', 'I5'],
+  'cleanup-keeps-seals-with-generations': ['I1', 'I3'],
+  'purge-waits-for-shards': ['D1'],
+  'put-sent-once': ['I1', 'I4', 'I5'],
+  'gen-marker-sent-once': AVAILABILITY,
+};
+
+export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard] }));
