@@ -4,6 +4,20 @@ export interface Clock {
   nowMs(): number;
   /** Wait `ms` (back-off between retries). A simulated clock may let simulated time pass instead. */
   sleep(ms: number): Promise<void>;
+  /**
+   * Run `fn` once `ms` have passed, in the background (lease renewals, idle merges); the function
+   * returned cancels it. Optional: without it a real timer runs (`startTimer`), which never keeps
+   * the process alive. A simulated clock fires it when simulated time has passed.
+   */
+  setTimer?(ms: number, fn: () => void): () => void;
+}
+
+/** A background timer on `clock` (Clock.setTimer), or a real one that does not keep the process alive. */
+export function startTimer(clock: Clock, ms: number, fn: () => void): () => void {
+  if (clock.setTimer) return clock.setTimer(ms, fn);
+  const t = setTimeout(fn, ms);
+  t.unref();
+  return () => clearTimeout(t);
 }
 
 export const systemClock: Clock = {

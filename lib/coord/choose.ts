@@ -29,6 +29,7 @@ import { randomUUID } from 'node:crypto';
 import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Clock } from '../clock.ts';
 import { CorruptError, InvalidInputError, UnavailableError } from '../errors.ts';
 import { META_DIR, parseMetaNames } from '../log/layout.ts';
 import type { LeaseStore } from '../lease/types.ts';
@@ -54,6 +55,8 @@ export interface ChooseOptions {
   /** false (maintenance, and a write's validation pass): never write the record; see below. */
   create: boolean;
   prefer: CoordPreference;
+  /** The clock a local log's SQLite store stamps its records with (default: the system's). */
+  clock?: Clock;
 }
 
 /**
@@ -74,7 +77,7 @@ export async function chooseCoordStore(
     const localDir = o.prefer === 'table' && fresh && !table ? localDirOf(objects) : null;
     // The database exists before the record names it: a process that finds the record and not
     // the file refuses (the markers it held are gone) instead of making an empty one.
-    if (localDir !== null) (await SqliteCoordStore.open(localDir, { create: true })).close();
+    if (localDir !== null) (await SqliteCoordStore.open(localDir, { create: true, ...(o.clock ? { clock: o.clock } : {}) })).close();
     const record = table ? await newTableLog(table, logName, objects, o.prefer === 'table' && fresh ? 'table' : 'objects') : localDir !== null ? 'sqlite' : 'objects';
     await objects.putIfAbsent(CHOICE_KEY, record);
     body = await objects.get(CHOICE_KEY);
@@ -92,7 +95,7 @@ export async function chooseCoordStore(
     // one chooses it (above), so the simulation's logs keep objects, which it schedules.
     const dir = objects.baseUri.startsWith('file:') ? fileURLToPath(objects.baseUri) : null;
     if (dir === null) throw new InvalidInputError(`the log ${objects.baseUri} keeps its item markers and claims in a SQLite file beside it (${COORD_DB}), which only a local root can open`, { field: 'root' });
-    return { store: await SqliteCoordStore.open(dir, { create: false }), recorded: true };
+    return { store: await SqliteCoordStore.open(dir, { create: false, ...(o.clock ? { clock: o.clock } : {}) }), recorded: true };
   }
   const m = /^(table|objects) ([0-9a-f-]{36})$/.exec(body);
   if (!m) {

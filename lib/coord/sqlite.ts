@@ -20,6 +20,7 @@
  * One connection per file and process, shared by every log handle of it and closed with the last.
  * `node:sqlite` ships with Node 22 (experimental there: its warning is kept off the output).
  */
+import { systemClock, type Clock } from '../clock.ts';
 import { existsSync, mkdirSync, promises as fsp, statSync } from 'node:fs';
 import path from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
@@ -223,6 +224,7 @@ export class SqliteCoordStore implements CoordStore {
   private constructor(
     private readonly file: string,
     conn: Connection,
+    private readonly clock: Clock,
   ) {
     this.conn = conn;
   }
@@ -230,11 +232,11 @@ export class SqliteCoordStore implements CoordStore {
   /**
    * The coordination database of the log in `logDir` (`.../log.lance`). `create`: made if missing
    * (only by the writer about to record the log's choice, before the record); otherwise a missing
-   * one is CORRUPT.
+   * one is CORRUPT. `clock` stamps the records (claims are deleted by their age on it).
    */
-  static async open(logDir: string, o: { create: boolean }): Promise<SqliteCoordStore> {
+  static async open(logDir: string, o: { create: boolean; clock?: Clock }): Promise<SqliteCoordStore> {
     const file = path.join(logDir, ...COORD_DB.split('/'));
-    return new SqliteCoordStore(file, await acquire(file, o.create));
+    return new SqliteCoordStore(file, await acquire(file, o.create), o.clock ?? systemClock);
   }
 
   /**
@@ -293,13 +295,13 @@ export class SqliteCoordStore implements CoordStore {
   async put(key: string, body: string): Promise<void> {
     const k = checkObjectKey(key, 'key');
     return this.write((c) => {
-      c.put.run(k, body, Date.now());
+      c.put.run(k, body, this.clock.nowMs());
     });
   }
 
   async putIfAbsent(key: string, body: string, _o: { expiresAfterMs: number }): Promise<boolean> {
     const k = checkObjectKey(key, 'key');
-    return this.write((c) => Number(c.insert.run(k, body, Date.now()).changes) === 1);
+    return this.write((c) => Number(c.insert.run(k, body, this.clock.nowMs()).changes) === 1);
   }
 
   async delete(key: string): Promise<void> {

@@ -3,7 +3,7 @@
  * string), the experiment's maintainer lease, and a keeper that renews a lease in the
  * background. Backend-agnostic: everything goes through the LeaseStore interface.
  */
-import { type Clock, systemClock } from '../clock.ts';
+import { type Clock, startTimer, systemClock } from '../clock.ts';
 import { FencedError, InvalidInputError, LeaseHeldError } from '../errors.ts';
 import { validateName } from '../names.ts';
 import { validateOwner, validateTtl } from './rules.ts';
@@ -184,19 +184,19 @@ export interface LeaseKeeperOptions {
   intervalMs?: number;
   /** Called once when the lease is lost (FencedError). */
   onLost?: (error: FencedError) => void;
-  /** Used only by `expired()`; defaults to the system clock. */
+  /** Times the renewals and `expired()`; defaults to the system clock. */
   clock?: Clock;
 }
 
 /**
- * Renews a lease in the background every ttl/3 from construction on (the timer is unref'd, so
- * it never keeps a process alive). `new LeaseKeeper(store, lease, ttlMs)` is short for
+ * Renews a lease in the background every ttl/3 from construction on (on the clock's timer: a
+ * real one never keeps a process alive). `new LeaseKeeper(store, lease, ttlMs)` is short for
  * `{ ttlMs }`. Stops for good on FencedError (`lost` becomes true, `onLost` is called);
  * other errors (UnavailableError...) are kept in `lastError` and the next tick tries again.
  */
 export class LeaseKeeper {
   private lease: Lease;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: (() => void) | undefined;
   private inFlight: Promise<void> | undefined;
   private stopped = false;
   private lostError: FencedError | undefined;
@@ -270,7 +270,7 @@ export class LeaseKeeper {
   /** Stops renewing (the lease stays held until it expires); waits for a renewal in flight. */
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer?.();
     this.timer = undefined;
     await this.inFlight;
   }
@@ -282,15 +282,14 @@ export class LeaseKeeper {
   }
 
   private schedule(): void {
-    this.timer = setTimeout(() => {
+    this.timer = startTimer(this.clock, this.intervalMs, () => {
       this.timer = undefined;
       // Errors are recorded by renewNow (lost / lastError); the next tick tries again.
       this.renewNow().then(
         () => this.reschedule(),
         () => this.reschedule(),
       );
-    }, this.intervalMs);
-    this.timer.unref();
+    });
   }
 
   private reschedule(): void {
@@ -301,7 +300,7 @@ export class LeaseKeeper {
     if (this.lostError) return;
     this.lostError = e;
     this.stopped = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer?.();
     this.timer = undefined;
     try {
       this.options.onLost?.(e);

@@ -43,6 +43,8 @@ export interface LanceLogOptions extends WriterOptions {
   wrapTable?: TableWrapper;
   /** Wraps every fsync of a dataset (the simulation harness's scheduling and fault point). */
   wrapSync?: SyncWrapper;
+  /** Wraps the log's coordination store (the simulation harness's scheduling and fault point). */
+  wrapCoord?: (store: CoordStore) => CoordStore;
 }
 
 /** The log whose public read is running (track: a read inside another is part of it). */
@@ -90,7 +92,9 @@ export class LanceCheckpointLog implements CheckpointLog {
     // Its store was released by close(): one opened now would never be. A backstop: every caller
     // (the writer's loop, maintain()) has ended before close() releases it.
     if (this.coordReleased) return Promise.reject(new InternalError('the log is closed: open it again'));
-    const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, { ...o, prefer: this.o.coordination ?? 'table' });
+    const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, { ...o, prefer: this.o.coordination ?? 'table', clock: this.o.clock }).then((c) =>
+      this.o.wrapCoord ? { ...c, store: this.o.wrapCoord(c.store) } : c,
+    );
     const store: Promise<CoordStore> = chosen.then((c) => {
       if (this.coordReleased) {
         c.store.close?.(); // chosen while close() released the log's store

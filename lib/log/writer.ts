@@ -13,7 +13,7 @@
  * writer seals it at whatever landed, forgets its memory, and continues under a new epoch, so a
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
-import type { Clock } from '../clock.ts';
+import { startTimer, type Clock } from '../clock.ts';
 import { CorruptError, DgclError, FencedError, InternalError, UnavailableError } from '../errors.ts';
 import { acquireWriterSlot, LeaseKeeper } from '../lease/slots.ts';
 import { randomUUID } from 'node:crypto';
@@ -177,7 +177,7 @@ export class ShardWriter {
   private markerSeq = 0;
   /** When this writer's last commit was confirmed (its clock), and the idle merge's timer. */
   private lastCommitMs = 0;
-  private idleTimer: ReturnType<typeof setTimeout> | null = null;
+  private idleTimer: (() => void) | null = null;
   /** The background merge of a frozen generation, if one runs (one at a time). */
   private merging: Promise<unknown> | null = null;
   private exclusiveJobs: Array<() => Promise<void>> = [];
@@ -442,7 +442,7 @@ export class ShardWriter {
   private armIdleMerge(delay = this.opts.mergeIdleMs): void {
     const wait = this.opts.mergeIdleMs;
     if (wait <= 0 || this.idleTimer || this.closing) return;
-    const timer = setTimeout(() => {
+    this.idleTimer = startTimer(this.opts.clock, Math.max(1, delay), () => {
       this.idleTimer = null;
       const st = this.state;
       if (this.closing || !st) return;
@@ -458,9 +458,7 @@ export class ShardWriter {
       if (f) this.frozen.push(f);
       this.startMerge();
       void this.giveUpAhead(st);
-    }, Math.max(1, delay));
-    timer.unref();
-    this.idleTimer = timer;
+    });
   }
 
   /**
@@ -688,7 +686,7 @@ export class ShardWriter {
       waitMs: this.opts.leaseTtlMs,
       clock: this.opts.clock,
     });
-    const keeper = new LeaseKeeper(this.ctx.leases, lease, this.opts.leaseTtlMs);
+    const keeper = new LeaseKeeper(this.ctx.leases, lease, { ttlMs: this.opts.leaseTtlMs, clock: this.opts.clock });
     try {
       await sealPredecessors(this.ctx, slot, lease.epoch, writerEpoch, this.opts.clock);
     } catch (e) {
@@ -1019,7 +1017,7 @@ export class ShardWriter {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closing = true;
-    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer?.();
     this.idleTimer = null;
     await this.exclusive(async () => {
       await this.mergeOwnUnlocked().catch(() => undefined);

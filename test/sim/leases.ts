@@ -1,16 +1,15 @@
 /**
- * Leases in the simulation: an in-memory LeaseStore that follows lib/lease/rules.ts exactly
- * (the same functions decide free, current and the next epoch, as every backend does), and a
- * wrapper that makes each call a scheduling and fault point. In memory rather than the file
- * store: LocalLeaseStore's mutex backs off with real sleeps and Math.random, which would make
- * schedules depend on the machine; its conditional writes are what DynamoDB's are, so the rules
- * are what matter here.
+ * Leases in the simulation: an in-memory lease table that follows lib/lease/rules.ts exactly (the
+ * same functions decide free, current and the next epoch, as every backend does), seen by each
+ * process through its own clock (`MemLeaseRecords.store`), as DynamoDB conditions are written
+ * with the caller's time; and a wrapper that makes each call of any lease store, the local one of
+ * lease files included, a scheduling and fault point.
  *
- * Renewals are never scheduled: LeaseKeeper renews on a real-time timer (lib/lease/slots.ts),
- * whose firing no seed controls. The wrapper answers every renewal at once with
- * UnavailableError (as a lease store that does not answer would), which the keeper records
- * and retries; leases therefore last exactly `ttl` of simulated time from their acquire.
+ * Renewals are scheduled like every other call: LeaseKeeper renews on its clock's timer
+ * (SimClock.setTimer), which fires once simulated time has passed, and a renewal may fail, time
+ * out (and land later) or land with its answer lost.
  */
+import type { Clock } from '../../lib/clock.ts';
 import { UnavailableError } from '../../lib/errors.ts';
 import {
   LeaseFencedError,
@@ -25,43 +24,44 @@ import {
 import type { Lease, LeaseStore } from '../../lib/lease/types.ts';
 import type { Scheduler } from './scheduler.ts';
 
-export class MemLeaseStore implements LeaseStore {
+/** The table's records, shared by every process of a schedule. */
+export class MemLeaseRecords {
   private readonly records = new Map<string, Lease>();
-  constructor(private readonly nowMs: () => number) {}
 
-  async acquire(key: string, owner: string, ttlMs: number): Promise<Lease> {
-    const record = this.records.get(key) ?? null;
-    const now = this.nowMs();
-    if (!canAcquire(record, now)) throw leaseHeld(key, record!, now);
-    const next = acquiredRecord(record, key, owner, now, ttlMs);
-    this.records.set(key, next);
-    return { ...next };
+  /** The table as a process with clock `clock` sees it. */
+  store(clock: Clock): LeaseStore {
+    const records = this.records;
+    return {
+      async acquire(key, owner, ttlMs) {
+        const record = records.get(key) ?? null;
+        const now = clock.nowMs();
+        if (!canAcquire(record, now)) throw leaseHeld(key, record!, now);
+        const next = acquiredRecord(record, key, owner, now, ttlMs);
+        records.set(key, next);
+        return { ...next };
+      },
+      async renew(lease, ttlMs) {
+        const record = records.get(lease.key) ?? null;
+        if (!canRenew(record, lease)) throw new LeaseFencedError(lease, record, { nowMs: clock.nowMs() });
+        const next = renewedRecord(lease, clock.nowMs(), ttlMs);
+        records.set(lease.key, next);
+        return { ...next };
+      },
+      async release(lease) {
+        const record = records.get(lease.key) ?? null;
+        if (isCurrent(record, lease)) records.set(lease.key, releasedRecord(lease));
+      },
+      async read(key) {
+        const r = records.get(key);
+        return r ? { ...r } : null;
+      },
+      async assertCurrent(lease) {
+        const record = records.get(lease.key) ?? null;
+        if (!isCurrent(record, lease)) throw new LeaseFencedError(lease, record, { nowMs: clock.nowMs() });
+      },
+      async close() {},
+    };
   }
-
-  async renew(lease: Lease, ttlMs: number): Promise<Lease> {
-    const record = this.records.get(lease.key) ?? null;
-    if (!canRenew(record, lease)) throw new LeaseFencedError(lease, record, { nowMs: this.nowMs() });
-    const next = renewedRecord(lease, this.nowMs(), ttlMs);
-    this.records.set(lease.key, next);
-    return { ...next };
-  }
-
-  async release(lease: Lease): Promise<void> {
-    const record = this.records.get(lease.key) ?? null;
-    if (isCurrent(record, lease)) this.records.set(lease.key, releasedRecord(lease));
-  }
-
-  async read(key: string): Promise<Lease | null> {
-    const r = this.records.get(key);
-    return r ? { ...r } : null;
-  }
-
-  async assertCurrent(lease: Lease): Promise<void> {
-    const record = this.records.get(lease.key) ?? null;
-    if (!isCurrent(record, lease)) throw new LeaseFencedError(lease, record, { nowMs: this.nowMs() });
-  }
-
-  async close(): Promise<void> {}
 }
 
 const unavailable = (m: string) => new UnavailableError(m);
@@ -80,8 +80,8 @@ export class SimLeaseStore implements LeaseStore {
     return this.op('acquire', `${key} by ${owner}`, true, () => this.inner.acquire(key, owner, ttlMs));
   }
 
-  renew(_lease: Lease, _ttlMs: number): Promise<Lease> {
-    return Promise.reject(new UnavailableError('simulation: renewals are not answered (real-time timer)'));
+  renew(lease: Lease, ttlMs: number): Promise<Lease> {
+    return this.op('renew', `${lease.key} e${lease.epoch}`, true, () => this.inner.renew(lease, ttlMs));
   }
 
   release(lease: Lease): Promise<void> {

@@ -1,77 +1,44 @@
 /**
- * One seeded schedule: 2-4 writers (own LanceCheckpointLog and owner each, 2 slots between
- * them), one or two maintainers and two readers on one local root, real Lance, wrapped stores, a
- * simulated clock. The seed picks the configuration, the workload and, through the scheduler,
- * the interleaving and the faults. Then: quiesce, close some writers, let every lease expire,
- * maintain twice, read everything with a fresh log object, and check I1-I5 on every read.
+ * One seeded schedule: 2-4 writers (own LanceCheckpointLog and owner each, 1-3 slots between
+ * them), one or two maintainers, two readers and a deleter on one local root, real Lance, wrapped
+ * stores, simulated clocks. The seed picks the configuration (test/sim/config.ts: which
+ * coordination and lease stores, clock skew, crashes, fault bursts, ...), the workload
+ * (test/sim/workload.ts) and, through the scheduler, the interleaving and the faults. Then:
+ * quiesce, close some writers, read once with nothing running (a live log must be readable),
+ * let every lease expire, maintain twice, read everything with a fresh log object, and check
+ * I1-I5 and D1 on every read.
  *
- * Workload rules (so that I5 holds for a correct log):
- *  - at any moment the deliveries of one item in flight are copies of its current batch (a
- *    concurrent duplicate delivery to another writer is fine: identical batches), plus copies
- *    of its already-acked batches (old redeliveries);
- *  - its next batch is created only when none of its deliveries is in flight (acked, failed,
- *    or its writer crashed); a failed current batch is retried (same batch, any writer) or
- *    abandoned for a different one (next attempt), unless a delivery of it timed out (it may
- *    still land): then it is only retried.
- *  - deletions (in a share of the seeds, from a stream of their own so that other seeds run
- *    exactly as before): an item is deleted only when none of its deliveries is in flight or in
- *    doubt; a failed delete blocks the item until a retry returns (done unscheduled at the end if
- *    needed); then the item starts over (created again, its old batches never redelivered).
- *    Every other delete (by seed and delete number, no random draw: even seeds begin guarded)
- *    passes the highest seq acked in the item's current incarnation as `throughSeq`, every
- *    attempt the same seq (a retry must answer "already deleted"); a CONFLICT (events it never
- *    saw acked, e.g. an append that failed after its commit) makes the next attempt read the
- *    item first and delete through its last seq.
- *
- * Faults (scheduler.ts): failures before and after landing, timeouts that land later or never,
- * and in half the seeds SDK resends (a write the real store lets its SDK resend answered by a
- * second copy while the first lands later).
+ * Processes: each actor is a process with its own clock (true time plus its skew; a jump moves
+ * it), timers on that clock (lease renewals, idle merges) and stores. A crashed process never
+ * runs again (its requests in flight may land later); a new one takes its place.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { existsSync } from 'node:fs';
 import { inspect, isDeepStrictEqual } from 'node:util';
-import { parseBatch } from '../../lib/batch.ts';
+import { CHOICE_KEY } from '../../lib/coord/choose.ts';
+import { SqliteCoordStore } from '../../lib/coord/sqlite.ts';
 import { NotFoundError } from '../../lib/errors.ts';
 import { summarize } from '../../lib/fold.ts';
-import { MAX_LATEST_EVENTS } from '../../lib/log/item-reads.ts';
-import { incarnate } from '../../lib/log/sequence.ts';
+import { LocalLeaseStore } from '../../lib/lease/local.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
 import { LocalObjectStore } from '../../lib/storage/local.ts';
 import type { ObjectStore } from '../../lib/storage/objects.ts';
 import { lanceStorageOptions, logLocation, logUri, parseRoot } from '../../lib/storage/location.ts';
 import { History, trajectoryObservation, type ItemObservation } from '../support/invariants.ts';
-import { SimClock } from './clock.ts';
+import { SimClock, SimTime } from './clock.ts';
+import { pickConfig, type SimConfig } from './config.ts';
+import { MemCoordRecords, SimCoordWrapper, SimTableLeaseStore } from './coord.ts';
 import { installLancePatches, installRandomPatch, simTableWrapper } from './lance.ts';
-import { MemLeaseStore, SimLeaseStore } from './leases.ts';
+import { MemLeaseRecords, SimLeaseStore } from './leases.ts';
 import { SimObjectStore } from './objects.ts';
-import { MemCoordRecords, SimTableLeaseStore } from './coord.ts';
 import { Rng } from './prng.ts';
-import { REGRESSION_SEEDS } from './regressions.ts';
+import { isWholeLog, observe, READ_KINDS, type ReadKind } from './reads.ts';
 import { Scheduler } from './scheduler.ts';
+import { deliveryCopy, newItem, reuseBuffers, startOver, Workload, type ItemModel } from './workload.ts';
 
-export interface SimConfig {
-  writers: number;
-  slots: number;
-  leaseTtlMs: number;
-  mergeEveryCommits: number;
-  /** Small ones rotate generations by size too (a commit of 10 small rows is ~7 KB). */
-  mergeEveryBytes: number;
-  cachedItems: number;
-  maxBatchesPerCommit: number;
-  claimRetentionMs: number;
-  faultRate: number;
-  priorityBias: number;
-  deliveries: number;
-  reads: number;
-  items: number;
-  /** Set in seeds with deletions (drawn apart from the rest, see runSchedule). */
-  deletions?: number;
-  deletionRetentionMs?: number;
-  /** Set in seeds whose markers and claims live in the simulated lease table (see runSchedule). */
-  coord?: 'table';
-}
+export type { SimConfig } from './config.ts';
 
 export interface ScheduleResult {
   seed: number;
@@ -82,52 +49,16 @@ export interface ScheduleResult {
   ms: number;
 }
 
-function pickConfig(rng: Rng): SimConfig {
-  return {
-    writers: rng.between(2, 4),
-    slots: 2,
-    leaseTtlMs: 10_000,
-    mergeEveryCommits: rng.between(2, 3),
-    cachedItems: rng.pick([1, 2, 100]),
-    maxBatchesPerCommit: rng.pick([1, 512]),
-    claimRetentionMs: rng.pick([20_000, 3_600_000]),
-    faultRate: rng.pick([0, 0.02, 0.05, 0.1]),
-    priorityBias: rng.pick([0, 0.5, 0.9]),
-    deliveries: rng.between(10, 25),
-    reads: rng.between(6, 14),
-    mergeEveryBytes: rng.pick([2 ** 30, 8_000, 20_000]),
-    items: rng.between(2, 5),
-  };
-}
-
-interface WriterActor {
+interface Proc {
+  /** The machine's name (w1, r2, m1, d1): its clock. */
   name: string;
   inc: number;
   actor: string;
   log: LanceCheckpointLog;
-  closing: boolean;
 }
 
-interface ItemModel {
-  id: string;
-  chain: Array<Record<string, unknown>>;
-  cur: number;
-  curAcked: boolean;
-  /** A delivery of the current batch timed out: it may still land, so only retry it. */
-  curInDoubt: boolean;
-  acked: number[];
-  inflight: number;
-  step: number;
-  attempt: number;
-  terminal: boolean;
-  /** The seq the current incarnation's creation follows (0 until the item is deleted). */
-  base: number;
-  /** History id of a delete that has not returned yet: no delivery until it does. */
-  deleting: number | null;
-  /** Highest seq acked in the current incarnation (what a guarded delete passes). */
-  seen: number;
-  /** A guarded attempt of the current delete met CONFLICT: read the item before the next. */
-  reread: boolean;
+interface WriterActor extends Proc {
+  closing: boolean;
 }
 
 interface Delivery {
@@ -159,88 +90,105 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   installRandomPatch();
   installUnhandled();
   const t0 = performance.now();
+  const cfg = pickConfig(seed);
   const rng = new Rng(seed);
-  const cfg = pickConfig(rng);
-  // Half the seeds (never a regression seed) get SDK resends: a write answered by a second copy
-  // while the first lands later. From their own stream: the other seeds replay as before.
-  const rs = new Rng(seed + 0x7273);
-  const resends = !REGRESSION_SEEDS.some((r) => r.seed === seed) && rs.chance(0.5) ? { rng: rs, probability: rs.pick([0.05, 0.2]) } : undefined;
-  const sched = new Scheduler(rng.fork(), { faultRate: cfg.faultRate, priorityBias: cfg.priorityBias, resends });
+  const schedRng = rng.fork();
   const wl = rng.fork(); // workload choices, apart from the scheduler's
-  // Deletions draw from their own stream, and only some seeds (never a regression seed) get
-  // them, so every other seed runs exactly the schedule it ran before deletions existed.
-  const dl = rng.fork();
-  const deletions = !REGRESSION_SEEDS.some((r) => r.seed === seed) && dl.chance(0.4) ? dl.between(1, 3) : 0;
-  // Retention 0: maintenance purges while writers, readers and faults run.
-  const deletionRetentionMs = deletions > 0 ? dl.pick([0, 3_600_000]) : 3_600_000;
-  // Half the seeds keep item markers and claims in the (simulated) lease table, as logs on S3
-  // with DynamoDB leases do; the rest as objects. Drawn apart from every other stream, and never
-  // for a regression seed, so those replay the schedules they were found with.
-  const coordInTable = !REGRESSION_SEEDS.some((r) => r.seed === seed) && new Rng(seed + 0x5eed).chance(0.5);
-  // Half the seeds (never a regression seed) run a second maintainer: when one's pass runs and
-  // the other starts, half the time the clock first jumps past the lease, so the new pass takes
-  // it over and the paused one must stop (shards.md, "Maintenance"). Its choices draw from their
-  // own stream: every other seed runs the schedule it ran before.
-  const mt = new Rng(seed + 0x6d61);
-  const twoMaintainers = !REGRESSION_SEEDS.some((r) => r.seed === seed) && mt.chance(0.5);
-  const clock = new SimClock();
-  clock.sched = sched;
+  const dl = rng.fork(); // deletes
+  const mt = rng.fork(); // maintainers
+  const ck = rng.fork(); // clocks
+  const cr = rng.fork(); // crashes
+  const sched = new Scheduler(schedRng, {
+    faultRate: cfg.faultRate,
+    priorityBias: cfg.priorityBias,
+    ...(cfg.resends > 0 ? { resends: { rng: rng.fork(), probability: cfg.resends } } : {}),
+    ...(cfg.burstChance > 0 ? { bursts: { rng: rng.fork(), chance: cfg.burstChance, length: 12, rate: 0.6 } } : {}),
+    ...(cfg.crashLanding > 0 ? { crashLanding: { rng: rng.fork(), probability: cfg.crashLanding } } : {}),
+  });
+  const time = new SimTime();
+  const clocks = new Map<string, SimClock>();
+  const clockOf = (name: string): SimClock => {
+    let c = clocks.get(name);
+    if (!c) {
+      c = new SimClock(time, cfg.skewMs > 0 ? Math.round((ck.next() * 2 - 1) * cfg.skewMs) : 0);
+      c.sched = sched;
+      clocks.set(name, c);
+    }
+    return c;
+  };
   const root = await mkdtemp(path.join(tmpBase(), 'dgcl-sim-'));
   const loc = parseRoot(root);
   const uri = logUri(loc, 'p', 'e');
   const logLoc = logLocation(loc, 'p', 'e');
   if (logLoc.kind !== 'file') throw new Error('the simulation needs a local root');
   const inner = new LocalObjectStore(logLoc.dir);
+  if (cfg.coord === 'sqlite') {
+    // As a local log's first writer makes it: the database, then the record naming it.
+    (await SqliteCoordStore.open(logLoc.dir, { create: true })).close();
+    await inner.putIfAbsent(CHOICE_KEY, 'sqlite');
+  }
   const written = new Map<string, number>();
-  const leases = new MemLeaseStore(() => clock.nowMs());
-  const coordRecords = new MemCoordRecords(() => clock.nowMs());
+  const leaseRecords = new MemLeaseRecords();
+  const coordRecords = new MemCoordRecords(time);
+  const leaseDir = path.join(root, 'leases');
   const storageOptions = lanceStorageOptions(loc, {});
-  const makeLog = (owner: string, objects: ObjectStore = new SimObjectStore(inner, sched, written, () => clock.nowMs())) =>
-    new LanceCheckpointLog({
+  const makeLog = (name: string, owner: string, objects: ObjectStore = new SimObjectStore(inner, sched, written, () => time.ms)) => {
+    const clock = clockOf(name);
+    const tableView = leaseRecords.store(clock);
+    const leases =
+      cfg.coord === 'table'
+        ? new SimTableLeaseStore(tableView, sched, coordRecords, clock)
+        : new SimLeaseStore(cfg.leases === 'local' ? new LocalLeaseStore({ dir: leaseDir, clock }) : tableView, sched);
+    return new LanceCheckpointLog({
       pipeline: 'p',
       experiment: 'e',
       uri,
       objects,
       storageOptions,
-      leases: coordInTable ? new SimTableLeaseStore(leases, sched, coordRecords) : new SimLeaseStore(leases, sched),
+      leases,
       owner,
       clock,
       slots: cfg.slots,
       leaseTtlMs: cfg.leaseTtlMs,
       mergeEveryCommits: cfg.mergeEveryCommits,
       mergeEveryBytes: cfg.mergeEveryBytes,
-      // Off: its timer runs on real time, which the schedule does not control. What it runs is
-      // mergeOwnShard, which the schedule calls.
-      mergeIdleMs: 0,
+      mergeIdleMs: cfg.mergeIdleMs,
       maxBatchesPerCommit: cfg.maxBatchesPerCommit,
       cachedItems: cfg.cachedItems,
       versionRetentionMs: 3_600_000,
       claimRetentionMs: cfg.claimRetentionMs,
-      deletionRetentionMs,
+      deletionRetentionMs: cfg.deletionRetentionMs,
       wrapTable: simTableWrapper(sched),
       // An fsync is a scheduling point that can fail (before or after it ran).
-      wrapSync: (name, run) => sched.op({ kind: 'fs.sync', target: name, mutating: false, faultable: true, run, error: (m) => new Error(m) }),
+      wrapSync: (n, run) => sched.op({ kind: 'fs.sync', target: n, mutating: false, faultable: true, run, error: (m) => new Error(m) }),
+      ...(cfg.coord === 'sqlite' ? { wrapCoord: (s) => new SimCoordWrapper(s, sched) } : {}),
     });
+  };
 
-  const history = new History({ nowMs: () => clock.nowMs(), claimRetentionMs: cfg.claimRetentionMs });
+  // Claims may be deleted a retention after their writer's clock said (objects: the maintainer's
+  // clock against true time; the table: the writer's stamp against true time): with skewed
+  // clocks the window of a second first ack opens earlier by up to twice the largest skew.
+  const history = new History({ nowMs: () => time.ms, claimRetentionMs: cfg.claimRetentionMs });
   const violations: string[] = [];
   running.add(violations);
-  const writers: WriterActor[] = [];
-  for (let i = 1; i <= cfg.writers; i++) writers.push({ name: `w${i}`, inc: 1, actor: `w${i}.1`, log: makeLog(`w${i}.1`), closing: false });
-  const readers = [1, 2].map((i) => ({ actor: `r${i}`, log: makeLog(`r${i}`), busy: 0 }));
-  let itemReads = 0;
-  let listReads = 0;
-  let pointReads = 0;
-  const maints = (twoMaintainers ? ['m', 'm2'] : ['m']).map((actor) => ({ actor, log: makeLog(actor), busy: false }));
+  const proc = <P extends Proc>(name: string, extra: Omit<P, keyof Proc>): P => ({ name, inc: 1, actor: `${name}.1`, log: makeLog(name, `${name}.1`), ...extra }) as P;
+  const renew = (p: Proc) => {
+    p.inc++;
+    p.actor = `${p.name}.${p.inc}`;
+    p.log = makeLog(p.name, p.actor);
+  };
+  const writers: WriterActor[] = Array.from({ length: cfg.writers }, (_, i) => proc<WriterActor>(`w${i + 1}`, { closing: false }));
+  const readers = [1, 2].map((i) => proc<Proc & { busy: number }>(`r${i}`, { busy: 0 }));
+  const maints = Array.from({ length: cfg.maintainers }, (_, i) => proc<Proc & { busy: boolean }>(`m${i + 1}`, { busy: false }));
+  const deleter = proc<Proc & { busy: boolean }>('d1', { busy: false });
+  const work = new Workload(wl, cfg.failures);
   const items: ItemModel[] = [];
   const deliveries: Delivery[] = [];
-  const blobEvents: string[] = [];
   let outstanding = 0;
+  let pointReads = 0;
 
   const restart = (w: WriterActor) => {
-    w.inc++;
-    w.actor = `${w.name}.${w.inc}`;
-    w.log = makeLog(w.actor);
+    renew(w);
     w.closing = false;
   };
 
@@ -253,43 +201,13 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     ).finally(() => outstanding--);
   };
 
-  // ---- the workload -------------------------------------------------------------------
+  const liveWriters = () => writers.filter((w) => !sched.crashed.has(w.actor));
 
-  const newBatch = (it: ItemModel): Record<string, unknown> => {
-    const base = { itemId: it.id, runId: 'r', ...(it.attempt > 1 ? { attempt: it.attempt } : {}) };
-    // Until a creation is acked, a new batch creates the item (a failed creation may be
-    // abandoned for another attempt; if the failed one landed, the new one is rejected).
-    if (it.acked.length === 0) return { ...base, create: {}, step: { name: 's0', index: 0 }, set: { prompt: `p-${it.id}` } };
-    if (it.step >= 3 && wl.chance(0.2)) return { ...base, terminal: 'completed' };
-    const set: Record<string, unknown> = { [`f${it.step}`]: `v${it.step}.${it.attempt}` };
-    if (wl.chance(0.3)) set.img = Uint8Array.from({ length: 8 + wl.int(24) }, () => wl.int(256));
-    const b: Record<string, unknown> = { ...base, step: { name: `s${it.step}`, index: it.step }, set };
-    if (wl.chance(0.2)) b.append = { log: [`l${it.step}`] };
-    return b;
-  };
-
-  /** The batch to deliver for `it` now, or null if none may be sent. */
-  const nextFor = (it: ItemModel): { batch: Record<string, unknown>; fresh: boolean } | null => {
-    if (it.deleting !== null) return null;
-    if (it.inflight > 0) return it.cur >= 0 ? { batch: it.chain[it.cur]!, fresh: false } : null;
-    if (it.cur >= 0 && !it.curAcked && (it.curInDoubt || wl.chance(0.6))) return { batch: it.chain[it.cur]!, fresh: false }; // retry
-    if (it.terminal) return null;
-    if (it.cur >= 0) {
-      if (it.curAcked) {
-        it.step++;
-        it.attempt = 1;
-      } else {
-        it.attempt++; // abandon the failed batch for a different one
-      }
+  const settleWith = (d: Delivery) => () => {
+    if (!d.settled) {
+      d.settled = true;
+      d.item.inflight--;
     }
-    const b = newBatch(it);
-    it.chain.push(b);
-    it.cur = it.chain.length - 1;
-    it.curAcked = false;
-    it.curInDoubt = false;
-    const prepared = incarnate(parseBatch(b), it.base);
-    for (const e of prepared.events) if (e.value?.kind === 'blob') blobEvents.push(e.eventId);
-    return { batch: b, fresh: true };
   };
 
   const deliver = (w: WriterActor, it: ItemModel, batch: Record<string, unknown>, label: string) => {
@@ -300,46 +218,51 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     const rec = history.beginAppend(w.actor, [batch]);
     const log = w.log;
     const incarnation = it.base;
-    const p = sched.run(w.actor, () => log.append([batch]));
+    const sent = deliveryCopy(batch);
+    const p = sched.run(w.actor, () => log.append([sent]));
     track(`${label} ${it.id}#${idx}`, w.actor, p);
     p.then(
       (acks) => {
         history.endAppend(rec, { acks });
+        if (cfg.reuseBuffers) reuseBuffers(sent);
+        if (it.base !== incarnation) return;
         if (!d.settled && idx === it.cur) it.curAcked = true;
         if (!it.acked.includes(idx)) it.acked.push(idx);
         if (batch.terminal !== undefined) it.terminal = true;
-        if (it.base === incarnation) for (const a of acks) it.seen = Math.max(it.seen, a.lastSeq);
+        for (const a of acks) it.seen = Math.max(it.seen, a.lastSeq);
       },
       (e: unknown) => {
         history.endAppend(rec, { error: e });
         // A timed-out request may land later (a client cannot know): a careful client retries
         // the same batch instead of sending a different one for the same step.
-        if (idx === it.cur && /timed out/.test(String((e as Error)?.message))) it.curInDoubt = true;
+        if (it.base === incarnation && idx === it.cur && /timed out/.test(String((e as Error)?.message))) it.curInDoubt = true;
       },
-    ).finally(() => {
-      if (!d.settled) {
-        d.settled = true;
-        it.inflight--;
-      }
-    });
+    ).finally(settleWith(d));
   };
 
-  const liveWriters = () => writers.filter((w) => !sched.crashed.has(w.actor));
+  /** Who runs a delete: the deleter process (no slot), or a writer. */
+  const deleterFor = (): Proc | null => {
+    const ws = liveWriters().filter((w) => !w.closing);
+    if (!deleter.busy && dl.chance(0.5)) return deleter;
+    return ws.length > 0 ? dl.pick(ws) : null;
+  };
 
   /**
-   * One attempt of the item's delete through writer `w`; the item starts over once one returns.
-   * An attempt counts as in flight like a delivery (nothing else of the item meanwhile; a crash
-   * of its writer settles it).
+   * One attempt of the item's delete through `by`; the item starts over once one returns. An
+   * attempt counts as in flight like a delivery (nothing else of the item meanwhile; a crash of
+   * its process settles it).
    */
-  const deleteVia = (w: WriterActor, it: ItemModel) => {
+  const deleteVia = (by: Proc, it: ItemModel) => {
+    const guarded = (seed + items.indexOf(it) + it.base) % 2 === 0;
     it.deleting ??= history.beginDelete(it.id);
     const rec = it.deleting;
-    const d: Delivery = { item: it, actor: w.actor, settled: false };
+    const d: Delivery = { item: it, actor: by.actor, settled: false };
     deliveries.push(d);
     it.inflight++;
-    const log = w.log;
-    const guarded = (seed + rec) % 2 === 0;
-    const p = sched.run(w.actor, async () => {
+    if (by === deleter) deleter.busy = true;
+    const log = by.log;
+    let through: number | null = null;
+    const p = sched.run(by.actor, async () => {
       if (!guarded) return log.deleteItem(it.id);
       if (it.reread || it.seen === 0) {
         // A careful client after a CONFLICT: read the item, then delete what it now saw (and
@@ -348,124 +271,164 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         it.seen = s.lastSeq;
         it.reread = false;
       }
+      through = it.seen;
       return log.deleteItem(it.id, { throughSeq: it.seen });
     });
-    track(`${guarded ? 'guarded delete' : 'delete'} ${it.id}`, w.actor, p);
+    track(`${guarded ? 'guarded delete' : 'delete'} ${it.id}`, by.actor, p);
     return p
       .then(
         (r) => {
           if (it.deleting !== rec) return;
-          history.endDelete(rec, r.throughSeq);
-          Object.assign(it, { chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], step: 0, attempt: 1, terminal: false, base: r.throughSeq, deleting: null, seen: 0, reread: false });
+          history.endDelete(rec, r.throughSeq, r.deleted);
+          startOver(it, r.throughSeq, through);
         },
         (e: unknown) => {
           // still `deleting`: a later attempt retries
           const code = (e as { code?: string } | null)?.code;
           if (it.deleting === rec && code === 'CONFLICT') it.reread = true;
           // The seq came from an ack or a read of the item: never one it did not have (I4).
-          if (guarded && code === 'INVALID_INPUT') violations.push(`guarded delete of ${it.id} through seq ${it.seen} refused: ${(e as Error).message}`);
+          if (through !== null && code === 'INVALID_INPUT') violations.push(`I4 guarded delete of ${it.id} through seq ${through} refused: ${(e as Error).message}`);
         },
       )
       .finally(() => {
-        if (!d.settled) {
-          d.settled = true;
-          it.inflight--;
-        }
+        settleWith(d)();
+        if (by === deleter) deleter.busy = false;
       });
+  };
+
+  /** An old guarded delete of the item delivered again, after the item was created again: it must delete nothing. */
+  const redeliverDelete = (it: ItemModel) => {
+    const by = deleterFor();
+    if (!by || it.oldDeletes.length === 0) return false;
+    const seq = dl.pick(it.oldDeletes);
+    const rec = history.beginDelete(it.id, seq);
+    const incarnation = it.base;
+    const log = by.log;
+    const p = sched.run(by.actor, () => log.deleteItem(it.id, { throughSeq: seq }));
+    track(`delete ${it.id} through ${seq} again`, by.actor, p);
+    p.then(
+      (r) => {
+        history.endDelete(rec, r.throughSeq, r.deleted);
+        // A delete that went through anyway ended this incarnation (the checker reports it).
+        if (r.deleted && it.base === incarnation) it.broken = true;
+      },
+      () => undefined, // CONFLICT (the item has later events) or a fault: nothing deleted, or unknown
+    );
+    return true;
+  };
+
+  const readAction = (): boolean => {
+    const r = wl.pick(readers);
+    if (items.length === 0 || r.busy >= 2) return false;
+    const kind: ReadKind = wl.pick(READ_KINDS);
+    const x = wl.pick(items).id;
+    if (kind === 'loadBlob' && work.blobEvents.length === 0) return false;
+    const blobId = kind === 'loadBlob' ? wl.pick(work.blobEvents) : '';
+    const what = isWholeLog(kind) || kind === 'failures' ? kind : kind === 'loadBlob' ? `loadBlob ${blobId.slice(0, 8)}` : `${kind} ${x}`;
+    // Every other point read goes through a live writer's log too (a writer reads its own
+    // generations from what it keeps of its commits): the one that last took a delivery of the
+    // item, else one picked by the read's number. It starts once the reader's read of the same
+    // item ended, so that a writer's read showing less than a read that ended before it (I3: its
+    // commit landed, visible to the reader, and not yet kept) can be caught.
+    const writersNow = kind === 'fold' || kind === 'trajectory' || kind === 'latest' ? liveWriters().filter((w) => !w.closing) : [];
+    const lastBy = [...deliveries].reverse().find((d) => d.item.id === x)?.actor;
+    const via = writersNow.length > 0 && pointReads++ % 2 === 1 ? (writersNow.find((w) => w.actor === lastBy) ?? writersNow[pointReads % writersNow.length]!) : null;
+    const readVia = (actor: string, log: LanceCheckpointLog): Promise<unknown> => {
+      const id = history.beginRead(actor, what);
+      const p = sched.run(actor, () => observe(log, kind, x, blobId));
+      track(what, actor, p);
+      return p.then(
+        (res) => history.endRead(id, res),
+        (e: unknown) => history.endRead(id, { error: e }),
+      );
+    };
+    r.busy++;
+    const reader = r.actor;
+    // A read of a reader that crashes never ends: it does not hold the reader's place.
+    const first = readVia(r.actor, r.log).finally(() => r.actor === reader && r.busy--);
+    // Unless the writer is closing by then (its reads are refused) or crashed. Its read is an
+    // actor of its own (the process's reading side): a pause of the writer's commits (at its
+    // epoch check, say) does not hold the read, as in a real process.
+    if (via) void first.then(() => (via.closing || sched.crashed.has(via.actor) ? undefined : readVia(`${via.actor}:read`, via.log)));
+    return true;
+  };
+
+  const crashAction = (): boolean => {
+    const kind = cr.pick(['writer', 'writer', 'writer', 'maintainer', 'reader', 'deleter'] as const);
+    if (kind === 'maintainer') {
+      const m = cr.pick(maints);
+      sched.crash(m.actor);
+      renew(m);
+      m.busy = false;
+      return true;
+    }
+    if (kind === 'reader') {
+      const r = cr.pick(readers);
+      sched.crash(r.actor);
+      renew(r);
+      r.busy = 0;
+      return true;
+    }
+    if (kind === 'deleter') {
+      sched.crash(deleter.actor);
+      for (const d of deliveries) if (d.actor === deleter.actor) settleWith(d)();
+      renew(deleter);
+      deleter.busy = false;
+      return true;
+    }
+    const live = liveWriters();
+    if (live.length === 0) return false;
+    const busy = live.filter((w) => sched.pending.some((op) => op.actor === w.actor));
+    const w = cr.pick(busy.length > 0 ? busy : live);
+    sched.crash(w.actor);
+    for (const d of deliveries) if (d.actor === w.actor) settleWith(d)();
+    restart(w);
+    return true;
   };
 
   const actions: Record<string, { budget: number; run: () => boolean }> = {
     deliver: {
       budget: cfg.deliveries,
       run: () => {
-        const w = wl.pick(liveWriters());
+        const live = liveWriters();
+        if (live.length === 0) return false;
+        const w = wl.pick(live);
         let it: ItemModel;
         if (items.length < cfg.items && (items.length === 0 || wl.chance(0.3))) {
-          it = { id: `x${items.length}`, chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], inflight: 0, step: 0, attempt: 1, terminal: false, base: 0, deleting: null, seen: 0, reread: false };
+          it = newItem(`x${items.length}`);
           items.push(it);
         } else it = wl.pick(items);
-        if (it.deleting !== null) return false;
+        if (it.deleting !== null || it.broken) return false;
         if (it.acked.length > 0 && wl.chance(0.15)) {
           deliver(w, it, it.chain[wl.pick(it.acked)]!, 'redeliver-old');
           return true;
         }
-        const next = nextFor(it);
+        const next = work.nextFor(it);
         if (!next) return false;
         deliver(w, it, next.batch, next.fresh ? 'append' : it.inflight > 0 ? 'duplicate' : 'retry');
         return true;
       },
     },
     delete: {
-      budget: deletions,
+      budget: cfg.deletions,
       run: () => {
         // Only items with nothing in flight or in doubt (a timed-out delivery may land later).
-        const ready = items.filter((x) => x.inflight === 0 && !x.curInDoubt && (x.acked.length > 0 || x.deleting !== null));
-        if (ready.length === 0 || liveWriters().length === 0) return false;
+        const ready = items.filter((x) => x.inflight === 0 && !x.curInDoubt && !x.broken && (x.acked.length > 0 || x.deleting !== null));
+        const by = deleterFor();
+        if (ready.length === 0 || !by) return false;
         const blocked = ready.filter((x) => x.deleting !== null);
-        deleteVia(dl.pick(liveWriters()), dl.pick(blocked.length > 0 ? blocked : ready));
+        deleteVia(by, dl.pick(blocked.length > 0 ? blocked : ready));
         return true;
       },
     },
-    read: {
-      budget: cfg.reads,
+    redeliverDelete: {
+      budget: cfg.redeliverDeletes ? cfg.deletions : 0,
       run: () => {
-        const r = wl.pick(readers);
-        if (items.length === 0 || r.busy >= 2) return false;
-        const kind = wl.pick(['fold', 'fold', 'trajectory', 'trajectory', 'all', 'blob'] as const);
-        const x = wl.pick(items).id;
-        // Item reads through the item API too (fields, latest events: they decide "not found"
-        // inside the read), chosen by the read's number so the schedule's random stream is kept.
-        // Whole-log reads alternate between folds (allStates) and the listing (items(), through
-        // the projection once maintenance built one), by the read's number too.
-        const variant =
-          kind === 'trajectory' ? (['trajectory', 'latest', 'fields'] as const)[itemReads++ % 3]! : kind === 'all' ? (['items', 'all', 'items'] as const)[listReads++ % 3]! : kind;
-        const what = variant === 'all' ? 'allStates' : variant === 'items' ? 'items()' : kind === 'blob' ? 'loadBlob' : `${variant} ${x}`;
-        if (kind === 'blob' && blobEvents.length === 0) return false;
-        const blobId = kind === 'blob' ? wl.pick(blobEvents) : '';
-        // Every other point read goes through a live writer's log too (a writer reads its own
-        // generations from what it keeps of its commits): the one that last took a delivery of
-        // the item, else one picked by the read's number. It starts once the reader's read of the
-        // same item ended, so that a writer's read showing less than a read that ended before it
-        // (I3: its commit landed, visible to the reader, and not yet kept) can be caught.
-        const writersNow = kind === 'fold' || kind === 'trajectory' ? liveWriters().filter((w) => !w.closing) : [];
-        const lastBy = [...deliveries].reverse().find((d) => d.item.id === x)?.actor;
-        const via = writersNow.length > 0 && pointReads++ % 2 === 1 ? (writersNow.find((w) => w.actor === lastBy) ?? writersNow[pointReads % writersNow.length]!) : null;
-        const readVia = (reader: { actor: string; log: LanceCheckpointLog }): Promise<unknown> => {
-          const id = history.beginRead(reader.actor, kind === 'blob' ? `loadBlob ${blobId.slice(0, 8)}` : what);
-          const p = sched.run(reader.actor, async () => {
-            try {
-              const log = reader.log;
-              if (kind === 'fold') return { items: [{ itemId: x, state: await log.fold(x) }] };
-              if (variant === 'trajectory') return { items: [trajectoryObservation(x, await log.trajectory(x))] };
-              // More than any simulated item holds: the whole trajectory.
-              if (variant === 'latest') return { items: [trajectoryObservation(x, await log.latestEvents(x, { limit: MAX_LATEST_EVENTS }))] };
-              // Only its existence is checked (an acked item must not read as missing).
-              if (variant === 'fields') return (await log.fields(x, { names: [] })).itemId === x ? { items: [] } : { items: [{ itemId: x, absent: true }] };
-              if (variant === 'all') return { items: (await log.allStates()).map((s) => ({ itemId: s.itemId, state: s })), allItems: true };
-              if (variant === 'items') return { items: (await log.items()).items.map((s) => ({ itemId: s.itemId, listedSeq: s.lastSeq })), allItems: true };
-              return { blobs: [{ eventId: blobId, bytes: await log.loadBlob(blobId) }] };
-            } catch (e) {
-              if (!(e instanceof NotFoundError)) throw e;
-              if (kind === 'blob') return { blobs: [{ eventId: blobId, bytes: null }] };
-              return { items: [{ itemId: x, absent: true }] };
-            }
-          });
-          track(what, reader.actor, p);
-          return p.then(
-            (res) => history.endRead(id, res),
-            (e: unknown) => history.endRead(id, { error: e }),
-          );
-        };
-        r.busy++;
-        // A read on a writer that crashes never ends: it does not hold the reader's place.
-        const first = readVia(r).finally(() => r.busy--);
-        // Unless the writer is closing by then (its reads are refused) or crashed. Its read is
-        // an actor of its own (the process's reading side): a pause of the writer's commits (at
-        // its epoch check, say) does not hold the read, as in a real process.
-        if (via) void first.then(() => (via.closing || sched.crashed.has(via.actor) ? undefined : readVia({ actor: `${via.actor}:read`, log: via.log })));
-        return true;
+        const ready = items.filter((x) => x.oldDeletes.length > 0 && x.deleting === null && x.acked.length > 0);
+        return ready.length > 0 && redeliverDelete(dl.pick(ready));
       },
     },
+    read: { budget: cfg.reads, run: readAction },
     maintain: {
       budget: wl.between(0, 3),
       run: () => {
@@ -474,20 +437,23 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         const maint = idle.length === 1 ? idle[0]! : mt.pick(idle);
         const other = maints.find((m) => m.busy);
         if (other && mt.chance(0.5)) {
-          clock.advance(cfg.leaseTtlMs + 1);
+          time.ms += cfg.leaseTtlMs + 1;
           sched.note(`clock +${cfg.leaseTtlMs + 1} (${other.actor}'s pass paused past its lease)`);
         }
         maint.busy = true;
-        const p = sched.run(maint.actor, () => maint.log.maintain());
-        track('maintain', maint.actor, p);
-        p.catch(() => undefined).finally(() => (maint.busy = false));
+        const actor = maint.actor;
+        const p = sched.run(actor, () => maint.log.maintain());
+        track('maintain', actor, p);
+        p.catch(() => undefined).finally(() => maint.actor === actor && (maint.busy = false));
         return true;
       },
     },
     merge: {
       budget: wl.between(0, 3),
       run: () => {
-        const w = wl.pick(liveWriters());
+        const live = liveWriters();
+        if (live.length === 0) return false;
+        const w = wl.pick(live);
         const log = w.log;
         const p = sched.run(w.actor, () => log.mergeOwnShard());
         track('mergeOwnShard', w.actor, p);
@@ -498,7 +464,9 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     close: {
       budget: wl.between(0, 2),
       run: () => {
-        const w = wl.pick(liveWriters());
+        const live = liveWriters();
+        if (live.length === 0) return false;
+        const w = wl.pick(live);
         if (w.closing) return false;
         w.closing = true;
         const log = w.log;
@@ -511,28 +479,23 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         return true;
       },
     },
-    crash: {
-      budget: wl.chance(0.4) ? 1 : 0,
-      run: () => {
-        const busy = liveWriters().filter((w) => sched.pending.some((op) => op.actor === w.actor));
-        const w = wl.pick(busy.length > 0 ? busy : liveWriters());
-        sched.crash(w.actor);
-        for (const d of deliveries) {
-          if (d.actor === w.actor && !d.settled) {
-            d.settled = true;
-            d.item.inflight--;
-          }
-        }
-        restart(w);
-        return true;
-      },
-    },
+    crash: { budget: cfg.crashes, run: crashAction },
     clock: {
       budget: wl.between(0, 4),
       run: () => {
         const ms = wl.chance(0.5) ? cfg.leaseTtlMs + 1 + wl.int(cfg.leaseTtlMs) : 100 + wl.int(3000);
-        clock.advance(ms);
+        time.ms += ms;
         sched.note(`clock +${ms}`);
+        return true;
+      },
+    },
+    jump: {
+      budget: cfg.jumps,
+      run: () => {
+        const name = ck.pick([...clocks.keys()]);
+        const ms = (ck.chance(0.5) ? 1 : -1) * (ck.chance(0.5) ? cfg.leaseTtlMs + 1 + ck.int(cfg.leaseTtlMs) : 100 + ck.int(3000));
+        clockOf(name).jump(ms);
+        sched.note(`clock of ${name} ${ms > 0 ? '+' : ''}${ms} (now ${clockOf(name).offsetMs} from true time)`);
         return true;
       },
     },
@@ -574,7 +537,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     else break;
   }
 
-  // ---- quiesce, close some writers, expire every lease ----------------------------------
+  // ---- quiesce, close some writers, read with nothing running, expire every lease --------
   sched.faultsOn = false;
   sched.unpauseAll();
   const runDry = async (what: string) => {
@@ -593,9 +556,8 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   // Deletes whose every attempt failed: retry until one returns (faults are off now).
   for (const it of items) {
     for (let n = 0; it.deleting !== null && n < 5; n++) {
-      const w = liveWriters().find((x) => !x.closing);
-      if (!w) break;
-      void deleteVia(w, it);
+      const by = deleterFor() ?? deleter;
+      void deleteVia(by, it);
       await runDry('deleting');
     }
     if (it.deleting !== null) violations.push(`LIVENESS: the delete of ${it.id} never returned`);
@@ -613,13 +575,24 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     const stuck = deliveries.filter((d) => !d.settled && !sched.crashed.has(d.actor)).length;
     if (stuck > 0) violations.push(`LIVENESS: ${stuck} append(s) of live writers never settled`);
   }
-  clock.advance(cfg.leaseTtlMs + 1);
-  sched.note(`clock +${cfg.leaseTtlMs + 1} (final)`);
+  // Nothing runs, no fault: a read must answer (a live epoch's generations included).
+  sched.direct = true;
+  await sched.run('quiet', async () => {
+    const q = makeLog('q1', 'quiet-r');
+    try {
+      await q.allStates();
+    } catch (e) {
+      violations.push(`AVAIL: a read with nothing running and no faults failed: ${(e as Error).name}: ${(e as Error).message}`);
+    }
+  });
+  sched.direct = false;
+  time.ms += cfg.leaseTtlMs + 1 + 2 * time.maxSkewMs;
+  sched.note(`clock +${cfg.leaseTtlMs + 1 + 2 * time.maxSkewMs} (final)`);
 
   // ---- final maintenance and read, unscheduled --------------------------------------------
   sched.direct = true;
   await sched.run('final', async () => {
-    const fm = makeLog('final-m');
+    const fm = makeLog('final-m', 'final-m');
     for (let i = 0; i < 2; i++) {
       try {
         const rep = await fm.maintain();
@@ -630,10 +603,10 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     }
     // Counts its ranged reads: after the final maintenance, folds read the rows files.
     let rowsReads = 0;
-    const frObjects = new SimObjectStore(inner, sched, written, () => clock.nowMs());
+    const frObjects = new SimObjectStore(inner, sched, written, () => time.ms);
     const getBytes = frObjects.getBytes.bind(frObjects);
     frObjects.getBytes = (key, range) => (rowsReads++, getBytes(key, range));
-    const fr = makeLog('final-r', frObjects);
+    const fr = makeLog('final-r', 'final-r', frObjects);
     const id = history.beginRead('final', 'final read (allStates + every trajectory)');
     try {
       const states = await fr.allStates();
@@ -666,7 +639,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
 
   await sched.drain();
   running.delete(violations);
-  for (const v of history.check()) violations.push(v.message);
+  for (const v of history.check({ claimWindowSlackMs: 2 * time.maxSkewMs })) violations.push(v.message);
   // A read may fail only as UNAVAILABLE (storage faults; "not found" is an observation above):
   // anything else (CORRUPT, INVALID_INPUT, a raw Lance error) is a bug, even if the invariants held.
   for (const r of history.data().reads) {
@@ -674,7 +647,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   }
   const result: ScheduleResult = {
     seed,
-    config: { ...cfg, ...(deletions > 0 ? { deletions, deletionRetentionMs } : {}), ...(coordInTable ? { coord: 'table' as const } : {}), ...(twoMaintainers ? { maintainers: 2 } : {}), ...(resends ? { resends: resends.probability } : {}) },
+    config: cfg,
     violations,
     trace: sched.trace,
     counts: { ...history.counts(), steps: sched.step },

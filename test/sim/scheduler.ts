@@ -45,6 +45,12 @@ export interface OpSpec<T> {
    * timed out may land after the copy that answered (SchedulerOptions.resends).
    */
   resendable?: boolean;
+  /** May be released only once this holds (a timer: its clock has reached its time). */
+  notBefore?: () => boolean;
+  /** A cancelled operation is dropped unreleased (a timer cleared). */
+  token?: { cancelled: boolean };
+  /** A timed-out call that can never land later (an in-process SQLite transaction). */
+  neverLate?: boolean;
 }
 
 export interface Op {
@@ -75,6 +81,14 @@ export interface SchedulerOptions {
    * schedule without resends replays what it did before they existed.
    */
   resends?: { rng: Rng; probability: number };
+  /**
+   * Fault bursts: now and then, for a stretch of releases, one fault kind at a high rate (a
+   * store that keeps timing out, a lease table that drops answers), instead of uniform noise.
+   * Drawn from its own stream (`rng`), so a schedule without bursts replays what it did before.
+   */
+  bursts?: { rng: Rng; chance: number; length: number; rate: number };
+  /** Share of a crashed actor's operations in flight that land later anyway (default 0). */
+  crashLanding?: { rng: Rng; probability: number };
 }
 
 /** Time spent per operation kind in this process (for tuning the harness's speed). */
@@ -114,9 +128,20 @@ export class Scheduler {
     return simContext.run({ sched: this, actor }, fn);
   }
 
+  /**
+   * `actor` stops for good. Its operations in flight (registered, not answered) never answer; a
+   * mutating one lands later anyway with probability `crashLanding` (it was already sent).
+   */
   crash(actor: string): void {
     this.crashed.add(actor);
     this.trace.push(`${this.step} crash ${actor}`);
+    const cl = this.o.crashLanding;
+    if (!cl) return;
+    for (const op of this.pending.filter((o) => o.actor === actor && o.spec.mutating && !o.spec.neverLate)) {
+      if (!cl.rng.chance(cl.probability)) continue;
+      this.trace.push(`${this.step} ${actor} ${op.spec.kind} ${maskRandom(op.spec.target)} (in flight at the crash: lands later)`);
+      this.landLater(op.spec, op.spec.run);
+    }
   }
 
   pause(actor: string, steps: number): void {
@@ -134,7 +159,10 @@ export class Scheduler {
 
   /** Pending operations the driver may release now (not crashed, not paused). */
   eligible(): Op[] {
-    return this.pending.filter((op) => !this.crashed.has(op.actor) && (this.pausedUntil.get(op.actor) ?? -1) <= this.step);
+    if (this.pending.some((op) => op.spec.token?.cancelled)) this.pending.splice(0, this.pending.length, ...this.pending.filter((op) => !op.spec.token?.cancelled));
+    return this.pending.filter(
+      (op) => !this.crashed.has(op.actor) && (this.pausedUntil.get(op.actor) ?? -1) <= this.step && (op.spec.notBefore?.() ?? true),
+    );
   }
 
   hasPaused(): boolean {
@@ -159,8 +187,21 @@ export class Scheduler {
     return p;
   }
 
+  private burst: { left: number; kind: Exclude<Fault, 'ok'> } | null = null;
+
   private pickFault(op: Op): Fault {
-    if (!this.faultsOn || !op.spec.faultable || !this.rng.chance(this.o.faultRate)) return 'ok';
+    if (!this.faultsOn || !op.spec.faultable) return 'ok';
+    const b = this.o.bursts;
+    if (b && this.burst === null && b.rng.chance(b.chance)) {
+      this.burst = { left: b.length, kind: b.rng.pick(['failBefore', 'failAfter', 'timeout'] as const) };
+      this.trace.push(`${this.step} fault burst: ${this.burst.kind} x${b.length}`);
+    }
+    if (b && this.burst !== null) {
+      const kind = this.burst.kind;
+      if (--this.burst.left <= 0) this.burst = null;
+      if (b.rng.chance(b.rate)) return kind === 'timeout' && op.spec.neverLate ? 'failBefore' : kind;
+    }
+    if (!this.rng.chance(this.o.faultRate)) return 'ok';
     const w = { failBefore: 1, failAfter: 1, timeout: 1, ...this.o.faultWeights };
     const total = w.failBefore + w.failAfter + w.timeout;
     let x = this.rng.next() * total;
@@ -202,7 +243,7 @@ export class Scheduler {
           break;
         case 'timeout':
           op.reject(spec.error(`injected: ${spec.kind} ${spec.target} timed out`));
-          if (spec.mutating && this.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.late ? await spec.late() : spec.run);
+          if (spec.mutating && !spec.neverLate && this.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.late ? await spec.late() : spec.run);
           break;
       }
     } finally {
@@ -216,7 +257,7 @@ export class Scheduler {
   }
 
   /** Queue `run` as a copy of `spec` that lands when the seed picks it (a late actor's operation). */
-  private landLater(spec: OpSpec<unknown>, run: () => Promise<unknown>): void {
+  landLater(spec: OpSpec<unknown>, run: () => Promise<unknown>): void {
     this.pending.push({
       id: this.nextId++,
       actor: 'late',

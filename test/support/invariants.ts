@@ -28,6 +28,7 @@
 import { parseBatch } from '../../lib/batch.ts';
 import { incarnate } from '../../lib/log/sequence.ts';
 import type { Ack, ItemState, PreparedBatch, TrajectoryEvent } from '../../lib/types.ts';
+import { checkViews, type ViewObservation, type ViewRead } from './views.ts';
 
 export type Invariant = 'I1' | 'I2' | 'I3' | 'I4' | 'I5' | 'D1';
 
@@ -49,12 +50,16 @@ export interface ItemObservation {
   events?: SeenEvent[];
   /** The item's last seq as a listing (items()) shows it. */
   listedSeq?: number;
+  /** A view of its state (a listing line, fields, a failure, an export row): test/support/views.ts. */
+  view?: ViewObservation;
 }
 
 export interface BlobObservation {
   eventId: string;
   /** The bytes returned, or null when the read answered NotFound. */
   bytes: Uint8Array | null;
+  /** The read answered CORRUPT (the bytes did not match their checksum). */
+  corrupt?: boolean;
 }
 
 export interface ReadResult {
@@ -83,6 +88,10 @@ interface DeleteRecord {
   /** null while no attempt returned (it may still have deleted). */
   end: number | null;
   throughSeq: number | null;
+  /** The seq a guarded delete was given (`throughSeq` option), if any. */
+  guard: number | null;
+  /** Whether the delete that returned says it deleted. */
+  deleted: boolean | null;
 }
 
 interface ReadRecord {
@@ -98,6 +107,11 @@ interface ReadRecord {
 export interface CheckOptions {
   /** Stop after this many messages per invariant (default 50). */
   maxPerInvariant?: number;
+  /**
+   * How much earlier than the retention a claim may have been deleted (skewed clocks: the writer
+   * stamps its expiry, a maintainer judges its age): I4's documented window opens that much earlier.
+   */
+  claimWindowSlackMs?: number;
 }
 
 export interface InvariantViolation {
@@ -139,16 +153,17 @@ export class History {
   private readonly variants = new Map<string, PreparedBatch[]>();
 
   /** A delete of `itemId` starts (its retries are part of it). Returns its id for `endDelete`. */
-  beginDelete(itemId: string): number {
-    this.deletes.push({ itemId, start: ++this.t, end: null, throughSeq: null });
+  beginDelete(itemId: string, guard: number | null = null): number {
+    this.deletes.push({ itemId, start: ++this.t, end: null, throughSeq: null, guard, deleted: null });
     return this.deletes.length - 1;
   }
 
   /** A delete returned `throughSeq` (deleted now, or by an earlier attempt). */
-  endDelete(id: number, throughSeq: number): void {
+  endDelete(id: number, throughSeq: number, deleted: boolean | null = null): void {
     const d = this.deletes[id]!;
     d.end = ++this.t;
     d.throughSeq = throughSeq;
+    d.deleted = deleted;
   }
 
   private register(p: PreparedBatch): void {
@@ -168,7 +183,8 @@ export class History {
     for (const input of inputs) {
       let p: PreparedBatch;
       try {
-        p = parseBatch(input);
+        // A copy: the caller may reuse a blob's buffer once its batch is acked.
+        p = parseBatch(structuredClone(input));
       } catch {
         continue; // the append will reject it; nothing of it can be acked
       }
@@ -319,7 +335,7 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
     l.push(x);
     firsts.set(x.ack.checkpointId, l);
   }
-  const retention = h.claimRetentionMs;
+  const retention = h.claimRetentionMs === undefined ? undefined : h.claimRetentionMs - (options.claimWindowSlackMs ?? 0);
   for (const [cp, all] of firsts) {
     // Outside the claim window (see HistoryOptions.claimRetentionMs) a repeat is documented: one
     // claim may have been made at least `retention` after the other, in either order. The
@@ -375,6 +391,39 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
           report('I2', `I2 item ${JSON.stringify(o.itemId)} checkpoint ${short(cp)}: ${describeRead(r)} returns ${b.events.length - missing.length} of its ${b.events.length} events (missing ${missing.map((e) => short(e.eventId)).join(', ')})`);
         }
       }
+    }
+  }
+
+  // I2 for folds and listings: the last seq they show ends a batch, never falls inside one.
+  const ranges = new Map<string, Array<[number, number, string]>>();
+  for (const { ack } of acks) if (ack.lastSeq > ack.firstSeq) ranges.set(ack.itemId, [...(ranges.get(ack.itemId) ?? []), [ack.firstSeq, ack.lastSeq, ack.checkpointId]]);
+  for (const r of done) {
+    for (const o of r.result!.items ?? []) {
+      for (const [what, L] of [['folds', o.state?.lastSeq], ['lists', o.listedSeq]] as const) {
+        if (L === undefined) continue;
+        const cut = ranges.get(o.itemId)?.find(([f, l]) => f <= L && L < l);
+        if (cut) report('I2', `I2 item ${JSON.stringify(o.itemId)}: ${describeRead(r)} ${what} it to lastSeq ${L}, inside checkpoint ${short(cut[2])} (seqs ${cut[0]}-${cut[1]})`);
+      }
+    }
+  }
+
+  // Views of item states (listing lines, fields, failures, export rows): test/support/views.ts.
+  const viewReads: ViewRead[] = [];
+  for (const r of done) for (const o of r.result!.items ?? []) if (o.view) viewReads.push({ id: r.id, itemId: o.itemId, start: r.start, end: r.end!, view: o.view, describe: describeRead(r) });
+  if (viewReads.length > 0) {
+    checkViews(
+      viewReads,
+      appends.map((a) => ({ start: a.start, end: a.end, itemIds: a.batches.map((b) => b.itemId), acks: a.acks, failed: a.error !== null })),
+      deletes,
+      (cp) => h.batch(cp),
+      report,
+    );
+  }
+
+  // A guarded delete deletes through the seq it was given, or nothing.
+  for (const d of deletes) {
+    if (d.deleted === true && d.guard !== null && d.throughSeq !== d.guard) {
+      report('I1', `I1 delete of item ${JSON.stringify(d.itemId)} guarded at seq ${d.guard} (t=${d.start}..${d.end}) deleted through seq ${d.throughSeq}`);
     }
   }
 
@@ -439,7 +488,7 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
       const seq = ackSeqOf.get(b.eventId);
       if (b.bytes === null) {
         if (item !== undefined && seq !== undefined && mayBeDeleted(item, seq, r)) continue;
-        if (ackedAt !== undefined && ackedAt < r.start) report('I1', `I1 blob event ${short(b.eventId)} (acked t=${ackedAt}): ${describeRead(r)} answers NotFound`);
+        if (ackedAt !== undefined && ackedAt < r.start) report('I1', `I1 blob event ${short(b.eventId)} (acked t=${ackedAt}): ${describeRead(r)} answers ${b.corrupt ? 'CORRUPT' : 'NotFound'}`);
       } else if (ev?.value?.kind === 'blob' && !sameBytes(ev.value.bytes, b.bytes)) {
         report('I1', `I1 blob event ${short(b.eventId)}: ${describeRead(r)} returns ${b.bytes.byteLength} bytes that differ from the ${ev.value.size} sent`);
       }
