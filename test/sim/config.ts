@@ -50,6 +50,10 @@ export interface SimConfig {
   resends: number;
   /** Fault bursts: chance per release that one begins (0: none). */
   burstChance: number;
+  /** Chance that an actor pauses right after a write of it lands (0: never; scheduler.ts `windows`). */
+  windows: number;
+  /** Chance that a delivery or a read goes to the item most recently delivered (contention on one item). */
+  hot: number;
 }
 
 export function pickConfig(seed: number): SimConfig {
@@ -93,5 +97,7 @@ export function pickConfig(seed: number): SimConfig {
     crashLanding: faultRng.pick([0, 0.5, 1]),
     resends: faultRng.chance(0.5) ? faultRng.pick([0.05, 0.2]) : 0,
     burstChance: faultRng.chance(0.3) ? faultRng.pick([0.01, 0.03]) : 0,
+    windows: faultRng.pick([0, 0.1, 0.3]),
+    hot: workRng.pick([0, 0.5, 0.8]),
   };
 }

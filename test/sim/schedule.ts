@@ -104,6 +104,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     ...(cfg.resends > 0 ? { resends: { rng: rng.fork(), probability: cfg.resends } } : {}),
     ...(cfg.burstChance > 0 ? { bursts: { rng: rng.fork(), chance: cfg.burstChance, length: 12, rate: 0.6 } } : {}),
     ...(cfg.crashLanding > 0 ? { crashLanding: { rng: rng.fork(), probability: cfg.crashLanding } } : {}),
+    ...(cfg.windows > 0 ? { windows: { rng: rng.fork(), probability: cfg.windows } } : {}),
   });
   const time = new SimTime();
   const clocks = new Map<string, SimClock>();
@@ -317,22 +318,25 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     return true;
   };
 
+  /** With chance `hot`: the item of the latest delivery (contention and reads where writes are). */
+  const hotItem = (): ItemModel | null => (cfg.hot > 0 && deliveries.length > 0 && wl.chance(cfg.hot) ? deliveries.at(-1)!.item : null);
+
   const readAction = (): boolean => {
     const r = wl.pick(readers);
     if (items.length === 0 || r.busy >= 2) return false;
     const kind: ReadKind = wl.pick(READ_KINDS);
-    const x = wl.pick(items).id;
+    const x = (hotItem() ?? wl.pick(items)).id;
     if (kind === 'loadBlob' && work.blobEvents.length === 0) return false;
     const blobId = kind === 'loadBlob' ? wl.pick(work.blobEvents) : '';
     const what = isWholeLog(kind) || kind === 'failures' ? kind : kind === 'loadBlob' ? `loadBlob ${blobId.slice(0, 8)}` : `${kind} ${x}`;
-    // Every other point read goes through a live writer's log too (a writer reads its own
-    // generations from what it keeps of its commits): the one that last took a delivery of the
-    // item, else one picked by the read's number. It starts once the reader's read of the same
+    // Most point reads go through a live writer's log too (a writer reads its own generations
+    // from what it keeps of its commits): the one that last took a delivery of the item, else
+    // one picked by the read's number. It starts once the reader's read of the same
     // item ended, so that a writer's read showing less than a read that ended before it (I3: its
     // commit landed, visible to the reader, and not yet kept) can be caught.
     const writersNow = kind === 'fold' || kind === 'trajectory' || kind === 'latest' ? liveWriters().filter((w) => !w.closing) : [];
     const lastBy = [...deliveries].reverse().find((d) => d.item.id === x)?.actor;
-    const via = writersNow.length > 0 && pointReads++ % 2 === 1 ? (writersNow.find((w) => w.actor === lastBy) ?? writersNow[pointReads % writersNow.length]!) : null;
+    const via = writersNow.length > 0 && wl.chance(0.7) ? (writersNow.find((w) => w.actor === lastBy) ?? writersNow[pointReads++ % writersNow.length]!) : null;
     const readVia = (actor: string, log: LanceCheckpointLog): Promise<unknown> => {
       const id = history.beginRead(actor, what);
       const p = sched.run(actor, () => observe(log, kind, x, blobId));
@@ -397,7 +401,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
         if (items.length < cfg.items && (items.length === 0 || wl.chance(0.3))) {
           it = newItem(`x${items.length}`);
           items.push(it);
-        } else it = wl.pick(items);
+        } else it = hotItem() ?? wl.pick(items);
         if (it.deleting !== null || it.broken) return false;
         if (it.acked.length > 0 && wl.chance(0.15)) {
           deliver(w, it, it.chain[wl.pick(it.acked)]!, 'redeliver-old');

@@ -87,9 +87,18 @@ export interface SchedulerOptions {
    * Drawn from its own stream (`rng`), so a schedule without bursts replays what it did before.
    */
   bursts?: { rng: Rng; chance: number; length: number; rate: number };
+  /**
+   * Windows: right after a write of a protocol step lands (a marker, a commit, a fence, a seal,
+   * a deletion...), its actor is paused for a few steps with this probability, so that the next
+   * step of the protocol comes late and other actors run in between, where the guards matter.
+   */
+  windows?: { rng: Rng; probability: number };
   /** Share of a crashed actor's operations in flight that land later anyway (default 0). */
   crashLanding?: { rng: Rng; probability: number };
 }
+
+/** What a fault burst hits: requests whose kind starts with one of these ('' : all). */
+const BURST_TARGETS = ['', 'obj.', 'obj.put', 'obj.list', 'obj.delete', 'lance.add', 'lance.', 'lease.', 'coord.', 'sqlite.', 'fs.sync'] as const;
 
 /** Time spent per operation kind in this process (for tuning the harness's speed). */
 export const profile = new Map<string, { n: number; ms: number }>();
@@ -187,16 +196,18 @@ export class Scheduler {
     return p;
   }
 
-  private burst: { left: number; kind: Exclude<Fault, 'ok'> } | null = null;
+  private burst: { left: number; kind: Exclude<Fault, 'ok'>; target: string } | null = null;
 
   private pickFault(op: Op): Fault {
     if (!this.faultsOn || !op.spec.faultable) return 'ok';
     const b = this.o.bursts;
     if (b && this.burst === null && b.rng.chance(b.chance)) {
-      this.burst = { left: b.length, kind: b.rng.pick(['failBefore', 'failAfter', 'timeout'] as const) };
-      this.trace.push(`${this.step} fault burst: ${this.burst.kind} x${b.length}`);
+      // One fault kind on one kind of request (a store, a table, a lease table that misbehaves).
+      const target = b.rng.pick(BURST_TARGETS);
+      this.burst = { left: b.length, kind: b.rng.pick(['failBefore', 'failAfter', 'timeout'] as const), target };
+      this.trace.push(`${this.step} fault burst: ${this.burst.kind} on ${target || 'everything'} x${b.length}`);
     }
-    if (b && this.burst !== null) {
+    if (b && this.burst !== null && op.spec.kind.startsWith(this.burst.target)) {
       const kind = this.burst.kind;
       if (--this.burst.left <= 0) this.burst = null;
       if (b.rng.chance(b.rate)) return kind === 'timeout' && op.spec.neverLate ? 'failBefore' : kind;
@@ -225,6 +236,8 @@ export class Scheduler {
           } catch (e) {
             op.reject(e);
           }
+          const w = this.o.windows;
+          if (w && spec.mutating && op.actor !== 'late' && w.rng.chance(w.probability)) this.pause(op.actor, w.rng.between(3, 30));
           if (spec.mutating && spec.resendable && this.o.resends?.rng.chance(this.o.resends.probability)) {
             this.trace.push(`${this.step} ${op.actor} ${op.spec.kind} ${maskRandom(op.spec.target)} (resent: an earlier copy may land later)`);
             if (this.o.resends.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.run);

@@ -53,7 +53,8 @@ export function newItem(id: string): ItemModel {
 /** The item after a delete through `throughSeq` returned: it starts over. */
 export function startOver(it: ItemModel, throughSeq: number, guarded: number | null): void {
   const oldDeletes = guarded !== null ? [...it.oldDeletes, guarded] : it.oldDeletes;
-  Object.assign(it, newItem(it.id), { base: throughSeq, oldDeletes });
+  // Deliveries in flight (the delete's own attempt, settled after this) keep counting.
+  Object.assign(it, newItem(it.id), { base: throughSeq, oldDeletes, inflight: it.inflight });
 }
 
 export class Workload {
