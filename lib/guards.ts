@@ -30,6 +30,7 @@ export const GUARDS = [
   'fence-before-seal',
   'seal-lists-after-fence',
   'superseded-epoch-seals-nothing',
+  'seal-reads-fresh-handle',
   'seal-earlier-epochs',
   'seal-out-missing-dataset',
   // reads (lib/log/reader.ts)
@@ -43,6 +44,8 @@ export const GUARDS = [
   'errors-after-layout-check',
   'own-rows-live-only',
   'tombstones-hide',
+  'projection-describes-base',
+  'rows-files-match-base',
   // maintenance (lib/log/maintain.ts, purge.ts)
   'maintainer-stops-when-overtaken',
   'sweep-only-ended-epochs',

@@ -13,6 +13,7 @@
  * counted number of rows holds the rows that were counted. The aggregates are order-insensitive
  * maxima (lib/log/summary.ts): counting the remaining rows onto them gives the scan's answer.
  */
+import { guard } from '../guards.ts';
 import { randomBytes } from 'node:crypto';
 import type * as arrow from 'apache-arrow';
 import { DgclError, UnavailableError } from '../errors.ts';
@@ -511,7 +512,7 @@ export class ProjectionCache {
   /** The stored index if it covers the base whose fragment rows `counting` gives. */
   async covering(counting: Promise<ReadonlyMap<number, number>>): Promise<ProjectionIndex | null> {
     const [counts, index] = await Promise.all([counting, this.storedIndex()]);
-    return index && covers(index, counts) ? index : null;
+    return index && (covers(index, counts) || !guard('projection-describes-base')) ? index : null;
   }
 
   /** Forget what is held (the log is closed). */
@@ -743,7 +744,7 @@ export function projectedAggregates(reader: LogReader, tables: LanceTables, cach
 export async function projectedItemRows(cache: ProjectionCache, base: Table, itemId: string): Promise<EventRow[] | null> {
   try {
     const [version, index] = await Promise.all([base.version(), cache.storedIndex()]);
-    if (!index || index.baseVersion !== version) return null;
+    if (!index || (index.baseVersion !== version && guard('rows-files-match-base'))) return null;
     const reads: Array<Promise<EventRow[]>> = [];
     for (const [f, rows] of index.fragments) {
       const firstIds = index.chunks.get(f)!;

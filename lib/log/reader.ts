@@ -207,7 +207,7 @@ export class LogReader {
       if (seal) {
         const v = seal.gens[String(s.generation)];
         if (v === undefined) listing.invisible.push(s);
-        else listing.visible.push({ ...s, version: guard('sealed-version') ? v : null, sealed: true, key: keyOf(meta.logId, s.name) });
+        else listing.visible.push({ ...s, version: v, sealed: true, key: keyOf(meta.logId, s.name) });
       } else if ((maxSealed.get(s.slot) ?? 0) >= s.epoch && guard('zombie-generations-invisible')) {
         listing.invisible.push(s);
       } else if ((maxFenced.get(s.slot) ?? 0) >= s.epoch && guard('wait-for-seal')) {
@@ -246,7 +246,7 @@ export class LogReader {
   }
 
   async shardTable(v: ShardView): Promise<Table> {
-    return v.version === null ? this.tables.shard(v.name) : this.tables.shardAt(v.name, v.version);
+    return v.version === null || !guard('sealed-version') ? this.tables.shard(v.name) : this.tables.shardAt(v.name, v.version);
   }
 
   /**

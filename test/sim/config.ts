@@ -1,14 +1,29 @@
 /**
- * What one seed's schedule runs with (swarm testing: each seed draws its own mix of features, so
- * that some seeds are dense in takeovers, others in deletes, retirements or fault bursts, instead
- * of every seed being the same uniform noise). Each feature draws from a stream of its own,
- * forked from the seed in a fixed order.
+ * What one seed's schedule runs with. Swarm testing: each seed draws its own mix of features
+ * instead of every seed being the same uniform noise, and a focus (a scenario generator) that
+ * steers the mix toward one protocol's windows:
+ *  - takeover:    leases run out while writers commit (renewals lost, clocks moved past the ttl,
+ *                 more writers than slots), readers busy: fencing, seals, zombies;
+ *  - retirement:  frequent merges and maintenance passes with readers busy: reads racing
+ *                 retirements, seal and record clean-up, projections, merge copies;
+ *  - faults:      requests of the write path failing, timing out and landing late, on one item
+ *                 several writers take in turn: acks, markers, cached tracks, claims;
+ *  - generations: generations made, made ahead, rotated and given up under faults on their
+ *                 making: names, markers, sweeps;
+ *  - deletes:     deletes, redelivered deletes and purges beside merges: tombstones, floors, D1;
+ *  - mixed:       everything a little.
+ * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
+ * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
 import { Rng } from './prng.ts';
 
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'mixed'] as const;
+export type Focus = (typeof FOCUSES)[number];
+
 export interface SimConfig {
+  focus: Focus;
   writers: number;
   slots: number;
   leaseTtlMs: number;
@@ -25,6 +40,12 @@ export interface SimConfig {
   deliveries: number;
   reads: number;
   items: number;
+  /** Budgets of the other actions: passes of maintenance, own merges, closes, clock moves, pauses. */
+  maintains: number;
+  merges: number;
+  closes: number;
+  clockMoves: number;
+  pauses: number;
   /** Where markers and claims live: objects beside the log, the lease table, or a local log's SQLite file. */
   coord: CoordChoice;
   /** The lease store: the simulated table (DynamoDB's rules, in memory), or the real local one of lease files. */
@@ -38,6 +59,10 @@ export interface SimConfig {
   failures: number;
   /** Blob buffers are reused (zeroed) by the caller once their batch is acked. */
   reuseBuffers: boolean;
+  /** Share of batches with a blob value. */
+  blobs: number;
+  /** Renewals the lease store leaves unanswered (1: all: every lease lasts its ttl from its acquire). */
+  renewalsLost: number;
   /** Largest skew of a process's clock against true time (0: one clock). */
   skewMs: number;
   /** Jumps of one process's clock. */
@@ -56,7 +81,7 @@ export interface SimConfig {
   hot: number;
 }
 
-export function pickConfig(seed: number): SimConfig {
+export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
   const f = () => rng.fork();
   const base = f();
@@ -65,10 +90,13 @@ export function pickConfig(seed: number): SimConfig {
   const clockRng = f();
   const faultRng = f();
   const workRng = f();
+  const focusRng = f();
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
-  return {
+  const drawn = focusRng.pick(FOCUSES); // drawn either way: a forced focus replays as the seed's own
+  const cfg: SimConfig = {
+    focus: focus ?? drawn,
     writers: base.between(2, 4),
     slots: base.pick([1, 2, 2, 3]),
     leaseTtlMs: 10_000,
@@ -78,11 +106,16 @@ export function pickConfig(seed: number): SimConfig {
     cachedItems: base.pick([1, 2, 100]),
     maxBatchesPerCommit: base.pick([1, 512]),
     claimRetentionMs: base.pick([20_000, 3_600_000]),
-    faultRate: faultRng.pick([0, 0.02, 0.05, 0.1, 0.2]),
+    faultRate: faultRng.pick([0, 0.02, 0.05, 0.1]),
     priorityBias: base.pick([0, 0.5, 0.9]),
     deliveries: workRng.between(10, 28),
     reads: workRng.between(6, 16),
     items: workRng.between(2, 5),
+    maintains: workRng.between(0, 3),
+    merges: workRng.between(0, 3),
+    closes: workRng.between(0, 2),
+    clockMoves: workRng.between(0, 4),
+    pauses: workRng.between(0, 4),
     coord,
     leases: coord === 'table' ? 'table' : coordRng.pick(['table', 'local'] as const),
     maintainers: base.chance(0.5) ? 2 : 1,
@@ -91,6 +124,8 @@ export function pickConfig(seed: number): SimConfig {
     redeliverDeletes: deletions > 0 && delRng.chance(0.5),
     failures: workRng.pick([0, 0, 0.1, 0.25]),
     reuseBuffers: workRng.chance(0.5),
+    blobs: 0.3,
+    renewalsLost: clockRng.pick([0, 0.5, 1]),
     skewMs: skewed ? clockRng.pick([200, 2_000, 6_000]) : 0,
     jumps: clockRng.chance(0.4) ? clockRng.between(1, 3) : 0,
     crashes: faultRng.pick([0, 0, 1, 1, 2, 3]),
@@ -100,4 +135,83 @@ export function pickConfig(seed: number): SimConfig {
     windows: faultRng.pick([0, 0.1, 0.3]),
     hot: workRng.pick([0, 0.5, 0.8]),
   };
+  focusOn(cfg, focusRng);
+  return cfg;
+}
+
+/** The focus's steering, over the swarm's draws. */
+function focusOn(c: SimConfig, r: Rng): void {
+  switch (c.focus) {
+    case 'takeover':
+      Object.assign(c, {
+        writers: r.between(3, 4),
+        slots: r.between(1, 2),
+        renewalsLost: 1,
+        clockMoves: r.between(3, 7),
+        pauses: r.between(3, 8),
+        priorityBias: r.pick([0.5, 0.9]),
+        windows: r.pick([0.1, 0.3]),
+        faultRate: r.pick([0, 0.02]),
+        reads: r.between(12, 22),
+        maintains: r.between(1, 3),
+        crashes: r.between(0, 2),
+        hot: r.pick([0.5, 0.8]),
+      });
+      return;
+    case 'retirement':
+      Object.assign(c, {
+        mergeEveryCommits: 2,
+        merges: r.between(3, 6),
+        maintains: r.between(3, 6),
+        reads: r.between(15, 25),
+        windows: r.pick([0.1, 0.3]),
+        faultRate: r.pick([0, 0.02]),
+        reuseBuffers: true,
+        blobs: 0.6,
+        hot: r.pick([0.5, 0.8]),
+        clockMoves: r.between(1, 4),
+      });
+      return;
+    case 'faults':
+      Object.assign(c, {
+        writers: r.between(3, 4),
+        slots: r.between(2, 3),
+        faultRate: r.pick([0.1, 0.2]),
+        burstChance: r.pick([0.02, 0.05]),
+        resends: r.pick([0.05, 0.2]),
+        crashLanding: r.pick([0.5, 1]),
+        cachedItems: r.pick([2, 100]),
+        hot: 0.8,
+        items: r.between(1, 3),
+        windows: r.pick([0.1, 0.3]),
+      });
+      return;
+    case 'generations':
+      Object.assign(c, {
+        mergeEveryCommits: 2,
+        mergeEveryBytes: r.pick([8_000, 20_000]),
+        mergeIdleMs: r.pick([1_500, 6_000]),
+        burstChance: r.pick([0.02, 0.05]),
+        faultRate: r.pick([0.05, 0.1]),
+        maintains: r.between(2, 4),
+        clockMoves: r.between(2, 5),
+        merges: r.between(2, 5),
+        resends: r.pick([0, 0.2]),
+      });
+      return;
+    case 'deletes':
+      Object.assign(c, {
+        deletions: r.between(3, 6),
+        deletionRetentionMs: 0,
+        redeliverDeletes: r.chance(0.7),
+        maintains: r.between(3, 6),
+        merges: r.between(2, 5),
+        items: r.between(2, 3),
+        hot: r.pick([0.5, 0.8]),
+        windows: r.pick([0.1, 0.3]),
+      });
+      return;
+    case 'mixed':
+      return;
+  }
 }

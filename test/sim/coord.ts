@@ -101,8 +101,9 @@ export class SimTableLeaseStore extends SimLeaseStore implements CoordTable {
     private readonly sched2: Scheduler,
     private readonly recs: MemCoordRecords,
     private readonly clock: Clock,
+    renewalsLost: ConstructorParameters<typeof SimLeaseStore>[2] = null,
   ) {
-    super(inner, sched2);
+    super(inner, sched2, renewalsLost);
   }
 
   coordStore(scope: string): CoordStore {

@@ -70,6 +70,8 @@ export class SimLeaseStore implements LeaseStore {
   constructor(
     private readonly inner: LeaseStore,
     private readonly sched: Scheduler,
+    /** Renewals that get no answer at all (a lease store that drops them), from the seed's stream. */
+    private readonly renewalsLost: { rng: { chance(p: number): boolean }; probability: number } | null = null,
   ) {}
 
   private op<T>(kind: string, key: string, mutating: boolean, run: () => Promise<T>): Promise<T> {
@@ -81,6 +83,8 @@ export class SimLeaseStore implements LeaseStore {
   }
 
   renew(lease: Lease, ttlMs: number): Promise<Lease> {
+    const lost = this.renewalsLost;
+    if (lost && lost.rng.chance(lost.probability)) return Promise.reject(new UnavailableError('simulation: the lease store did not answer the renewal'));
     return this.op('renew', `${lease.key} e${lease.epoch}`, true, () => this.inner.renew(lease, ttlMs));
   }
 

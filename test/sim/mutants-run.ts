@@ -10,13 +10,16 @@
  *   --only A,B   these guards only
  *   --json FILE  write the outcome per mutant to FILE
  *   --workers K  worker processes (default 2)
- * Replay a find: npm run test:sim -- --mutant GUARD --seed N
+ *   --regressions-only  only the regression seeds (test/sim/regressions.ts): each must fail on its
+ *                guard's mutant and pass with every guard on
+ * Replay a find: npm run test:sim -- --mutant GUARD --focus FOCUS --seed N
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Guard } from '../../lib/guards.ts';
 import { MUTANTS, type MutantSpec } from './mutants.ts';
+import { REGRESSION_SEEDS } from './regressions.ts';
 import type { SeedOutcome, WorkerJob } from './worker.ts';
 
 function arg(name: string): string | undefined {
@@ -70,7 +73,7 @@ async function runMutant(spec: MutantSpec, workers: Worker[], start: number, bud
     while (next < end && (all || out.found === null)) {
       const seeds: number[] = [];
       while (seeds.length < chunk && next < end) seeds.push(next++);
-      for (const r of await w.run({ guard: spec.guard, seeds, parallel: 2 })) {
+      for (const r of await w.run({ guard: spec.guard, focus: spec.focus, seeds, parallel: 2 })) {
         out.seeds++;
         for (const k of r.kinds) out.kinds[k] = (out.kinds[k] ?? 0) + 1;
         if (r.kinds.some((k) => (spec.finds as readonly string[]).includes(k))) {
@@ -85,7 +88,34 @@ async function runMutant(spec: MutantSpec, workers: Worker[], start: number, bud
   return out;
 }
 
+/** Each regression seed on its guard's mutant, then with every guard on. */
+async function regressions(workers: Worker[]): Promise<Array<{ seed: number; guard: Guard; name: string; failsWithout: boolean; passesWith: boolean; kinds: string[] }>> {
+  const out = [];
+  for (const r of REGRESSION_SEEDS) {
+    const spec = MUTANTS.find((m) => m.guard === r.guard)!;
+    const [off, on] = await Promise.all([workers[0]!.run({ guard: r.guard, focus: r.focus, seeds: [r.seed], parallel: 1 }), workers[1 % workers.length]!.run({ guard: null, focus: r.focus, seeds: [r.seed], parallel: 1 })]);
+    const kinds = off[0]!.kinds;
+    const failsWithout = kinds.some((k) => (spec.finds as readonly string[]).includes(k));
+    const passesWith = on[0]!.kinds.length === 0;
+    console.log(`seed ${String(r.seed).padEnd(9)} ${r.guard.padEnd(38)} ${failsWithout ? 'fails on its mutant' : `NO LONGER FAILS on its mutant (${kinds.join(' ') || 'no violations'})`}${passesWith ? '' : `; FAILS with every guard on: ${on[0]!.first}`}`);
+    out.push({ ...r, failsWithout, passesWith, kinds });
+  }
+  return out;
+}
+
 async function main(): Promise<void> {
+  if (process.argv.includes('--regressions-only')) {
+    const workers = Array.from({ length: 2 }, () => new Worker());
+    try {
+      const rs = await regressions(workers);
+      const json = arg('--json');
+      if (json) writeFileSync(json, JSON.stringify({ start: 0, budget: 0, outcomes: [], regressions: rs }, null, 1));
+      if (rs.some((r) => !r.failsWithout || !r.passesWith)) process.exitCode = 1;
+    } finally {
+      for (const w of workers) w.stop();
+    }
+    return;
+  }
   const only = arg('--only')?.split(',');
   const specs = only ? MUTANTS.filter((m) => only.includes(m.guard)) : MUTANTS;
   if (only && specs.length !== only.length) throw new Error(`unknown guard in --only: ${only.filter((g) => !MUTANTS.some((m) => m.guard === g)).join(', ')}`);
@@ -104,7 +134,7 @@ async function main(): Promise<void> {
       const verdict = o.found ? `found by seed ${o.found.seed}` : 'NOT FOUND';
       const share = rate ? ` ${o.hits}/${o.seeds} (${((100 * o.hits) / o.seeds).toFixed(1)}%)` : ` after ${o.seeds} seeds`;
       console.log(`${spec.guard.padEnd(38)} ${verdict}${share} in ${o.seconds.toFixed(0)} s  [${kinds || 'no violations'}]`);
-      if (o.found) console.log(`    ${o.found.first?.slice(0, 240)}\n    replay: npm run test:sim -- --mutant ${spec.guard} --seed ${o.found.seed}`);
+      if (o.found) console.log(`    ${o.found.first?.slice(0, 240)}\n    replay: npm run test:sim -- --mutant ${spec.guard} --focus ${spec.focus} --seed ${o.found.seed}`);
     }
   } finally {
     for (const w of workers) w.stop();

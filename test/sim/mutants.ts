@@ -5,11 +5,14 @@
  * keeps reads answering, AVAIL/FINAL), never by any other check that happens to fail.
  */
 import { GUARDS, type Guard } from '../../lib/guards.ts';
+import type { Focus } from './config.ts';
 import type { ViolationKind } from './kinds.ts';
 
 export interface MutantSpec {
   guard: Guard;
   finds: readonly ViolationKind[];
+  /** The scenario generator whose seeds reach the guard's windows (test/sim/config.ts). */
+  focus: Focus;
 }
 
 const ALL: readonly ViolationKind[] = ['I1', 'I2', 'I3', 'I4', 'I5', 'D1'];
@@ -38,6 +41,7 @@ const FINDS: Record<Guard, readonly ViolationKind[]> = {
   'seal-lists-after-fence': ['I1', 'I3'],
   'superseded-epoch-seals-nothing': ['I1', 'I3', 'I4', 'I5', 'AVAIL', 'FINAL'],
   'seal-earlier-epochs': ['I1', 'I3'],
+  'seal-reads-fresh-handle': ['I1', 'I3'],
   'seal-out-missing-dataset': AVAILABILITY,
   'relist-sees-retirement': ['I1', 'I3'],
   'relist-sees-fence': ['I1', 'I3'],
@@ -49,6 +53,8 @@ const FINDS: Record<Guard, readonly ViolationKind[]> = {
   'errors-after-layout-check': ['I1', 'I3'],
   'own-rows-live-only': ['I1', 'I3'],
   'tombstones-hide': ['D1'],
+  'projection-describes-base': ['I1', 'I2', 'I3', 'D1', 'FINAL'],
+  'rows-files-match-base': ['I1', 'I2', 'I3', 'D1', 'FINAL'],
   'maintainer-stops-when-overtaken': ALL,
   'sweep-only-ended-epochs': AVAILABILITY,
   'cleanup-keeps-highest-seal': ['I1', 'I3', 'I4', 'I5'],
@@ -58,4 +64,35 @@ const FINDS: Record<Guard, readonly ViolationKind[]> = {
   'gen-marker-sent-once': AVAILABILITY,
 };
 
-export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard] }));
+const FOCUS: Record<Focus, readonly Guard[]> = {
+  takeover: [
+    'epoch-check',
+    'claim-after-epoch-check',
+    'merge-own-only-in-current-epoch',
+    'fence-before-seal',
+    'seal-lists-after-fence',
+    'superseded-epoch-seals-nothing',
+    'seal-reads-fresh-handle',
+    'seal-earlier-epochs',
+    'relist-sees-fence',
+    'wait-for-seal',
+    'zombie-generations-invisible',
+    'sealed-version',
+    'own-rows-live-only',
+    'cleanup-keeps-highest-seal',
+    'cleanup-keeps-seals-with-generations',
+  ],
+  retirement: ['relist-sees-retirement', 'retired-marker', 'relist-on-vanished-seal', 'errors-after-layout-check', 'projection-describes-base', 'rows-files-match-base', 'blob-copied-at-validation'],
+  faults: ['end-epoch-on-unknown-outcome', 'seal-own-epoch-before-next', 'forget-tracks-on-failure', 'cached-track-marker-check', 'unique-marker-bodies', 'marker-before-commit', 'landing-mark', 'claims', 'put-sent-once'],
+  generations: ['give-up-failed-names', 'retire-given-up-once-marker-seen', 'gen-marker-sent-once', 'seal-out-missing-dataset', 'sweep-only-ended-epochs'],
+  deletes: ['merge-base-commit-once', 'purge-waits-for-shards', 'tombstones-hide', 'deleted-seq-records', 'delete-guard', 'own-rows-listed-only', 'maintainer-stops-when-overtaken'],
+  mixed: [],
+};
+
+function focusOf(guard: Guard): Focus {
+  const f = (Object.keys(FOCUS) as Focus[]).find((k) => FOCUS[k].includes(guard));
+  if (!f) throw new Error(`guard ${guard} has no focus in test/sim/mutants.ts`);
+  return f;
+}
+
+export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard) }));

@@ -9,12 +9,14 @@
  *   --no-regressions  skip the regression seeds (a second CI worker)
  *   --parallel K run K schedules at once in this process (default 3)
  *   --mutant G   with guard G switched off (lib/guards.ts; npm run test:mutants runs them all)
+ *   --focus F    draw the configurations from scenario generator F (test/sim/config.ts)
  * Regression seeds (test/sim/regressions.ts) run first, every time. Exit code 1 if any seed
  * broke an invariant; each failing seed is printed with its violations and how to replay it.
  */
 import { writeFileSync } from 'node:fs';
 import { GUARDS, switchOffGuard, type Guard } from '../../lib/guards.ts';
 import { REGRESSION_SEEDS } from './regressions.ts';
+import { FOCUSES, type Focus } from './config.ts';
 import { runSchedule, type ScheduleResult } from './schedule.ts';
 import { profile } from './scheduler.ts';
 
@@ -31,7 +33,7 @@ function printFailure(r: ScheduleResult, withTrace: boolean): void {
     console.log('  trace (step actor op target !fault):');
     for (const t of r.trace) console.log(`    ${t}`);
   }
-  console.log(`  replay: npm run test:sim -- --seed ${r.seed}`);
+  console.log(`  replay: npm run test:sim -- --seed ${r.seed} --focus ${r.config.focus}`);
 }
 
 async function main(): Promise<void> {
@@ -40,9 +42,12 @@ async function main(): Promise<void> {
     if (!(GUARDS as readonly string[]).includes(mutant)) throw new Error(`no guard ${JSON.stringify(mutant)}; guards: ${GUARDS.join(', ')}`);
     switchOffGuard(mutant as Guard);
   }
+  const focusArg = arg('--focus');
+  if (focusArg !== undefined && !(FOCUSES as readonly string[]).includes(focusArg)) throw new Error(`no focus ${JSON.stringify(focusArg)}; foci: ${FOCUSES.join(', ')}`);
+  const focus = focusArg as Focus | undefined;
   const one = arg('--seed');
   if (one !== undefined) {
-    const r = await runSchedule(Number(one), { keep: process.argv.includes('--keep') });
+    const r = await runSchedule(Number(one), { keep: process.argv.includes('--keep'), ...(focus ? { focus } : {}) });
     console.log(`seed ${r.seed} config ${JSON.stringify(r.config)} counts ${JSON.stringify(r.counts)} ${r.ms.toFixed(0)} ms`);
     if (r.violations.length > 0) {
       printFailure(r, true);
@@ -59,8 +64,8 @@ async function main(): Promise<void> {
   const report: Array<{ seed: number; name?: string; violations: string[] }> = [];
   const t0 = performance.now();
   const regressions = process.argv.includes('--no-regressions') ? [] : REGRESSION_SEEDS;
-  for (const { seed, name } of regressions) {
-    const r = await runSchedule(seed);
+  for (const { seed, name, focus: f } of regressions) {
+    const r = await runSchedule(seed, { focus: f });
     if (r.violations.length > 0) {
       console.log(`regression seed ${seed} (${name}) fails again`);
       printFailure(r, false);
@@ -76,7 +81,7 @@ async function main(): Promise<void> {
   const lane = async () => {
     while (next < start + n) {
       const s = next++;
-      const r = await runSchedule(s);
+      const r = await runSchedule(s, focus ? { focus } : {});
       if (r.violations.length > 0) {
         printFailure(r, false);
         failed.push(s);

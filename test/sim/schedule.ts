@@ -28,7 +28,7 @@ import type { ObjectStore } from '../../lib/storage/objects.ts';
 import { lanceStorageOptions, logLocation, logUri, parseRoot } from '../../lib/storage/location.ts';
 import { History, trajectoryObservation, type ItemObservation } from '../support/invariants.ts';
 import { SimClock, SimTime } from './clock.ts';
-import { pickConfig, type SimConfig } from './config.ts';
+import { pickConfig, type Focus, type SimConfig } from './config.ts';
 import { MemCoordRecords, SimCoordWrapper, SimTableLeaseStore } from './coord.ts';
 import { installLancePatches, installRandomPatch, simTableWrapper } from './lance.ts';
 import { MemLeaseRecords, SimLeaseStore } from './leases.ts';
@@ -85,12 +85,12 @@ function tmpBase(): string {
   return existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
 }
 
-export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): Promise<ScheduleResult> {
+export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: Focus } = {}): Promise<ScheduleResult> {
   installLancePatches();
   installRandomPatch();
   installUnhandled();
   const t0 = performance.now();
-  const cfg = pickConfig(seed);
+  const cfg = pickConfig(seed, opts.focus);
   const rng = new Rng(seed);
   const schedRng = rng.fork();
   const wl = rng.fork(); // workload choices, apart from the scheduler's
@@ -133,13 +133,14 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   const coordRecords = new MemCoordRecords(time);
   const leaseDir = path.join(root, 'leases');
   const storageOptions = lanceStorageOptions(loc, {});
+  const renewalsLost = cfg.renewalsLost > 0 ? { rng: rng.fork(), probability: cfg.renewalsLost } : null;
   const makeLog = (name: string, owner: string, objects: ObjectStore = new SimObjectStore(inner, sched, written, () => time.ms)) => {
     const clock = clockOf(name);
     const tableView = leaseRecords.store(clock);
     const leases =
       cfg.coord === 'table'
-        ? new SimTableLeaseStore(tableView, sched, coordRecords, clock)
-        : new SimLeaseStore(cfg.leases === 'local' ? new LocalLeaseStore({ dir: leaseDir, clock }) : tableView, sched);
+        ? new SimTableLeaseStore(tableView, sched, coordRecords, clock, renewalsLost)
+        : new SimLeaseStore(cfg.leases === 'local' ? new LocalLeaseStore({ dir: leaseDir, clock }) : tableView, sched, renewalsLost);
     return new LanceCheckpointLog({
       pipeline: 'p',
       experiment: 'e',
@@ -182,7 +183,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
   const readers = [1, 2].map((i) => proc<Proc & { busy: number }>(`r${i}`, { busy: 0 }));
   const maints = Array.from({ length: cfg.maintainers }, (_, i) => proc<Proc & { busy: boolean }>(`m${i + 1}`, { busy: false }));
   const deleter = proc<Proc & { busy: boolean }>('d1', { busy: false });
-  const work = new Workload(wl, cfg.failures);
+  const work = new Workload(wl, cfg.failures, cfg.blobs);
   const items: ItemModel[] = [];
   const deliveries: Delivery[] = [];
   let outstanding = 0;
@@ -434,7 +435,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     },
     read: { budget: cfg.reads, run: readAction },
     maintain: {
-      budget: wl.between(0, 3),
+      budget: cfg.maintains,
       run: () => {
         const idle = maints.filter((m) => !m.busy);
         if (idle.length === 0) return false;
@@ -453,7 +454,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
       },
     },
     merge: {
-      budget: wl.between(0, 3),
+      budget: cfg.merges,
       run: () => {
         const live = liveWriters();
         if (live.length === 0) return false;
@@ -466,7 +467,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
       },
     },
     close: {
-      budget: wl.between(0, 2),
+      budget: cfg.closes,
       run: () => {
         const live = liveWriters();
         if (live.length === 0) return false;
@@ -485,7 +486,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
     },
     crash: { budget: cfg.crashes, run: crashAction },
     clock: {
-      budget: wl.between(0, 4),
+      budget: cfg.clockMoves,
       run: () => {
         const ms = wl.chance(0.5) ? cfg.leaseTtlMs + 1 + wl.int(cfg.leaseTtlMs) : 100 + wl.int(3000);
         time.ms += ms;
@@ -504,7 +505,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean } = {}): 
       },
     },
     pause: {
-      budget: wl.between(0, 4),
+      budget: cfg.pauses,
       run: () => {
         const actors = [...new Set(sched.eligible().map((op) => op.actor))].filter((a) => a !== 'late');
         if (actors.length === 0) return false;

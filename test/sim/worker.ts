@@ -4,11 +4,14 @@
  * and answers with what each found. One guard at a time: the switch is the process's.
  */
 import { switchOffGuard, type Guard } from '../../lib/guards.ts';
+import type { Focus } from './config.ts';
 import { runSchedule } from './schedule.ts';
 import { violationKind } from './kinds.ts';
 
 export interface WorkerJob {
   guard: Guard | null;
+  /** The scenario generator to draw the seeds' configurations from (default: the seed's own). */
+  focus?: Focus;
   seeds: number[];
   parallel: number;
 }
@@ -27,7 +30,7 @@ process.on('message', (job: WorkerJob) => {
     const queue = [...job.seeds];
     const lane = async () => {
       for (let s = queue.shift(); s !== undefined; s = queue.shift()) {
-        const r = await runSchedule(s);
+        const r = await runSchedule(s, job.focus ? { focus: job.focus } : {});
         out.push({ seed: s, kinds: [...new Set(r.violations.map(violationKind))], first: r.violations[0] ?? null, ms: r.ms });
       }
     };

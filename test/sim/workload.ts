@@ -64,6 +64,7 @@ export class Workload {
   constructor(
     private readonly wl: Rng,
     private readonly failures: number,
+    private readonly blobs: number,
   ) {}
 
   private newBatch(it: ItemModel): Record<string, unknown> {
@@ -78,7 +79,7 @@ export class Workload {
       return { ...base, step, failed: { errorType: `E${it.step}`, errorDump: `{"attempt":${it.attempt}}`, traceback: `at s${it.step}` } };
     }
     const set: Record<string, unknown> = { [`f${it.step}`]: `v${it.step}.${it.attempt}` };
-    if (wl.chance(0.3)) set.img = Uint8Array.from({ length: 8 + wl.int(24) }, () => wl.int(256));
+    if (wl.chance(this.blobs)) set.img = Uint8Array.from({ length: 8 + wl.int(24) }, () => wl.int(256));
     const b: Record<string, unknown> = { ...base, step, set };
     if (wl.chance(0.2)) b.append = { log: [`l${it.step}`] };
     return b;
