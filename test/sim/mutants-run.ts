@@ -38,6 +38,8 @@ interface Outcome {
   seeds: number;
   hits: number;
   kinds: Record<string, number>;
+  /** The first seed that showed each kind of violation (a replay of something unexpected). */
+  firstSeed: Record<string, number>;
   seconds: number;
 }
 
@@ -64,7 +66,7 @@ class Worker {
 
 async function runMutant(spec: MutantSpec, workers: Worker[], start: number, budget: number, all: boolean): Promise<Outcome> {
   const t0 = performance.now();
-  const out: Outcome = { guard: spec.guard, found: null, seeds: 0, hits: 0, kinds: {}, seconds: 0 };
+  const out: Outcome = { guard: spec.guard, found: null, seeds: 0, hits: 0, kinds: {}, firstSeed: {}, seconds: 0 };
   let next = start;
   const end = start + budget;
   // Small chunks: a mutant found early stops the run soon; 2 schedules at a time per worker keep Lance's threads busy.
@@ -75,7 +77,10 @@ async function runMutant(spec: MutantSpec, workers: Worker[], start: number, bud
       while (seeds.length < chunk && next < end) seeds.push(next++);
       for (const r of await w.run({ guard: spec.guard, focus: spec.focus, seeds, parallel: 2 })) {
         out.seeds++;
-        for (const k of r.kinds) out.kinds[k] = (out.kinds[k] ?? 0) + 1;
+        for (const k of r.kinds) {
+          out.kinds[k] = (out.kinds[k] ?? 0) + 1;
+          out.firstSeed[k] = Math.min(out.firstSeed[k] ?? Infinity, r.seed);
+        }
         if (r.kinds.some((k) => (spec.finds as readonly string[]).includes(k))) {
           out.hits++;
           if (out.found === null || r.seed < out.found.seed) out.found = r;
@@ -130,7 +135,7 @@ async function main(): Promise<void> {
     for (const spec of specs) {
       const o = await runMutant(spec, workers, start, budget, rate !== undefined);
       outcomes.push(o);
-      const kinds = Object.entries(o.kinds).map(([k, n]) => `${k}:${n}`).join(' ');
+      const kinds = Object.entries(o.kinds).map(([k, n]) => `${k}:${n}@${o.firstSeed[k]}`).join(' ');
       const verdict = o.found ? `found by seed ${o.found.seed}` : 'NOT FOUND';
       const share = rate ? ` ${o.hits}/${o.seeds} (${((100 * o.hits) / o.seeds).toFixed(1)}%)` : ` after ${o.seeds} seeds`;
       console.log(`${spec.guard.padEnd(38)} ${verdict}${share} in ${o.seconds.toFixed(0)} s  [${kinds || 'no violations'}]`);

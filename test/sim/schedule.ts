@@ -395,7 +395,8 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     deliver: {
       budget: cfg.deliveries,
       run: () => {
-        const live = liveWriters();
+        // A closing writer refuses appends: the queue delivers to the others.
+        const live = liveWriters().filter((w) => !w.closing);
         if (live.length === 0) return false;
         const w = wl.pick(live);
         let it: ItemModel;
@@ -403,6 +404,9 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
           it = newItem(`x${items.length}`);
           items.push(it);
         } else it = hotItem() ?? wl.pick(items);
+        // Mostly the next batch of an item with nothing in flight: a copy of a batch in flight
+        // (another writer's concurrent duplicate) now and then, so that items move on.
+        if (it.inflight > 0 && !wl.chance(0.3)) it = items.find((x) => x.inflight === 0 && x.deleting === null && !x.broken && !x.terminal) ?? it;
         if (it.deleting !== null || it.broken) return false;
         if (it.acked.length > 0 && wl.chance(0.15)) {
           deliver(w, it, it.chain[wl.pick(it.acked)]!, 'redeliver-old');
@@ -515,13 +519,14 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     },
   };
 
-  const startAction = () => {
+  /** Start an action the budgets draw; one that could not run now keeps its budget while something else can run. */
+  const startAction = (othersCanRun: boolean) => {
     const kinds = Object.keys(actions).filter((k) => actions[k]!.budget > 0);
     const total = kinds.reduce((s, k) => s + actions[k]!.budget, 0);
     let x = wl.int(total);
     const k = kinds.find((kk) => (x -= actions[kk]!.budget) < 0)!;
     actions[k]!.budget--;
-    actions[k]!.run();
+    if (!actions[k]!.run() && othersCanRun) actions[k]!.budget++;
   };
   const budgetLeft = () => Object.values(actions).some((a) => a.budget > 0);
 
@@ -536,7 +541,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     }
     const el = sched.eligible();
     const canAct = budgetLeft();
-    if (canAct && (el.length === 0 || wl.chance(0.12))) startAction();
+    if (canAct && (el.length === 0 || wl.chance(0.12))) startAction(el.length > 0);
     else if (el.length > 0) await sched.releaseRandom(el);
     else if (sched.hasPaused()) sched.unpauseAll();
     else break;
@@ -549,6 +554,10 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     for (let n = 0; ; n++) {
       await sched.drain();
       const el = sched.eligible();
+      if (el.length === 0 && sched.hasPaused()) {
+        sched.unpauseAll();
+        continue;
+      }
       if (el.length === 0) break;
       if (n > 20_000) {
         violations.push(`LIVENESS: ${what} did not end within 20,000 steps`);

@@ -236,8 +236,11 @@ export class Scheduler {
           } catch (e) {
             op.reject(e);
           }
+          // A window after a step of a protocol: a write landed, or a read answered (less often).
           const w = this.o.windows;
-          if (w && spec.mutating && op.actor !== 'late' && w.rng.chance(w.probability)) this.pause(op.actor, w.rng.between(3, 30));
+          if (w && this.faultsOn && op.actor !== 'late' && spec.kind !== 'timer' && spec.kind !== 'sleep' && w.rng.chance(spec.mutating ? w.probability : w.probability / 3)) {
+            this.pause(op.actor, w.rng.between(3, 30));
+          }
           if (spec.mutating && spec.resendable && this.o.resends?.rng.chance(this.o.resends.probability)) {
             this.trace.push(`${this.step} ${op.actor} ${op.spec.kind} ${maskRandom(op.spec.target)} (resent: an earlier copy may land later)`);
             if (this.o.resends.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.run);

@@ -73,7 +73,9 @@ type Report = (invariant: 'I1' | 'I2' | 'I3', message: string) => void;
  * registered (under each incarnation's ids).
  */
 export function checkViews(reads: readonly ViewRead[], appends: readonly ViewAppend[], deletes: readonly ViewDelete[], batchOf: (checkpointId: string) => PreparedBatch | undefined, report: Report): void {
-  const matches = new Map<number, { base: number; set: number[] }>();
+  /** By read id and item: a listing's answer holds many items. */
+  const matches = new Map<string, { base: number; set: number[] }>();
+  const keyOf = (r: ViewRead) => `${r.id}/${r.itemId}`;
   const stateCache = new Map<string, ItemState | null>();
   for (const r of reads) {
     if (deletes.some((d) => d.itemId === r.itemId && d.start < r.end && (d.end === null || d.end > r.start))) continue;
@@ -104,16 +106,16 @@ export function checkViews(reads: readonly ViewRead[], appends: readonly ViewApp
       continue;
     }
     if (Math.max(...set) < bound) report('I1', `I1 item ${JSON.stringify(r.itemId)}: ${r.describe} answers its ${r.view.kind} as of seq ${Math.max(...set)}, below seq ${bound} acked before the read began`);
-    matches.set(r.id, { base, set });
+    matches.set(keyOf(r), { base, set });
   }
   // I3 between reads of one incarnation: a later read must match a state at or above the lowest an earlier one matched.
   const byItem = new Map<string, ViewRead[]>();
-  for (const r of reads) if (matches.has(r.id)) byItem.set(r.itemId, [...(byItem.get(r.itemId) ?? []), r]);
+  for (const r of reads) if (matches.has(keyOf(r))) byItem.set(r.itemId, [...(byItem.get(r.itemId) ?? []), r]);
   for (const list of byItem.values()) {
     for (const r1 of list) {
-      const m1 = matches.get(r1.id)!;
+      const m1 = matches.get(keyOf(r1))!;
       for (const r2 of list) {
-        const m2 = matches.get(r2.id)!;
+        const m2 = matches.get(keyOf(r2))!;
         if (r2.start <= r1.end || m2.base !== m1.base) continue;
         if (Math.max(...m2.set) < Math.min(...m1.set)) {
           report('I3', `I3 item ${JSON.stringify(r1.itemId)}: ${r1.describe} answers its ${r1.view.kind} as of seq ${Math.min(...m1.set)} or later, later ${r2.describe} as of seq ${Math.max(...m2.set)}`);
