@@ -230,6 +230,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         if (it.base !== incarnation) return;
         if (!d.settled && idx === it.cur) it.curAcked = true;
         if (!it.acked.includes(idx)) it.acked.push(idx);
+        if (it.oldInDoubt === idx) it.oldInDoubt = null;
         if (batch.terminal !== undefined) it.terminal = true;
         for (const a of acks) it.seen = Math.max(it.seen, a.lastSeq);
       },
@@ -237,7 +238,10 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         history.endAppend(rec, { error: e });
         // A timed-out request may land later (a client cannot know): a careful client retries
         // the same batch instead of sending a different one for the same step.
-        if (it.base === incarnation && idx === it.cur && /timed out/.test(String((e as Error)?.message))) it.curInDoubt = true;
+        if (it.base === incarnation && /timed out/.test(String((e as Error)?.message))) {
+          if (idx === it.cur) it.curInDoubt = true;
+          else if (!it.acked.includes(idx)) it.oldInDoubt = idx;
+        }
       },
     ).finally(settleWith(d));
   };
@@ -406,10 +410,23 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         } else it = hotItem() ?? wl.pick(items);
         // Mostly the next batch of an item with nothing in flight: a copy of a batch in flight
         // (another writer's concurrent duplicate) now and then, so that items move on.
-        if (it.inflight > 0 && !wl.chance(0.3)) it = items.find((x) => x.inflight === 0 && x.deleting === null && !x.broken && !x.terminal) ?? it;
+        if (it.inflight > 0 && !wl.chance(0.1)) {
+          const free = items.find((x) => x.inflight === 0 && x.deleting === null && !x.broken && !x.terminal);
+          if (!free) return false; // nothing but copies to send now: wait for answers
+          it = free;
+        }
         if (it.deleting !== null || it.broken) return false;
-        if (it.acked.length > 0 && wl.chance(0.15)) {
-          deliver(w, it, it.chain[wl.pick(it.acked)]!, 'redeliver-old');
+        if (it.oldInDoubt !== null) {
+          if (it.inflight > 0) return false;
+          deliver(w, it, it.chain[it.oldInDoubt]!, 'retry-old');
+          return true;
+        }
+        // An at-least-once queue delivers an old message again: a batch that was acked, or one
+        // the client gave up for another attempt (only while nothing of the item is in flight
+        // or in doubt: written now it is the item's latest batch, never beside another).
+        const old = it.chain.map((_, i) => i).filter((i) => i < it.cur && (it.acked.includes(i) || (it.inflight === 0 && !it.curInDoubt)));
+        if (old.length > 0 && wl.chance(0.15)) {
+          deliver(w, it, it.chain[wl.pick(old)]!, 'redeliver-old');
           return true;
         }
         const next = work.nextFor(it);
@@ -422,7 +439,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       budget: cfg.deletions,
       run: () => {
         // Only items with nothing in flight or in doubt (a timed-out delivery may land later).
-        const ready = items.filter((x) => x.inflight === 0 && !x.curInDoubt && !x.broken && (x.acked.length > 0 || x.deleting !== null));
+        const ready = items.filter((x) => x.inflight === 0 && !x.curInDoubt && x.oldInDoubt === null && !x.broken && (x.acked.length > 0 || x.deleting !== null));
         const by = deleterFor();
         if (ready.length === 0 || !by) return false;
         const blocked = ready.filter((x) => x.deleting !== null);

@@ -97,6 +97,9 @@ export interface SchedulerOptions {
   crashLanding?: { rng: Rng; probability: number };
 }
 
+/** Releases a late copy waits at least before it may land. */
+const LATE_STEPS = [0, 0, 0, 5, 20, 60, 200] as const;
+
 /** What a fault burst hits: requests whose kind starts with one of these ('' : all). */
 const BURST_TARGETS = ['', 'obj.', 'obj.put', 'obj.list', 'obj.delete', 'lance.add', 'lance.', 'lease.', 'coord.', 'sqlite.', 'fs.sync'] as const;
 
@@ -274,10 +277,12 @@ export class Scheduler {
 
   /** Queue `run` as a copy of `spec` that lands when the seed picks it (a late actor's operation). */
   landLater(spec: OpSpec<unknown>, run: () => Promise<unknown>): void {
+    // Mostly soon after, sometimes long after (a request stuck in a server or a connection).
+    const due = this.step + this.rng.pick(LATE_STEPS);
     this.pending.push({
       id: this.nextId++,
       actor: 'late',
-      spec: { ...spec, kind: `late:${spec.kind}`, faultable: false, run, late: undefined, resendable: false },
+      spec: { ...spec, kind: `late:${spec.kind}`, faultable: false, run, late: undefined, resendable: false, notBefore: () => this.step >= due },
       resolve: () => undefined,
       reject: () => undefined,
     });

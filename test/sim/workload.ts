@@ -44,10 +44,12 @@ export interface ItemModel {
   oldDeletes: number[];
   /** A delete delivered again deleted this incarnation (a broken guard): no more deliveries. */
   broken: boolean;
+  /** An old batch delivered again timed out (it may still land): only it is sent until it is acked. */
+  oldInDoubt: number | null;
 }
 
 export function newItem(id: string): ItemModel {
-  return { id, chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], inflight: 0, step: 0, attempt: 1, terminal: false, base: 0, deleting: null, seen: 0, reread: false, oldDeletes: [], broken: false };
+  return { id, chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], inflight: 0, step: 0, attempt: 1, terminal: false, base: 0, deleting: null, seen: 0, reread: false, oldDeletes: [], broken: false, oldInDoubt: null };
 }
 
 /** The item after a delete through `throughSeq` returned: it starts over. */
