@@ -30,7 +30,6 @@ export const GUARDS = [
   'fence-before-seal',
   'seal-lists-after-fence',
   'superseded-epoch-seals-nothing',
-  'seal-reads-fresh-handle',
   'seal-earlier-epochs',
   'seal-out-missing-dataset',
   // reads (lib/log/reader.ts)

@@ -82,11 +82,10 @@ export async function writeSeal(
   const versions: Record<string, number> = {};
   for (const name of gens) {
     // A fresh handle at the latest version (checkoutLatest below as well: a cached one may lag).
-    const fresh = guard('seal-reads-fresh-handle');
-    if (fresh) ctx.tables.forget(name);
+    ctx.tables.forget(name);
     try {
       const t = await ctx.tables.shard(name);
-      if (fresh) await t.checkoutLatest();
+      await t.checkoutLatest();
       versions[String(parseShardName(name)!.generation)] = await t.version();
       // The seal names this version for good: it must survive power loss (the writer may have
       // died between its commit and its fsync). A no-op on object stores.

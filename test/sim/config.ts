@@ -79,6 +79,11 @@ export interface SimConfig {
   windows: number;
   /** Chance that a delivery or a read goes to the item most recently delivered (contention on one item). */
   hot: number;
+  /** Chance that a reader stalls after a request of a read (scheduler.ts `readerStalls`). */
+  readerStalls: number;
+  /** Reads started right after a step of a protocol lands (a commit, a fence, a seal, a retirement step), and their chance. */
+  reactiveReads: number;
+  reactiveChance: number;
 }
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
@@ -134,6 +139,9 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     burstChance: faultRng.chance(0.3) ? faultRng.pick([0.01, 0.03]) : 0,
     windows: faultRng.pick([0, 0.1, 0.3]),
     hot: workRng.pick([0, 0.5, 0.8]),
+    readerStalls: workRng.pick([0, 0.05, 0.15]),
+    reactiveReads: workRng.pick([0, 4, 8]),
+    reactiveChance: workRng.pick([0.1, 0.3]),
   };
   focusOn(cfg, focusRng);
   return cfg;
@@ -153,6 +161,8 @@ function focusOn(c: SimConfig, r: Rng): void {
         windows: r.pick([0.1, 0.3]),
         faultRate: r.pick([0, 0.02]),
         reads: r.between(12, 22),
+        readerStalls: r.pick([0.05, 0.15]),
+        reactiveReads: r.between(4, 12),
         maintains: r.between(1, 3),
         crashes: r.between(0, 2),
         hot: r.pick([0.5, 0.8]),
@@ -164,6 +174,8 @@ function focusOn(c: SimConfig, r: Rng): void {
         merges: r.between(3, 6),
         maintains: r.between(3, 6),
         reads: r.between(15, 25),
+        readerStalls: r.pick([0.1, 0.25]),
+        reactiveReads: r.between(4, 12),
         windows: r.pick([0.1, 0.3]),
         faultRate: r.pick([0, 0.02]),
         reuseBuffers: true,

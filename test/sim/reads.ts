@@ -20,7 +20,7 @@ export function isWholeLog(kind: ReadKind): boolean {
 }
 
 /** What `kind` read of `log` answered about item `x` (or blob event `blobId`), as the checker records it. */
-export async function observe(log: LanceCheckpointLog, kind: ReadKind, x: string, blobId: string): Promise<ReadResult> {
+export async function observe(log: LanceCheckpointLog, kind: ReadKind, x: string, blobId: string, sent: ReadonlyMap<string, { itemId: string; bytes: Uint8Array }>): Promise<ReadResult> {
   try {
     switch (kind) {
       case 'fold':
@@ -50,11 +50,15 @@ export async function observe(log: LanceCheckpointLog, kind: ReadKind, x: string
       case 'loadBlob':
         return { blobs: [{ eventId: blobId, ...(await loadChecked(() => log.loadBlob(blobId))) }] };
       case 'blob': {
-        // The item's current `img` value, through its fold's reference: checked as the event the fold names.
+        // The item's current `img` value (its own read: it may be newer than the fold's): checked
+        // as the event whose bytes it returned, or, when none of the item's blobs has them, as
+        // the one the fold named (whose bytes then differ: I1).
         const state = await log.fold(x);
         const ref = state.fields.img as { $blobRef?: { eventId: string } } | undefined;
         if (!ref?.$blobRef) return { items: [{ itemId: x, state }] };
-        return { items: [{ itemId: x, state }], blobs: [{ eventId: ref.$blobRef.eventId, ...(await loadChecked(() => log.blob(x, 'img'))) }] };
+        const got = await loadChecked(() => log.blob(x, 'img'));
+        const same = got.bytes && [...sent].find(([, b]) => b.itemId === x && Buffer.from(b.bytes).equals(got.bytes!))?.[0];
+        return { items: [{ itemId: x, state }], blobs: [{ eventId: same ?? ref.$blobRef.eventId, ...got }] };
       }
     }
   } catch (e) {

@@ -105,7 +105,9 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     ...(cfg.burstChance > 0 ? { bursts: { rng: rng.fork(), chance: cfg.burstChance, length: 12, rate: 0.6 } } : {}),
     ...(cfg.crashLanding > 0 ? { crashLanding: { rng: rng.fork(), probability: cfg.crashLanding } } : {}),
     ...(cfg.windows > 0 ? { windows: { rng: rng.fork(), probability: cfg.windows } } : {}),
+    ...(cfg.readerStalls > 0 ? { readerStalls: { rng: rng.fork(), probability: cfg.readerStalls } } : {}),
   });
+  const reactRng = rng.fork();
   const time = new SimTime();
   const clocks = new Map<string, SimClock>();
   const clockOf = (name: string): SimClock => {
@@ -344,7 +346,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     const via = writersNow.length > 0 && wl.chance(0.7) ? (writersNow.find((w) => w.actor === lastBy) ?? writersNow[pointReads++ % writersNow.length]!) : null;
     const readVia = (actor: string, log: LanceCheckpointLog): Promise<unknown> => {
       const id = history.beginRead(actor, what);
-      const p = sched.run(actor, () => observe(log, kind, x, blobId));
+      const p = sched.run(actor, () => observe(log, kind, x, blobId, work.blobs));
       track(what, actor, p);
       return p.then(
         (res) => history.endRead(id, res),
@@ -360,6 +362,13 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     // epoch check, say) does not hold the read, as in a real process.
     if (via) void first.then(() => (via.closing || sched.crashed.has(via.actor) ? undefined : readVia(`${via.actor}:read`, via.log)));
     return true;
+  };
+
+  // A read right after a step of a protocol lands (a commit, a marker, a fence, a seal, a merge,
+  // a deletion): where a read that overlaps the next steps is most likely to meet their windows.
+  let reactive = cfg.reactiveReads;
+  sched.onLanded = (op) => {
+    if (reactive > 0 && op.spec.mutating && op.actor !== 'late' && reactRng.chance(cfg.reactiveChance) && readAction()) reactive--;
   };
 
   const crashAction = (): boolean => {

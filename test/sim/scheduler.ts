@@ -93,6 +93,8 @@ export interface SchedulerOptions {
    * step of the protocol comes late and other actors run in between, where the guards matter.
    */
   windows?: { rng: Rng; probability: number };
+  /** Readers stall between the requests of one read with this probability (a read spanning other actors' steps). */
+  readerStalls?: { rng: Rng; probability: number };
   /** Share of a crashed actor's operations in flight that land later anyway (default 0). */
   crashLanding?: { rng: Rng; probability: number };
 }
@@ -118,6 +120,8 @@ export class Scheduler {
   direct = false;
   faultsOn = true;
   readonly libRandom: Rng;
+  /** Told of every request released without a fault before it (the schedule reacts to protocol steps). */
+  onLanded: ((op: Op) => void) | null = null;
 
   constructor(
     private readonly rng: Rng,
@@ -244,6 +248,9 @@ export class Scheduler {
           if (w && this.faultsOn && op.actor !== 'late' && spec.kind !== 'timer' && spec.kind !== 'sleep' && w.rng.chance(spec.mutating ? w.probability : w.probability / 3)) {
             this.pause(op.actor, w.rng.between(3, 30));
           }
+          const rs = this.o.readerStalls;
+          if (rs && this.faultsOn && !spec.mutating && /^r\d|:read$/.test(op.actor) && rs.rng.chance(rs.probability)) this.pause(op.actor, rs.rng.between(5, 40));
+          if (this.faultsOn) this.onLanded?.(op);
           if (spec.mutating && spec.resendable && this.o.resends?.rng.chance(this.o.resends.probability)) {
             this.trace.push(`${this.step} ${op.actor} ${op.spec.kind} ${maskRandom(op.spec.target)} (resent: an earlier copy may land later)`);
             if (this.o.resends.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.run);

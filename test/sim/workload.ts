@@ -62,11 +62,13 @@ export function startOver(it: ItemModel, throughSeq: number, guarded: number | n
 export class Workload {
   /** Event ids of blob values, for blob loads. */
   readonly blobEvents: string[] = [];
+  /** Each blob value's item and bytes, by event id. */
+  readonly blobs = new Map<string, { itemId: string; bytes: Uint8Array }>();
 
   constructor(
     private readonly wl: Rng,
     private readonly failures: number,
-    private readonly blobs: number,
+    private readonly blobShare: number,
   ) {}
 
   private newBatch(it: ItemModel): Record<string, unknown> {
@@ -81,7 +83,7 @@ export class Workload {
       return { ...base, step, failed: { errorType: `E${it.step}`, errorDump: `{"attempt":${it.attempt}}`, traceback: `at s${it.step}` } };
     }
     const set: Record<string, unknown> = { [`f${it.step}`]: `v${it.step}.${it.attempt}` };
-    if (wl.chance(this.blobs)) set.img = Uint8Array.from({ length: 8 + wl.int(24) }, () => wl.int(256));
+    if (wl.chance(this.blobShare)) set.img = Uint8Array.from({ length: 8 + wl.int(24) }, () => wl.int(256));
     const b: Record<string, unknown> = { ...base, step, set };
     if (wl.chance(0.2)) b.append = { log: [`l${it.step}`] };
     return b;
@@ -107,7 +109,11 @@ export class Workload {
     it.curAcked = false;
     it.curInDoubt = false;
     const prepared = incarnate(parseBatch(structuredClone(b)), it.base);
-    for (const e of prepared.events) if (e.value?.kind === 'blob') this.blobEvents.push(e.eventId);
+    for (const e of prepared.events) {
+      if (e.value?.kind !== 'blob') continue;
+      this.blobEvents.push(e.eventId);
+      this.blobs.set(e.eventId, { itemId: it.id, bytes: e.value.bytes });
+    }
     return { batch: b, fresh: true };
   }
 }
