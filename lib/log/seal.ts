@@ -11,7 +11,7 @@
  */
 import { guard } from '../guards.ts';
 import type { Clock } from '../clock.ts';
-import { CorruptError } from '../errors.ts';
+import { CorruptError, DgclError, UnavailableError } from '../errors.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { fenceKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, sealKey, type Seal } from './layout.ts';
 import type { LogReader } from './reader.ts';
@@ -68,6 +68,16 @@ export async function writeSeal(
   sealedBy: string,
   clock: Clock,
 ): Promise<void> {
+  try {
+    await sealEpoch(ctx, writerEpoch, sealedBy, clock);
+  } catch (e) {
+    // Lance reports storage trouble as plain errors; every step is idempotent: retry later.
+    if (e instanceof DgclError) throw e;
+    throw new UnavailableError(`sealing writer epoch ${writerEpoch} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+  }
+}
+
+async function sealEpoch(ctx: { objects: ObjectStore; tables: LanceTables }, writerEpoch: string, sealedBy: string, clock: Clock): Promise<void> {
   const early = guard('seal-lists-after-fence') ? null : await ctx.objects.list(META_DIR);
   if (guard('fence-before-seal')) await ctx.objects.putIfAbsent(fenceKey(writerEpoch), sealedBy);
   const meta = parseMetaNames(early ?? (await ctx.objects.list(META_DIR)));

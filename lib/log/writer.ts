@@ -226,7 +226,8 @@ export class ShardWriter {
   /** Run `fn` between commits (nothing is being committed while it runs). */
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.exclusiveJobs.push(() => fn().then(resolve, reject));
+      const fail = (e: unknown) => reject(e instanceof DgclError ? e : new UnavailableError(`${errMsg(e)}`, { cause: e }));
+      this.exclusiveJobs.push(() => fn().then(resolve, fail));
       this.kick();
     });
   }
@@ -259,7 +260,9 @@ export class ShardWriter {
       try {
         await this.commitGroup(group);
       } catch (e) {
-        for (const r of group) r.reject(e);
+        // Taking a slot (its takeover's seals) may fail on Lance's plain errors: storage trouble.
+        const err = e instanceof DgclError ? e : new UnavailableError(`append failed: ${errMsg(e)}`, { cause: e });
+        for (const r of group) r.reject(err);
       }
       this.retireAbandoned();
     }

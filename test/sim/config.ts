@@ -11,6 +11,8 @@
  *  - generations: generations made, made ahead, rotated and given up under faults on their
  *                 making: names, markers, sweeps;
  *  - deletes:     deletes, redelivered deletes and purges beside merges: tombstones, floors, D1;
+ *  - own-reads:   a writer's reads of what it keeps of its commits, right as another commit of
+ *                 its lands and is confirmed, beside other processes' reads of the same item;
  *  - mixed:       everything a little.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
@@ -19,7 +21,7 @@ import { Rng } from './prng.ts';
 
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'mixed'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'mixed'] as const;
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -224,6 +226,22 @@ function focusOn(c: SimConfig, r: Rng): void {
         items: r.between(2, 3),
         hot: r.pick([0.5, 0.8]),
         windows: r.pick([0.1, 0.3]),
+      });
+      return;
+    case 'own-reads':
+      Object.assign(c, {
+        mergeEveryCommits: r.between(3, 6),
+        mergeEveryBytes: 2 ** 30,
+        faultRate: r.pick([0, 0.02]),
+        windows: r.pick([0.2, 0.4]),
+        hot: 0.8,
+        items: r.between(1, 2),
+        deliveries: r.between(20, 30),
+        reactiveReads: r.between(8, 16),
+        reactiveChance: r.pick([0.3, 0.5]),
+        readerStalls: 0,
+        crashes: 0,
+        closes: 0,
       });
       return;
     case 'mixed':

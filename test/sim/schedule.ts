@@ -19,7 +19,7 @@ import { existsSync } from 'node:fs';
 import { inspect, isDeepStrictEqual } from 'node:util';
 import { CHOICE_KEY } from '../../lib/coord/choose.ts';
 import { SqliteCoordStore } from '../../lib/coord/sqlite.ts';
-import { NotFoundError } from '../../lib/errors.ts';
+import { DgclError, NotFoundError } from '../../lib/errors.ts';
 import { summarize } from '../../lib/fold.ts';
 import { LocalLeaseStore } from '../../lib/lease/local.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
@@ -238,6 +238,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       },
       (e: unknown) => {
         history.endAppend(rec, { error: e });
+        if (!(e instanceof DgclError)) violations.push(`ERROR: append of ${it.id}#${idx} by ${w.actor} failed with an untyped error (no code a caller can act on): ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
         // A timed-out request may land later (a client cannot know): a careful client retries
         // the same batch instead of sending a different one for the same step.
         if (it.base === incarnation && /timed out/.test(String((e as Error)?.message))) {
@@ -291,6 +292,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
           startOver(it, r.throughSeq, through);
         },
         (e: unknown) => {
+          if (!(e instanceof DgclError)) violations.push(`ERROR: delete of ${it.id} by ${by.actor} failed with an untyped error: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
           // still `deleting`: a later attempt retries
           const code = (e as { code?: string } | null)?.code;
           if (it.deleting === rec && code === 'CONFLICT') it.reread = true;
@@ -328,21 +330,24 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   /** With chance `hot`: the item of the latest delivery (contention and reads where writes are). */
   const hotItem = (): ItemModel | null => (cfg.hot > 0 && deliveries.length > 0 && wl.chance(cfg.hot) ? deliveries.at(-1)!.item : null);
 
-  const readAction = (): boolean => {
+  /** A read by a reader (of `item`, or of one the workload picks). */
+  const readAction = (item?: ItemModel): boolean => {
     const r = wl.pick(readers);
     if (items.length === 0 || r.busy >= 2) return false;
     const kind: ReadKind = wl.pick(READ_KINDS);
-    const x = (hotItem() ?? wl.pick(items)).id;
+    const x = (item ?? hotItem() ?? wl.pick(items)).id;
     if (kind === 'loadBlob' && work.blobEvents.length === 0) return false;
     const blobId = kind === 'loadBlob' ? wl.pick(work.blobEvents) : '';
     const what = isWholeLog(kind) || kind === 'failures' ? kind : kind === 'loadBlob' ? `loadBlob ${blobId.slice(0, 8)}` : `${kind} ${x}`;
     // Most point reads go through a live writer's log too (a writer reads its own generations
-    // from what it keeps of its commits): the one that last took a delivery of the item, else
-    // one picked by the read's number. It starts once the reader's read of the same
+    // from what it keeps of its commits): the one taking a delivery of the item now, or the last
+    // one that took one, else one picked by the read's number. It starts once the reader's read of the same
     // item ended, so that a writer's read showing less than a read that ended before it (I3: its
     // commit landed, visible to the reader, and not yet kept) can be caught.
     const writersNow = kind === 'fold' || kind === 'trajectory' || kind === 'latest' ? liveWriters().filter((w) => !w.closing) : [];
-    const lastBy = [...deliveries].reverse().find((d) => d.item.id === x)?.actor;
+    // The writer with a delivery of the item in flight (its commit may be landing), else the last one to take one.
+    const by = [...deliveries].reverse().filter((d) => d.item.id === x);
+    const lastBy = (by.find((d) => !d.settled) ?? by[0])?.actor;
     const via = writersNow.length > 0 && wl.chance(0.7) ? (writersNow.find((w) => w.actor === lastBy) ?? writersNow[pointReads++ % writersNow.length]!) : null;
     const readVia = (actor: string, log: LanceCheckpointLog): Promise<unknown> => {
       const id = history.beginRead(actor, what);
@@ -368,7 +373,10 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   // a deletion): where a read that overlaps the next steps is most likely to meet their windows.
   let reactive = cfg.reactiveReads;
   sched.onLanded = (op) => {
-    if (reactive > 0 && op.spec.mutating && op.actor !== 'late' && reactRng.chance(cfg.reactiveChance) && readAction()) reactive--;
+    if (reactive <= 0 || !op.spec.mutating || op.actor === 'late' || !reactRng.chance(cfg.reactiveChance)) return;
+    // After a commit: an item of it (a delivery its writer has in flight).
+    const mine = op.spec.kind === 'lance.add' ? deliveries.filter((d) => d.actor === op.actor && !d.settled).map((d) => d.item) : [];
+    if (readAction(mine.length > 0 ? reactRng.pick(mine) : undefined)) reactive--;
   };
 
   const crashAction = (): boolean => {
@@ -463,7 +471,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         return ready.length > 0 && redeliverDelete(dl.pick(ready));
       },
     },
-    read: { budget: cfg.reads, run: readAction },
+    read: { budget: cfg.reads, run: () => readAction() },
     maintain: {
       budget: cfg.maintains,
       run: () => {
@@ -552,7 +560,9 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     let x = wl.int(total);
     const k = kinds.find((kk) => (x -= actions[kk]!.budget) < 0)!;
     actions[k]!.budget--;
-    if (!actions[k]!.run() && othersCanRun) actions[k]!.budget++;
+    if (actions[k]!.run()) return;
+    sched.note(`action ${k} could not run now${othersCanRun ? '' : ' (its budget is spent)'}`);
+    if (othersCanRun) actions[k]!.budget++;
   };
   const budgetLeft = () => Object.values(actions).some((a) => a.budget > 0);
 
@@ -567,9 +577,11 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     }
     const el = sched.eligible();
     const canAct = budgetLeft();
-    if (canAct && (el.length === 0 || wl.chance(0.12))) startAction(el.length > 0);
+    // Only paused actors could run: their pauses end now (an action started instead might find
+    // nothing it may do, every item waiting for an answer).
+    if (el.length === 0 && sched.hasPaused()) sched.unpauseAll();
+    else if (canAct && (el.length === 0 || wl.chance(0.12))) startAction(el.length > 0);
     else if (el.length > 0) await sched.releaseRandom(el);
-    else if (sched.hasPaused()) sched.unpauseAll();
     else break;
   }
 
