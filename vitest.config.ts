@@ -29,12 +29,14 @@ export default defineConfig({
         },
       },
       {
-        // The seeded interleaving simulation (test/sim/): its own worker processes, both cores.
+        // The seeded interleaving simulation (test/sim/) and its mutants: each file runs its own
+        // worker processes on both cores, so the files run one after the other.
         test: {
           name: 'sim',
           include: ['test/sim/**/*.test.ts'],
           testTimeout: 3_600_000,
           pool: 'forks',
+          fileParallelism: false,
         },
       },
       {

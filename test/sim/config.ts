@@ -75,8 +75,9 @@ export interface SimConfig {
   crashLanding: number;
   /** SDK resends of writes that may be resent (0: none). */
   resends: number;
-  /** Fault bursts: chance per release that one begins (0: none). */
+  /** Fault bursts: chance per release that one begins (0: none), and what they hit (default: any kind of request). */
   burstChance: number;
+  burstTargets?: readonly string[];
   /** Chance that an actor pauses right after a write of it lands (0: never; scheduler.ts `windows`). */
   windows: number;
   /** Chance that a delivery or a read goes to the item most recently delivered (contention on one item). */
@@ -192,6 +193,7 @@ function focusOn(c: SimConfig, r: Rng): void {
         slots: r.between(2, 3),
         faultRate: r.pick([0.02, 0.05]),
         burstChance: r.pick([0.01, 0.02]),
+        burstTargets: ['obj.put', 'coord.put', 'sqlite.put', 'lance.add', 'lease.assertCurrent', 'fs.sync', 'obj.list', 'coord.get', 'sqlite.get'],
         resends: r.pick([0.05, 0.2]),
         crashLanding: r.pick([0.5, 1]),
         cachedItems: r.pick([2, 100]),
@@ -208,6 +210,7 @@ function focusOn(c: SimConfig, r: Rng): void {
         mergeEveryBytes: r.pick([8_000, 20_000]),
         mergeIdleMs: r.pick([1_500, 6_000]),
         burstChance: r.pick([0.01, 0.02]),
+        burstTargets: ['obj.putIfAbsent', 'lance.createEmptyTable', 'fs.sync', 'obj.delete', 'lance.openTable'],
         faultRate: r.pick([0.02, 0.05]),
         deliveries: r.between(18, 30),
         maintains: r.between(2, 4),

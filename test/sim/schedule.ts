@@ -102,7 +102,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     faultRate: cfg.faultRate,
     priorityBias: cfg.priorityBias,
     ...(cfg.resends > 0 ? { resends: { rng: rng.fork(), probability: cfg.resends } } : {}),
-    ...(cfg.burstChance > 0 ? { bursts: { rng: rng.fork(), chance: cfg.burstChance, length: 12, rate: 0.6 } } : {}),
+    ...(cfg.burstChance > 0 ? { bursts: { rng: rng.fork(), chance: cfg.burstChance, length: 12, rate: 0.6, ...(cfg.burstTargets ? { targets: cfg.burstTargets } : {}) } } : {}),
     ...(cfg.crashLanding > 0 ? { crashLanding: { rng: rng.fork(), probability: cfg.crashLanding } } : {}),
     ...(cfg.windows > 0 ? { windows: { rng: rng.fork(), probability: cfg.windows } } : {}),
     ...(cfg.readerStalls > 0 ? { readerStalls: { rng: rng.fork(), probability: cfg.readerStalls } } : {}),

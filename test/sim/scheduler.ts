@@ -86,7 +86,7 @@ export interface SchedulerOptions {
    * store that keeps timing out, a lease table that drops answers), instead of uniform noise.
    * Drawn from its own stream (`rng`), so a schedule without bursts replays what it did before.
    */
-  bursts?: { rng: Rng; chance: number; length: number; rate: number };
+  bursts?: { rng: Rng; chance: number; length: number; rate: number; targets?: readonly string[]; kinds?: ReadonlyArray<Exclude<Fault, 'ok'>> };
   /**
    * Windows: right after a write of a protocol step lands (a marker, a commit, a fence, a seal,
    * a deletion...), its actor is paused for a few steps with this probability, so that the next
@@ -210,8 +210,8 @@ export class Scheduler {
     const b = this.o.bursts;
     if (b && this.burst === null && b.rng.chance(b.chance)) {
       // One fault kind on one kind of request (a store, a table, a lease table that misbehaves).
-      const target = b.rng.pick(BURST_TARGETS);
-      this.burst = { left: b.length, kind: b.rng.pick(['failBefore', 'failAfter', 'timeout'] as const), target };
+      const target = b.rng.pick(b.targets ?? BURST_TARGETS);
+      this.burst = { left: b.length, kind: b.rng.pick(b.kinds ?? (['failBefore', 'failAfter', 'timeout'] as const)), target };
       this.trace.push(`${this.step} fault burst: ${this.burst.kind} on ${target || 'everything'} x${b.length}`);
     }
     if (b && this.burst !== null && op.spec.kind.startsWith(this.burst.target)) {
