@@ -87,6 +87,20 @@ export interface SimConfig {
   /** Reads started right after a step of a protocol lands (a commit, a fence, a seal, a retirement step), and their chance. */
   reactiveReads: number;
   reactiveChance: number;
+  /**
+   * Reactions at protocol points the log reports to its test hooks (scheduler-independent
+   * steering): a writer's lease runs out as it is about to commit, while another writer takes
+   * deliveries and readers read its items (`takeoverOnCommit`); its items are read right after its
+   * commit landed, before it is confirmed (`readOnLanding`); an item is read as a merge is about to
+   * commit to the base and to delete the generation (`readOnMerge`). Each a chance, within
+   * `reactions` in all.
+   */
+  reactions: number;
+  /** Requests after which their actor pauses (a regular expression of request kinds), and the chance. */
+  slowSteps?: { kinds: string; probability: number };
+  takeoverOnCommit: number;
+  readOnLanding: number;
+  readOnMerge: number;
 }
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
@@ -145,6 +159,10 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     readerStalls: workRng.pick([0, 0.05, 0.15]),
     reactiveReads: workRng.pick([0, 4, 8]),
     reactiveChance: workRng.pick([0.1, 0.3]),
+    reactions: workRng.pick([0, 4, 8]),
+    takeoverOnCommit: 0,
+    readOnLanding: workRng.pick([0, 0.2]),
+    readOnMerge: workRng.pick([0, 0.2]),
   };
   focusOn(cfg, focusRng);
   return cfg;
@@ -166,6 +184,11 @@ function focusOn(c: SimConfig, r: Rng): void {
         reads: r.between(12, 22),
         readerStalls: r.pick([0.05, 0.15]),
         reactiveReads: r.between(4, 12),
+        reactions: r.between(4, 10),
+        takeoverOnCommit: r.pick([0.3, 0.6]),
+        readOnLanding: r.pick([0.3, 0.6]),
+        // A sealer between reading an epoch's versions and writing its seal.
+        slowSteps: { kinds: '^lance\\.(checkoutLatest|version)$|^fs\\.sync$', probability: r.pick([0.3, 0.6]) },
         maintains: r.between(1, 3),
         crashes: r.between(0, 2),
         hot: r.pick([0.5, 0.8]),
@@ -176,8 +199,10 @@ function focusOn(c: SimConfig, r: Rng): void {
         mergeEveryCommits: 2,
         merges: r.between(3, 6),
         maintains: r.between(3, 6),
-        reads: r.between(15, 25),
-        readerStalls: r.pick([0.1, 0.25]),
+        reads: r.between(25, 40),
+        readerStalls: r.pick([0.15, 0.3]),
+        reactions: r.between(6, 14),
+        readOnMerge: r.pick([0.4, 0.8]),
         reactiveReads: r.between(4, 12),
         windows: r.pick([0.1, 0.3]),
         faultRate: r.pick([0, 0.02]),
@@ -242,6 +267,8 @@ function focusOn(c: SimConfig, r: Rng): void {
         deliveries: r.between(20, 30),
         reactiveReads: r.between(8, 16),
         reactiveChance: r.pick([0.3, 0.5]),
+        reactions: r.between(6, 14),
+        readOnLanding: r.pick([0.4, 0.8]),
         readerStalls: 0,
         crashes: 0,
         closes: 0,

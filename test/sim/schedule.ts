@@ -23,6 +23,7 @@ import { DgclError, NotFoundError } from '../../lib/errors.ts';
 import { summarize } from '../../lib/fold.ts';
 import { LocalLeaseStore } from '../../lib/lease/local.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
+import type { WriterHooks } from '../../lib/log/writer.ts';
 import { LocalObjectStore } from '../../lib/storage/local.ts';
 import type { ObjectStore } from '../../lib/storage/objects.ts';
 import { lanceStorageOptions, logLocation, logUri, parseRoot } from '../../lib/storage/location.ts';
@@ -35,7 +36,7 @@ import { MemLeaseRecords, SimLeaseStore } from './leases.ts';
 import { SimObjectStore } from './objects.ts';
 import { Rng } from './prng.ts';
 import { isWholeLog, observe, READ_KINDS, type ReadKind } from './reads.ts';
-import { Scheduler } from './scheduler.ts';
+import { Scheduler, simContext } from './scheduler.ts';
 import { deliveryCopy, newItem, reuseBuffers, startOver, Workload, type ItemModel } from './workload.ts';
 
 export type { SimConfig } from './config.ts';
@@ -106,6 +107,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     ...(cfg.crashLanding > 0 ? { crashLanding: { rng: rng.fork(), probability: cfg.crashLanding } } : {}),
     ...(cfg.windows > 0 ? { windows: { rng: rng.fork(), probability: cfg.windows } } : {}),
     ...(cfg.readerStalls > 0 ? { readerStalls: { rng: rng.fork(), probability: cfg.readerStalls } } : {}),
+    ...(cfg.slowSteps ? { slowSteps: { rng: rng.fork(), kinds: new RegExp(cfg.slowSteps.kinds), probability: cfg.slowSteps.probability } } : {}),
   });
   const reactRng = rng.fork();
   const time = new SimTime();
@@ -136,6 +138,8 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   const leaseDir = path.join(root, 'leases');
   const storageOptions = lanceStorageOptions(loc, {});
   const renewalsLost = cfg.renewalsLost > 0 ? { rng: rng.fork(), probability: cfg.renewalsLost } : null;
+  /** The reactions to a process's protocol points (set below, once the workload exists). */
+  let hooksFor: (proc: string) => WriterHooks = () => ({});
   const makeLog = (name: string, owner: string, objects: ObjectStore = new SimObjectStore(inner, sched, written, () => time.ms)) => {
     const clock = clockOf(name);
     const tableView = leaseRecords.store(clock);
@@ -166,6 +170,11 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       // An fsync is a scheduling point that can fail (before or after it ran).
       wrapSync: (n, run) => sched.op({ kind: 'fs.sync', target: n, mutating: false, faultable: true, run, error: (m) => new Error(m) }),
       ...(cfg.coord === 'sqlite' ? { wrapCoord: (s) => new SimCoordWrapper(s, sched) } : {}),
+      hooks: {
+        beforeCommit: (ids) => hooksFor(name).beforeCommit?.(ids),
+        afterCommit: (shard, version) => hooksFor(name).afterCommit?.(shard, version),
+        beforeMergeStep: (step, shard) => hooksFor(name).beforeMergeStep?.(step, shard),
+      },
     });
   };
 
@@ -379,6 +388,34 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     if (readAction(mine.length > 0 ? reactRng.pick(mine) : undefined)) reactive--;
   };
 
+  // Reactions at the points the log reports to its test hooks (config.ts `reactions`).
+  let reactions = cfg.reactions;
+  const itemsOf = (ids: readonly string[]) => items.filter((it) => ids.includes(it.id));
+  hooksFor = (proc) => ({
+    beforeCommit: (ids) => {
+      if (reactions <= 0 || !sched.faultsOn || !reactRng.chance(cfg.takeoverOnCommit)) return;
+      reactions--;
+      // Its lease runs out as it commits: another writer takes a delivery (and the slot), a reader reads its items.
+      time.ms += cfg.leaseTtlMs + 1;
+      sched.note(`clock +${cfg.leaseTtlMs + 1} (the lease of ${proc} runs out as it commits)`);
+      const me = simContext.getStore()?.actor;
+      if (me) sched.pause(me, reactRng.between(5, 50));
+      const other = liveWriters().filter((w) => w.name !== proc && !w.closing);
+      if (other.length > 0) actions.deliver!.run(reactRng.pick(other));
+      const mine = itemsOf(ids);
+      if (mine.length > 0) readAction(reactRng.pick(mine));
+    },
+    afterCommit: () => {
+      if (reactions <= 0 || !sched.faultsOn || !reactRng.chance(cfg.readOnLanding)) return;
+      const mine = deliveries.filter((d) => !d.settled && d.actor.startsWith(`${proc}.`)).map((d) => d.item);
+      if (mine.length > 0 && readAction(reactRng.pick(mine))) reactions--;
+    },
+    beforeMergeStep: (step) => {
+      if (reactions <= 0 || !sched.faultsOn || (step !== 'base-commit' && step !== 'delete-data') || !reactRng.chance(cfg.readOnMerge)) return;
+      if (readAction()) reactions--;
+    },
+  });
+
   const crashAction = (): boolean => {
     const kind = cr.pick(['writer', 'writer', 'writer', 'maintainer', 'reader', 'deleter'] as const);
     if (kind === 'maintainer') {
@@ -412,14 +449,14 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     return true;
   };
 
-  const actions: Record<string, { budget: number; run: () => boolean }> = {
+  const actions: Record<string, { budget: number; run: (to?: WriterActor) => boolean }> = {
     deliver: {
       budget: cfg.deliveries,
-      run: () => {
+      run: (to?: WriterActor) => {
         // A closing writer refuses appends: the queue delivers to the others.
         const live = liveWriters().filter((w) => !w.closing);
         if (live.length === 0) return false;
-        const w = wl.pick(live);
+        const w = to ?? wl.pick(live);
         let it: ItemModel;
         if (items.length < cfg.items && (items.length === 0 || wl.chance(0.3))) {
           it = newItem(`x${items.length}`);
@@ -427,7 +464,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         } else it = hotItem() ?? wl.pick(items);
         // Mostly the next batch of an item with nothing in flight: a copy of a batch in flight
         // (another writer's concurrent duplicate) now and then, so that items move on.
-        if (it.inflight > 0 && !wl.chance(0.1)) {
+        if (it.inflight > 0 && to === undefined && !wl.chance(0.1)) {
           const free = items.find((x) => x.inflight === 0 && x.deleting === null && !x.broken && !x.terminal);
           if (!free) return false; // nothing but copies to send now: wait for answers
           it = free;
@@ -554,15 +591,16 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   };
 
   /** Start an action the budgets draw; one that could not run now keeps its budget while something else can run. */
-  const startAction = (othersCanRun: boolean) => {
+  const startAction = (othersCanRun: boolean): boolean => {
     const kinds = Object.keys(actions).filter((k) => actions[k]!.budget > 0);
     const total = kinds.reduce((s, k) => s + actions[k]!.budget, 0);
     let x = wl.int(total);
     const k = kinds.find((kk) => (x -= actions[kk]!.budget) < 0)!;
     actions[k]!.budget--;
-    if (actions[k]!.run()) return;
+    if (actions[k]!.run()) return true;
     sched.note(`action ${k} could not run now${othersCanRun ? '' : ' (its budget is spent)'}`);
     if (othersCanRun) actions[k]!.budget++;
+    return false;
   };
   const budgetLeft = () => Object.values(actions).some((a) => a.budget > 0);
 
@@ -577,10 +615,11 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     }
     const el = sched.eligible();
     const canAct = budgetLeft();
-    // Only paused actors could run: their pauses end now (an action started instead might find
-    // nothing it may do, every item waiting for an answer).
-    if (el.length === 0 && sched.hasPaused()) sched.unpauseAll();
-    else if (canAct && (el.length === 0 || wl.chance(0.12))) startAction(el.length > 0);
+    // Only paused actors could run: a new action starts while they stay paused (their window
+    // stays open), or, if none can run now, their pauses end (without spending its budget).
+    if (el.length === 0 && sched.hasPaused()) {
+      if (!(canAct && startAction(true))) sched.unpauseAll();
+    } else if (canAct && (el.length === 0 || wl.chance(0.12))) startAction(el.length > 0);
     else if (el.length > 0) await sched.releaseRandom(el);
     else break;
   }

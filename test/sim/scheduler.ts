@@ -95,6 +95,8 @@ export interface SchedulerOptions {
   windows?: { rng: Rng; probability: number };
   /** Readers stall between the requests of one read with this probability (a read spanning other actors' steps). */
   readerStalls?: { rng: Rng; probability: number };
+  /** Requests of these kinds are followed by a pause of their actor (a protocol's slow step: a sealer reading versions). */
+  slowSteps?: { rng: Rng; kinds: RegExp; probability: number };
   /** Share of a crashed actor's operations in flight that land later anyway (default 0). */
   crashLanding?: { rng: Rng; probability: number };
 }
@@ -248,6 +250,8 @@ export class Scheduler {
           if (w && this.faultsOn && op.actor !== 'late' && spec.kind !== 'timer' && spec.kind !== 'sleep' && w.rng.chance(spec.mutating ? w.probability : w.probability / 3)) {
             this.pause(op.actor, w.rng.between(3, 30));
           }
+          const ss = this.o.slowSteps;
+          if (ss && this.faultsOn && ss.kinds.test(spec.kind) && ss.rng.chance(ss.probability)) this.pause(op.actor, ss.rng.between(5, 40));
           const rs = this.o.readerStalls;
           if (rs && this.faultsOn && !spec.mutating && /^r\d|:read$/.test(op.actor) && rs.rng.chance(rs.probability)) this.pause(op.actor, rs.rng.between(5, 40));
           if (this.faultsOn) this.onLanded?.(op);
