@@ -7,7 +7,7 @@
  *                every mutant found in 5% of seeds, in all but 1 of 1,000 runs of the catalogue)
  *   --rate N     run N seeds per mutant without stopping at the first find; print each rate
  *   --start S    first seed (default: drawn at random, printed for a replay)
- *   --only A,B   these guards only
+ *   --only A,B   these guards only (default: the proven ones, test/sim/mutants.ts; --all: every one)
  *   --json FILE  write the outcome per mutant to FILE
  *   --workers K  worker processes (default 2)
  *   --regressions-only  only the regression seeds (test/sim/regressions.ts): each must fail on its
@@ -123,7 +123,7 @@ async function main(): Promise<void> {
     return;
   }
   const only = arg('--only')?.split(',');
-  const specs = only ? MUTANTS.filter((m) => only.includes(m.guard)) : MUTANTS;
+  const specs = only ? MUTANTS.filter((m) => only.includes(m.guard)) : process.argv.includes('--all') ? MUTANTS : MUTANTS.filter((m) => m.proven);
   if (only && specs.length !== only.length) throw new Error(`unknown guard in --only: ${only.filter((g) => !MUTANTS.some((m) => m.guard === g)).join(', ')}`);
   const rate = arg('--rate');
   const budget = Number(rate ?? arg('--budget') ?? budgetFor(0.05, specs.length, 0.001));

@@ -45,7 +45,7 @@ function run(args: string[]): Promise<{ report: RunReport; stdout: string }> {
 }
 
 describe('mutants', () => {
-  it('every guard switched off breaks an invariant it keeps in the simulation', async () => {
+  it('every proven guard switched off breaks an invariant it keeps in the simulation', async () => {
     const { report, stdout } = await run([]);
     const missed = report.outcomes.filter((o) => o.found === null).map((o) => `${o.guard} (not found in ${o.seeds} seeds from ${report.start}; seen: ${JSON.stringify(o.kinds)})`);
     expect(missed, `${missed.length} mutants not found:\n${missed.join('\n')}\n\n${stdout}`).toEqual([]);

@@ -13,6 +13,12 @@ export interface MutantSpec {
   finds: readonly ViolationKind[];
   /** The scenario generator whose seeds reach the guard's windows (test/sim/config.ts). */
   focus: Focus;
+  /**
+   * Found in at least 5% of its generator's seeds (measured over 300: docs/design/invariants.md,
+   * "Guards"). Only proven mutants run in CI (test/sim/mutants.test.ts); the others are the
+   * simulation's known blind spots, listed there until a generator reaches their windows.
+   */
+  proven: boolean;
 }
 
 const ALL: readonly ViolationKind[] = ['I1', 'I2', 'I3', 'I4', 'I5', 'D1'];
@@ -94,4 +100,23 @@ function focusOf(guard: Guard): Focus {
   return f;
 }
 
-export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard) }));
+/** The guards the last 300-seed measurement found in at least 5% of their generator's seeds. */
+const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
+  'epoch-check',
+  'end-epoch-on-unknown-outcome',
+  'cached-track-marker-check',
+  'marker-before-commit',
+  'landing-mark',
+  'claims',
+  'blob-copied-at-validation',
+  'delete-guard',
+  'seal-earlier-epochs',
+  'wait-for-seal',
+  'sealed-version',
+  'tombstones-hide',
+  'rows-files-match-base',
+  'cleanup-keeps-seals-with-generations',
+  'purge-waits-for-shards',
+]);
+
+export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard), proven: PROVEN.has(guard) }));

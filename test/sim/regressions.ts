@@ -22,4 +22,20 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   // An append whose takeover sealed the previous epoch failed on a Lance error (fs.sync timed
   // out) and answered it raw, without a code (fixed: UNAVAILABLE; lib/log/seal.ts writeSeal).
   { seed: 154, focus: 'takeover', name: 'a takeover seal failing on a Lance error answered an append untyped' },
+  // One seed per proven guard (the first the mutants run found), each failing on its mutant.
+  { seed: 300000, guard: 'epoch-check', focus: 'takeover', name: 'a takeover between a commit and its ack' },
+  { seed: 300001, guard: 'end-epoch-on-unknown-outcome', focus: 'faults', name: 'a commit whose outcome was unknown, kept as confirmed' },
+  { seed: 300011, guard: 'cached-track-marker-check', focus: 'faults', name: 'a cached track trusted after another writer wrote the item' },
+  { seed: 300003, guard: 'marker-before-commit', focus: 'faults', name: 'another writer trusting its copy while a commit lands' },
+  { seed: 300012, guard: 'landing-mark', focus: 'own-reads', name: 'a read of its own items while a commit lands' },
+  { seed: 300006, guard: 'claims', focus: 'faults', name: 'two first acks of one checkpoint through two writers' },
+  { seed: 300000, guard: 'blob-copied-at-validation', focus: 'retirement', name: 'a blob buffer reused once its batch was acked' },
+  { seed: 300001, guard: 'delete-guard', focus: 'deletes', name: 'a guarded delete redelivered after newer events' },
+  { seed: 300010, guard: 'seal-earlier-epochs', focus: 'takeover', name: 'an earlier epoch left unsealed by a takeover' },
+  { seed: 300000, guard: 'wait-for-seal', focus: 'takeover', name: 'a read meeting a fenced, unsealed epoch' },
+  { seed: 300000, guard: 'sealed-version', focus: 'takeover', name: 'a sealed generation read past its seal' },
+  { seed: 300000, guard: 'tombstones-hide', focus: 'deletes', name: 'deleted rows still in an unmerged generation' },
+  { seed: 300001, guard: 'rows-files-match-base', focus: 'retirement', name: 'rows files built from an older base' },
+  { seed: 300000, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
+  { seed: 300000, guard: 'purge-waits-for-shards', focus: 'deletes', name: 'a purge while a generation still holds deleted rows' },
 ];

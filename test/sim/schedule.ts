@@ -66,6 +66,8 @@ interface Delivery {
   item: ItemModel;
   actor: string;
   settled: boolean;
+  /** The batch's chain index and the incarnation it was sent in (none for a delete attempt). */
+  batch?: { idx: number; base: number };
 }
 
 /** Violations of the schedules running now (an unhandled rejection is reported to each). */
@@ -220,14 +222,27 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     if (!d.settled) {
       d.settled = true;
       d.item.inflight--;
+      if (d.batch && d.item.base === d.batch.base) {
+        const at = d.item.flying.indexOf(d.batch.idx);
+        if (at >= 0) d.item.flying.splice(at, 1);
+      }
     }
+  };
+
+  /** A delivery whose outcome its client cannot know (it may land later): only it is retried. */
+  const leaveInDoubt = (d: Delivery) => {
+    const it = d.item;
+    if (!d.batch || it.base !== d.batch.base || it.acked.includes(d.batch.idx)) return;
+    if (d.batch.idx === it.cur) it.curInDoubt = true;
+    else it.oldInDoubt = d.batch.idx;
   };
 
   const deliver = (w: WriterActor, it: ItemModel, batch: Record<string, unknown>, label: string) => {
     const idx = it.chain.indexOf(batch);
-    const d: Delivery = { item: it, actor: w.actor, settled: false };
+    const d: Delivery = { item: it, actor: w.actor, settled: false, batch: { idx, base: it.base } };
     deliveries.push(d);
     it.inflight++;
+    it.flying.push(idx);
     const rec = history.beginAppend(w.actor, [batch]);
     const log = w.log;
     const incarnation = it.base;
@@ -248,12 +263,13 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       (e: unknown) => {
         history.endAppend(rec, { error: e });
         if (!(e instanceof DgclError)) violations.push(`ERROR: append of ${it.id}#${idx} by ${w.actor} failed with an untyped error (no code a caller can act on): ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
+        // Every batch the workload sends is valid input, retries and redeliveries included: a
+        // refusal as invalid would lose a step's output for good. (Item-state refusals can be
+        // right: a creation given up for another attempt may have landed.)
+        else if (e.code === 'INVALID_INPUT') violations.push(`ERROR: append of ${it.id}#${idx} by ${w.actor} refused as invalid input: ${e.message}`);
         // A timed-out request may land later (a client cannot know): a careful client retries
         // the same batch instead of sending a different one for the same step.
-        if (it.base === incarnation && /timed out/.test(String((e as Error)?.message))) {
-          if (idx === it.cur) it.curInDoubt = true;
-          else if (!it.acked.includes(idx)) it.oldInDoubt = idx;
-        }
+        if (/timed out/.test(String((e as Error)?.message))) leaveInDoubt(d);
       },
     ).finally(settleWith(d));
   };
@@ -444,7 +460,12 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     const busy = live.filter((w) => sched.pending.some((op) => op.actor === w.actor));
     const w = cr.pick(busy.length > 0 ? busy : live);
     sched.crash(w.actor);
-    for (const d of deliveries) if (d.actor === w.actor) settleWith(d)();
+    // Its client saw no answer (as after a timeout): a request may still land.
+    for (const d of deliveries) {
+      if (d.actor !== w.actor || d.settled) continue;
+      leaveInDoubt(d);
+      settleWith(d)();
+    }
     restart(w);
     return true;
   };

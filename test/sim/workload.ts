@@ -29,6 +29,8 @@ export interface ItemModel {
   curInDoubt: boolean;
   acked: number[];
   inflight: number;
+  /** Chain indexes of the batches in flight (one entry per delivery). */
+  flying: number[];
   step: number;
   attempt: number;
   terminal: boolean;
@@ -49,7 +51,7 @@ export interface ItemModel {
 }
 
 export function newItem(id: string): ItemModel {
-  return { id, chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], inflight: 0, step: 0, attempt: 1, terminal: false, base: 0, deleting: null, seen: 0, reread: false, oldDeletes: [], broken: false, oldInDoubt: null };
+  return { id, chain: [], cur: -1, curAcked: false, curInDoubt: false, acked: [], inflight: 0, flying: [], step: 0, attempt: 1, terminal: false, base: 0, deleting: null, seen: 0, reread: false, oldDeletes: [], broken: false, oldInDoubt: null };
 }
 
 /** The item after a delete through `throughSeq` returned: it starts over. */
@@ -92,7 +94,13 @@ export class Workload {
   /** The batch to deliver for `it` now, or null if none may be sent. */
   nextFor(it: ItemModel): { batch: Record<string, unknown>; fresh: boolean } | null {
     if (it.deleting !== null || it.broken) return null;
-    if (it.inflight > 0) return it.cur >= 0 ? { batch: it.chain[it.cur]!, fresh: false } : null;
+    // While a batch not yet acked is in flight, only copies of it may go out: a different batch
+    // of the item beside it would be two writers writing one item at once (the caller's breach).
+    if (it.inflight > 0) {
+      const flying = it.flying.find((i) => !it.acked.includes(i));
+      if (flying !== undefined) return { batch: it.chain[flying]!, fresh: false };
+      return it.cur >= 0 ? { batch: it.chain[it.cur]!, fresh: false } : null;
+    }
     if (it.cur >= 0 && !it.curAcked && (it.curInDoubt || this.wl.chance(0.6))) return { batch: it.chain[it.cur]!, fresh: false }; // retry
     if (it.terminal) return null;
     if (it.cur >= 0) {
