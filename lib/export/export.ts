@@ -19,14 +19,12 @@ import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { Env } from '../storage/location.ts';
 import type { BlobRef, EventRow, OutputValue } from '../types.ts';
 import { fieldColumns, type FieldColumn } from './columns.ts';
+import { EXPORT_FORMATS, EXPORT_STATUSES, type ExportFormat, type ExportStatus } from './formats.ts';
 import { formatTarget, openBlobFolder, parseTarget, writeTarget, type BlobFolder } from './output.ts';
 import { PLAN_COLUMNS, PlanVisitor, byteCompare, cutPoints } from './plan.ts';
 import { JsonlSink, ParquetSink, type ExportRow, type Sink } from './sinks.ts';
 
-export const EXPORT_STATUSES = ['completed', 'filtered', 'any'] as const;
-export type ExportStatus = (typeof EXPORT_STATUSES)[number];
-export const EXPORT_FORMATS = ['jsonl', 'parquet'] as const;
-export type ExportFormat = (typeof EXPORT_FORMATS)[number];
+export { EXPORT_FORMATS, EXPORT_STATUSES, type ExportFormat, type ExportStatus } from './formats.ts';
 
 export interface ExportOptions {
   /** A local path or `s3://bucket/key`. */
