@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // Runs the compiled CLI (dist/cli, from `npm run build`; the package ships it, and `npm install`
-// in a clone builds it). No TypeScript loader at run time: that cost seconds per command.
+// in a clone builds it): `main(argv)` of dist/cli/main.js. No TypeScript loader at run time:
+// that cost seconds per command.
 //
-// The project runs on Node 22 (LanceDB 0.39 needs it; Lambda runs it). npm scripts and npx get
-// it from the pinned `node` devDependency (node_modules/.bin comes first on their PATH); run any
-// other way (`node bin/dgcl.js`, a shell whose node is older than 22.13) this re-runs itself on
-// that node.
+// The project runs on Node 22 (LanceDB 0.39 needs it; Lambda runs it). In a source checkout npm
+// scripts and npx get it from the pinned `node` devDependency (node_modules/.bin comes first on
+// their PATH); run any other way (`node bin/dgcl.js`, a shell whose node is older than 22.13)
+// this re-runs itself on that node. An installed package has no pinned node: it says which Node
+// it needs.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +20,10 @@ const tooOld = major < MIN[0] || (major === MIN[0] && minor < MIN[1]);
 if (tooOld) {
   const pinned = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url));
   if (!existsSync(pinned)) {
-    process.stderr.write(`dgcl: Node >= ${MIN.join('.')} is required, this is ${process.version}; run npm install (devDependency node) or use Node ${MIN.join('.')} or later\n`);
+    // Only a source checkout (tsconfig.json is not packed) gets the pinned node from npm install.
+    const checkout = existsSync(fileURLToPath(new URL('../tsconfig.json', import.meta.url)));
+    const hint = checkout ? '; run npm install (it brings the pinned node devDependency)' : '';
+    process.stderr.write(`dgcl: datagen-checkpoint-log needs Node >= ${MIN.join('.')} (found ${process.version})${hint}\n`);
     process.exit(1);
   }
   const child = spawn(pinned, [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
@@ -39,5 +44,6 @@ if (tooOld) {
     process.stderr.write('dgcl: dist/cli/main.js is missing; run `npm run build` (a source checkout) or reinstall the package\n');
     process.exit(1);
   }
-  await import(main.href);
+  const cli = await import(main.href);
+  process.exitCode = await cli.main(process.argv.slice(2));
 }
