@@ -35,7 +35,11 @@ export interface ExportOptions {
   status?: ExportStatus;
   /** Field names to export (default: every field the log holds, by name). */
   fields?: readonly string[];
-  /** Write blob fields as files into this folder (local or s3:// prefix); rows then hold their paths. */
+  /**
+   * Write blob fields as files into this folder (local or s3:// prefix); rows then hold their
+   * paths, relative to the output file's folder (absolute when one is local and the other on S3,
+   * or they are in different buckets).
+   */
   blobs?: string;
   /** Events per item-id range read at once (default 50,000): the memory knob. */
   chunkEvents?: number;
@@ -120,7 +124,7 @@ export async function exportItems(log: LanceCheckpointLog, o: ExportOptions): Pr
   const env = o.env ?? process.env;
   // Every argument is checked before the first read or write.
   const target = parseTarget(o.out, 'out');
-  const blobFolder: BlobFolder | null = o.blobs !== undefined ? openBlobFolder(o.blobs, env) : null;
+  const blobFolder: BlobFolder | null = o.blobs !== undefined ? openBlobFolder(o.blobs, env, target) : null;
   try {
     const scan = log.scanEvents.bind(log);
     const plan = await scan({ columns: PLAN_COLUMNS }, () => new PlanVisitor());
