@@ -10,6 +10,7 @@
 // it needs.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import module from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 // 22.13: local logs keep their coordination records in node:sqlite, unflagged from 22.13 on.
@@ -44,6 +45,25 @@ if (tooOld) {
     process.stderr.write('dgcl: dist/cli/main.js is missing; run `npm run build` (a source checkout) or reinstall the package\n');
     process.exit(1);
   }
+  oneArrow();
   const cli = await import(main.href);
   process.exitCode = await cli.main(process.argv.slice(2));
+}
+
+/**
+ * LanceDB (CommonJS) loads apache-arrow's CommonJS build; the package's modules import its ES
+ * module build, a second copy of Arrow that costs a read command a good part of its start-up.
+ * For the CLI both get the CommonJS build, loaded once (the same classes on both sides, which
+ * lib/arrow-fix.ts patches either way). Where Node has no module.registerHooks (before 22.15)
+ * the two copies load as they do for a program that imports the package.
+ */
+function oneArrow() {
+  if (typeof module.registerHooks !== 'function') return;
+  module.registerHooks({
+    resolve(specifier, context, nextResolve) {
+      if (specifier !== 'apache-arrow' && !specifier.startsWith('apache-arrow/')) return nextResolve(specifier, context);
+      const conditions = [...context.conditions.filter((c) => c !== 'import' && c !== 'module-sync'), 'require'];
+      return nextResolve(specifier, { ...context, conditions });
+    },
+  });
 }
