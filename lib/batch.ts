@@ -21,9 +21,7 @@
  *  - The checkpoint id covers everything that shapes the events (see `checkpointContent`), but
  *    not the seq, writer epoch or time, so a retry through any writer gets the same ids.
  */
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
-import type * as Zod from 'zod';
+import { z } from 'zod';
 import { canonicalJson, encodeValue, hasControlChars, isPlainObject, isWellFormed, joinPath, valueColumns } from './codec.ts';
 import { InternalError, InvalidInputError } from './errors.ts';
 import { checkpointId, eventId } from './ids.ts';
@@ -38,17 +36,6 @@ import {
   type PreparedEvent,
   type TerminalKind,
 } from './types.ts';
-
-/**
- * zod, loaded by the first batch parsed rather than with this module: a process that only reads
- * (most CLI commands) never parses a batch, and loading zod is a good part of its start-up.
- * require() of zod's ES module build (Node >= 22.12) is the module instance `import 'zod'` gets.
- */
-let zod: typeof Zod.z | undefined;
-function z(): typeof Zod.z {
-  zod ??= (createRequire(import.meta.url)(fileURLToPath(import.meta.resolve('zod'))) as typeof Zod).z;
-  return zod;
-}
 
 export const MAX_ID_LENGTH = 512;
 export const MAX_FIELD_NAME_LENGTH = 256;
@@ -74,7 +61,7 @@ const typeError = (expected: string) => (iss: { input?: unknown }) =>
 
 /** A required or optional identifier-like string: 1..max chars, no control chars, valid Unicode. */
 function idString(max = MAX_ID_LENGTH) {
-  return z()
+  return z
     .string({ error: typeError('a non-empty string') })
     .min(1, { error: 'must not be empty' })
     .max(max, { error: `must be at most ${max} characters` })
@@ -83,65 +70,59 @@ function idString(max = MAX_ID_LENGTH) {
 }
 
 function textString() {
-  return z().string({ error: typeError('a string') }).refine(isWellFormed, { error: 'must be valid Unicode (lone surrogate)' });
+  return z.string({ error: typeError('a string') }).refine(isWellFormed, { error: 'must be valid Unicode (lone surrogate)' });
 }
 
 const nonNegInt = () =>
-  z()
+  z
     .number({ error: typeError('a non-negative integer') })
     .int({ error: (iss) => `must be a non-negative integer, got ${describe(iss.input)}` })
     .min(0, { error: (iss) => `must be a non-negative integer, got ${describe(iss.input)}` });
 
 const plainObject = (what: string) =>
-  z().custom<Record<string, unknown>>(isPlainObject, { error: (iss) => `must be ${what}, got ${describe(iss.input)}` });
+  z.custom<Record<string, unknown>>(isPlainObject, { error: (iss) => `must be ${what}, got ${describe(iss.input)}` });
 
-/** The schemas, built on first use (see `z`). */
-let schemas: ReturnType<typeof buildSchemas> | undefined;
+const CreateObjectSchema = z.strictObject(
+  { rootItemId: idString().nullish(), parentItemId: idString().nullish(), ifMissing: z.boolean({ error: typeError('a boolean') }).nullish() },
+  { error: typeError('an object {rootItemId?, parentItemId?, ifMissing?} or "ifMissing"') },
+);
 
-function buildSchemas() {
-  const CreateObjectSchema = z().strictObject(
-    { rootItemId: idString().nullish(), parentItemId: idString().nullish(), ifMissing: z().boolean({ error: typeError('a boolean') }).nullish() },
-    { error: typeError('an object {rootItemId?, parentItemId?, ifMissing?} or "ifMissing"') },
-  );
+// `create: "ifMissing"` is `create: {ifMissing: true}`; any other string is an error.
+const CreateSchema = z.preprocess((v) => (v === 'ifMissing' ? { ifMissing: true } : v), CreateObjectSchema);
 
-  // `create: "ifMissing"` is `create: {ifMissing: true}`; any other string is an error.
-  const CreateSchema = z().preprocess((v) => (v === 'ifMissing' ? { ifMissing: true } : v), CreateObjectSchema);
+const StepSchema = z.strictObject(
+  { name: idString(), index: nonNegInt().nullish(), instanceId: idString().nullish(), iteration: nonNegInt().nullish() },
+  { error: typeError('an object {name, index?, instanceId?, iteration?}') },
+);
 
-  const StepSchema = z().strictObject(
-    { name: idString(), index: nonNegInt().nullish(), instanceId: idString().nullish(), iteration: nonNegInt().nullish() },
-    { error: typeError('an object {name, index?, instanceId?, iteration?}') },
-  );
+const FailedSchema = z.strictObject(
+  { errorType: idString(), errorDump: textString().nullish(), traceback: textString().nullish() },
+  { error: typeError('an object {errorType, errorDump?, traceback?}') },
+);
 
-  const FailedSchema = z().strictObject(
-    { errorType: idString(), errorDump: textString().nullish(), traceback: textString().nullish() },
-    { error: typeError('an object {errorType, errorDump?, traceback?}') },
-  );
+const BatchSchema = z.strictObject(
+  {
+    itemId: idString(),
+    runId: idString(),
+    create: CreateSchema.nullish(),
+    step: StepSchema.nullish(),
+    attempt: z
+      .number({ error: typeError('a positive integer') })
+      .int({ error: (iss) => `must be a positive 32-bit integer, got ${describe(iss.input)}` })
+      .min(1, { error: (iss) => `must be a positive 32-bit integer, got ${describe(iss.input)}` })
+      .max(INT32_MAX, { error: (iss) => `must be a positive 32-bit integer, got ${describe(iss.input)}` })
+      .nullish(),
+    set: plainObject('an object of field name -> value').nullish(),
+    append: plainObject('an object of field name -> non-empty array of values').nullish(),
+    complete: z.boolean({ error: typeError('a boolean') }).nullish(),
+    failed: FailedSchema.nullish(),
+    terminal: z.enum(TERMINALS, { error: (iss) => `must be "completed" or "filtered", got ${describe(iss.input)}` }).nullish(),
+    queryTags: plainObject('a JSON object').nullish(),
+  },
+  { error: typeError('a checkpoint batch object {itemId, runId, ...}') },
+);
 
-  const BatchSchema = z().strictObject(
-    {
-      itemId: idString(),
-      runId: idString(),
-      create: CreateSchema.nullish(),
-      step: StepSchema.nullish(),
-      attempt: z()
-        .number({ error: typeError('a positive integer') })
-        .int({ error: (iss) => `must be a positive 32-bit integer, got ${describe(iss.input)}` })
-        .min(1, { error: (iss) => `must be a positive 32-bit integer, got ${describe(iss.input)}` })
-        .max(INT32_MAX, { error: (iss) => `must be a positive 32-bit integer, got ${describe(iss.input)}` })
-        .nullish(),
-      set: plainObject('an object of field name -> value').nullish(),
-      append: plainObject('an object of field name -> non-empty array of values').nullish(),
-      complete: z().boolean({ error: typeError('a boolean') }).nullish(),
-      failed: FailedSchema.nullish(),
-      terminal: z().enum(TERMINALS, { error: (iss) => `must be "completed" or "filtered", got ${describe(iss.input)}` }).nullish(),
-      queryTags: plainObject('a JSON object').nullish(),
-    },
-    { error: typeError('a checkpoint batch object {itemId, runId, ...}') },
-  );
-  return { BatchSchema };
-}
-
-type Issue = Zod.core.$ZodIssue;
+type Issue = z.core.$ZodIssue;
 
 function pathOf(base: string, path: readonly PropertyKey[]): string {
   let p = base;
@@ -236,7 +217,7 @@ export function checkpointContent(b: Omit<PreparedBatch, 'checkpointId' | 'event
  * whose `field` names the offending path, e.g. `batch.set.image` or `batches[2].step.index`.
  */
 export function parseBatch(input: unknown, path = 'batch'): PreparedBatch {
-  const r = (schemas ??= buildSchemas()).BatchSchema.safeParse(input);
+  const r = BatchSchema.safeParse(input);
   if (!r.success) {
     // A misspelt key is usually the root cause of a "missing" one: report unknown keys first.
     const issues = r.error.issues;
