@@ -77,12 +77,7 @@ export async function fold(ctx: Ctx, flags: LogFlags & { item: string }): Promis
     ctx.out.json(await using(ctx, flags, (log) => log.fold(flags.item)));
     return;
   }
-  const text = await using(ctx, flags, async (log) => {
-    const state = await log.fold(flags.item);
-    const names = await threadNames(log, [{ itemId: state.itemId, cursor: state.cursor }]);
-    return formatFold(state, names.get(state.itemId));
-  });
-  ctx.out.line(text);
+  ctx.out.line(formatFold(await using(ctx, flags, (log) => log.fold(flags.item))));
 }
 
 export async function items(ctx: Ctx, flags: LogFlags & { status?: ItemStatus }): Promise<void> {

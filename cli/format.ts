@@ -60,7 +60,9 @@ export function formatFailures(list: FailureSummary[]): string {
 }
 
 /** An item's state for a person: values as previews, a LangGraph thread's fields summarised. */
-export function formatFold(s: ItemState, name?: string): string {
+export function formatFold(s: ItemState): string {
+  const thread = isThreadCursor(s.cursor) ? summarizeThread(s.fields) : null;
+  const name = thread ? `LangGraph thread${thread.threadId !== null ? ` ${JSON.stringify(thread.threadId)}` : ''}` : null;
   const lines = [
     `item        ${s.itemId}${name ? `  (${name})` : ''}`,
     `status      ${s.status}`,
@@ -69,7 +71,6 @@ export function formatFold(s: ItemState, name?: string): string {
     `attempts    ${s.attempts}, last seq ${s.lastSeq}`,
   ];
   const fields = Object.keys(s.fields).sort();
-  const thread = name ? summarizeThread(s.fields) : null;
   if (thread) {
     const nss = thread.namespaces.map((n) => JSON.stringify(n)).join(', ');
     lines.push(

@@ -142,6 +142,14 @@ describe('LangGraph threads', () => {
     expect(r.stdout).toContain(`thread      3 checkpoints (namespaces ""; latest ${ids.at(-1)}), 6 channel values (draft, topic), 1 pending writes; --json for the records`);
   });
 
+  it('fold names a thread whose item id is a hash of its thread id by that thread id', async () => {
+    const hashed = (await run(['items', ...lg, '--json'])).stdout.split('\n').map((l) => JSON.parse(l) as { itemId: string }).find((i) => i.itemId.startsWith('#'))!;
+    const r = await run(['fold', ...lg, '--item', hashed.itemId]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.split('\n')[0]).toBe(`item        ${hashed.itemId}  (LangGraph thread "#not an item id")`);
+    expect(r.stdout).toMatch(/\nthread      1 checkpoints .*, 2 channel values \(draft, topic\), 0 pending writes/);
+  });
+
   it("trajectory labels the saver's fields", async () => {
     const r = await run(['trajectory', ...lg, '--item', 'thread-7']);
     expect(r.code, r.stderr).toBe(0);
