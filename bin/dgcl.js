@@ -45,6 +45,10 @@ if (tooOld) {
     process.stderr.write('dgcl: dist/cli/main.js is missing; run `npm run build` (a source checkout) or reinstall the package\n');
     process.exit(1);
   }
+  // Node keeps the compiled code of the modules a command loads (in the OS temp folder, or
+  // NODE_COMPILE_CACHE; NODE_DISABLE_COMPILE_CACHE=1 turns it off): later commands skip compiling
+  // LanceDB, Arrow and the package again.
+  module.enableCompileCache?.();
   oneArrow();
   const cli = await import(main.href);
   process.exitCode = await cli.main(process.argv.slice(2));
