@@ -7,7 +7,7 @@
  * 'ifMissing'`); deleting a thread deletes its item (hidden at once, purged by maintenance,
  * the thread id usable again).
  */
-import { openLog, type OpenLogOptions } from '../index.ts';
+import { openLog, type OpenLogOptions } from '../open.ts';
 import { NotFoundError } from '../errors.ts';
 import type { LanceCheckpointLog } from '../log/log.ts';
 import type { CheckpointBatchInput, OutputValue } from '../types.ts';
