@@ -30,8 +30,8 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Clock, systemClock } from '../clock.ts';
-import { ConflictError, CorruptError, DgclError, UnavailableError } from '../errors.ts';
-import { errCode, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
+import { ConflictError, CorruptError, DgclError, PermissionDeniedError, UnavailableError } from '../errors.ts';
+import { errCode, isPermissionError, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
 import {
   LeaseFencedError,
   type LeaseRecord,
@@ -379,7 +379,9 @@ async function unlock(lockPath: string, token: string): Promise<void> {
   if (seen?.info?.token === token) await unlinkQuiet(lockPath);
 }
 
-function unavailable(message: string, cause: unknown): UnavailableError {
+/** A failed fs call of the store: refused by permissions (not retryable), else UNAVAILABLE. */
+function unavailable(message: string, cause: unknown): DgclError {
   const detail = cause instanceof Error ? `: ${cause.message}` : '';
+  if (isPermissionError(cause)) return new PermissionDeniedError(`${message}${detail}; check the permissions of the lease folder`, (cause as { path?: string }).path ?? message, { cause });
   return new UnavailableError(`${message}${detail}`, { cause });
 }
