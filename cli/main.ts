@@ -1,11 +1,13 @@
 /**
- * `dgcl`: the command line of CONTRACT.md. Exit codes: 0 ok, 2 bad usage or input (message on
- * stderr, nothing written), 1 anything else.
+ * `dgcl`: the command line of CONTRACT.md. Exit codes (cli/exit-codes.ts): 0 ok, 2 bad usage or
+ * input (message on stderr, nothing written), 66 no such log, 65 damaged data, 75 try again
+ * later, 77 permission denied, 1 anything else.
  */
 import { fstatSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { isDgclError, isInputError } from '../lib/errors.ts';
+import { isDgclError } from '../lib/errors.ts';
+import { exitCodeOf, MaintenanceFailed } from './exit-codes.ts';
 import { createLeaseTable } from '../lib/lease/dynamo.ts';
 import { openLog, type OpenLogOptions } from '../lib/index.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
@@ -147,6 +149,8 @@ export function buildProgram(): Command {
         bar.stop();
       }
       json(report, !flags.json);
+      // The report is printed either way; a failed step must not read as a clean pass.
+      if (report.failures.length > 0) throw new MaintenanceFailed(report.failures);
     });
 
   withLog(program.command('stats'))
@@ -253,9 +257,13 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`dgcl: ${e.message}\n`);
       return 2;
     }
+    if (e instanceof MaintenanceFailed) {
+      process.stderr.write(`dgcl: maintain: ${e.message}\n`);
+      return e.exitCode;
+    }
     if (isDgclError(e)) {
       process.stderr.write(`dgcl: ${e.code}: ${e.message}\n`);
-      return isInputError(e) || e.code === 'NOT_FOUND' ? 2 : 1;
+      return exitCodeOf(e);
     }
     process.stderr.write(`dgcl: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
     return 1;

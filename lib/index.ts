@@ -13,7 +13,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import type { DeleteOptions, DeleteResult, MaintenanceReport } from './api.ts';
 import { systemClock, type Clock } from './clock.ts';
-import { InvalidInputError } from './errors.ts';
+import { InternalError, InvalidInputError } from './errors.ts';
 import { DynamoLeaseStore } from './lease/dynamo.ts';
 import { LocalLeaseStore } from './lease/local.ts';
 import { MissingLeaseStore } from './lease/missing.ts';
@@ -22,6 +22,7 @@ import type { Ack } from './types.ts';
 import { LanceCheckpointLog, type LanceLogOptions } from './log/log.ts';
 import type { MergeHooks } from './log/merge.ts';
 import type { MaintainProgress } from './log/maintain.ts';
+import { logNotFound } from './log/missing.ts';
 import type { WriterHooks } from './log/writer.ts';
 import { validateName } from './names.ts';
 import type { CoordPreference } from './coord/choose.ts';
@@ -182,11 +183,18 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     throw new InvalidInputError(`coordination must be 'table' or 'objects', got ${JSON.stringify(coordination)}`, { field: o.coordination !== undefined ? 'coordination' : 'DGCL_COORDINATION' });
   }
   let objects: ObjectStore;
-  if (loc.kind === 'file') {
+  let rootObjects: ObjectStore;
+  if (loc.kind === 'file' && root.kind === 'file') {
     objects = new LocalObjectStore(loc.dir);
+    rootObjects = new LocalObjectStore(root.dir);
+  } else if (loc.kind === 's3' && root.kind === 's3') {
+    const client = new S3Client({ ...s3ClientConfig(env), requestHandler: S3_REQUESTS });
+    objects = S3ObjectStore.at(client, loc);
+    rootObjects = S3ObjectStore.at(client, root);
   } else {
-    objects = S3ObjectStore.at(new S3Client({ ...s3ClientConfig(env), requestHandler: S3_REQUESTS }), loc);
+    throw new InternalError(`root ${JSON.stringify(o.root)} and its log's place differ in kind`);
   }
+  const uri = logUri(root, pipeline, experiment);
   let leases = o.leases;
   let onClose: (() => Promise<void>) | undefined;
   if (!leases) {
@@ -197,7 +205,7 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
   const options: LanceLogOptions = {
     pipeline,
     experiment,
-    uri: logUri(root, pipeline, experiment),
+    uri,
     objects,
     storageOptions: lanceStorageOptions(root, env),
     leases,
@@ -217,6 +225,7 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     coordination,
     ...(o.hooks ? { hooks: o.hooks } : {}),
     ...(onClose ? { onClose } : {}),
+    missingLog: () => logNotFound({ root, pipeline, experiment, uri, rootObjects }),
   };
   return leases instanceof MissingLeaseStore ? new LeaselessLog(options, leases) : new LanceCheckpointLog(options);
 }

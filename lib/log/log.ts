@@ -6,7 +6,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { verifyBlob } from '../codec.ts';
-import { InternalError, InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
+import { InternalError, InvalidInputError, LogNotFoundError, NotFoundError, UnavailableError } from '../errors.ts';
 import { foldItem, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import { LIGHT_COLUMNS, rowsFromArrow, SUMMARY_COLUMNS } from '../schema.ts';
@@ -18,6 +18,7 @@ import { deletedThrough } from './deleted.ts';
 import { listItems, pageVisitor } from './listing.ts';
 import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
+import { listingShowsLog, logExistsAt } from './missing.ts';
 import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { LogReader, type ShardListing } from './reader.ts';
@@ -39,6 +40,11 @@ export interface LanceLogOptions extends WriterOptions {
   coordination?: CoordPreference;
   /** Called by close() after the log's own resources (e.g. to close a lease store it owns). */
   onClose?: () => Promise<void>;
+  /**
+   * The error of a read or maintenance of this log while it does not exist (lib/log/missing.ts:
+   * it names what exists near it); default: one naming the log's URI alone.
+   */
+  missingLog?: () => Promise<LogNotFoundError>;
   /** Wraps every Lance table handle (the simulation harness's fault and scheduling point). */
   wrapTable?: TableWrapper;
   /** Wraps every fsync of a dataset (the simulation harness's scheduling and fault point). */
@@ -73,7 +79,16 @@ export class LanceCheckpointLog implements CheckpointLog {
       o.clock,
       (base, itemId) => projectedItemRows(this.projection, base, itemId),
       (gen, items) => this.writer?.ownItemRows(gen, items) ?? null,
+      // Public reads of a log that does not exist fail (a misspelt name must not read as an empty
+      // log); the writer's own reads of a log it is creating do not.
+      async (listing) => {
+        if (inRead.getStore() === this && !listingShowsLog(listing)) throw await this.missingLog();
+      },
     );
+  }
+
+  private missingLog(): Promise<LogNotFoundError> {
+    return this.o.missingLog?.() ?? Promise.resolve(new LogNotFoundError(`no log at ${this.uri}`, this.uri));
   }
 
   private ctx() {
@@ -348,6 +363,9 @@ export class LanceCheckpointLog implements CheckpointLog {
   /** `onProgress` is told after each step (the CLI's progress bar). */
   async maintain(options: { onProgress?: MaintainProgress } = {}): Promise<MaintenanceReport> {
     if (this.closed) throw new InternalError('the log is closed: open it again to maintain it');
+    // Refused before anything is made (no lease, no folder): maintaining a misspelt log would
+    // report a clean pass over nothing.
+    if (!(await logExistsAt(this.o.objects))) throw await this.missingLog();
     const run = maintain(this.ctx(), {
       pipeline: this.o.pipeline,
       experiment: this.o.experiment,

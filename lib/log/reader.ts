@@ -120,6 +120,8 @@ export class LogReader {
     private readonly clock: Clock,
     private readonly baseItemRows?: BaseItemRows,
     private readonly ownItemRows?: OwnItemRows,
+    /** Told each listing a read starts from; may refuse the read (a log that does not exist). */
+    private readonly checkListing?: (listing: ShardListing) => Promise<void>,
   ) {}
 
   async readSeal(writerEpoch: string, logId = this.logId): Promise<Seal | null> {
@@ -267,6 +269,7 @@ export class LogReader {
         lastError = e;
         continue;
       }
+      await this.checkListing?.(listing);
       if (listing.pending.length > 0) {
         // A takeover is between its fence and its seal. Give it a moment, then finish it: the
         // fence proves the old epoch can no longer be confirmed, so any version read now covers
