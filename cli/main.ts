@@ -15,7 +15,7 @@ import { ITEM_STATUSES, type ItemStatus } from '../lib/types.ts';
 import { EXPORT_FORMATS, EXPORT_STATUSES, exportItems, type ExportFormat, type ExportStatus } from '../lib/export/export.ts';
 import { report } from '../lib/report/report.ts';
 import { runDemo } from './demo.ts';
-import { formatFailures, formatItems, formatStats, formatTrajectory } from './format.ts';
+import { formatFailures, formatItems, formatSlotWait, formatStats, formatTrajectory } from './format.ts';
 import { readBatchLines } from './input.ts';
 import { progress, type Progress } from './progress.ts';
 
@@ -43,8 +43,8 @@ async function open(flags: LogFlags, extra: Partial<OpenLogOptions> = {}): Promi
   return openLog({ root: flags.root!, pipeline: flags.pipeline!, experiment: flags.experiment!, ...extra });
 }
 
-async function using<T>(flags: LogFlags, fn: (log: LanceCheckpointLog) => Promise<T>): Promise<T> {
-  const log = await open(flags);
+async function using<T>(flags: LogFlags, fn: (log: LanceCheckpointLog) => Promise<T>, extra: Partial<OpenLogOptions> = {}): Promise<T> {
+  const log = await open(flags, extra);
   try {
     return await fn(log);
   } finally {
@@ -85,7 +85,15 @@ export function buildProgram(): Command {
         const batches = await readBatchLines(process.stdin, typed ? undefined : (n) => bar.update(n));
         // One request, all or nothing: the acks arrive together when its commit is confirmed.
         bar.stage('appending', batches.length, 'batches');
-        acks = await using(flags, (log) => log.append(batches));
+        // A writer holds a slot: Ctrl-C or a kill gives it up at once (the queued batches are
+        // served and merged first), and a wait for one says who holds them.
+        acks = await using(flags, (log) => log.append(batches), {
+          closeOnSignals: true,
+          onSlotWait: (w) => {
+            bar.stop();
+            process.stderr.write(`dgcl: ${formatSlotWait(w, Date.now())}\n`);
+          },
+        });
         bar.update(acks.length);
       } finally {
         bar.stop();

@@ -18,6 +18,8 @@ import { DynamoLeaseStore } from './lease/dynamo.ts';
 import { LocalLeaseStore } from './lease/local.ts';
 import { MissingLeaseStore } from './lease/missing.ts';
 import type { LeaseStore } from './lease/types.ts';
+import type { SlotWaitListener } from './lease/slots.ts';
+import { closeOnSignals, CLOSE_SIGNALS } from './signals.ts';
 import type { Ack } from './types.ts';
 import { LanceCheckpointLog, type LanceLogOptions } from './log/log.ts';
 import type { MergeHooks } from './log/merge.ts';
@@ -36,6 +38,7 @@ export * from './errors.ts';
 export * from './types.ts';
 export type { Clock } from './clock.ts';
 export type { Lease, LeaseStore } from './lease/types.ts';
+export type { SlotWait, SlotWaitListener } from './lease/slots.ts';
 export { LocalLeaseStore } from './lease/local.ts';
 export { MissingLeaseStore } from './lease/missing.ts';
 export type { MaintainProgress } from './log/maintain.ts';
@@ -102,6 +105,18 @@ export interface OpenLogOptions {
   coordination?: CoordPreference;
   clock?: Clock;
   env?: Env;
+  /**
+   * On SIGINT / SIGTERM, close() the log (serve the queued appends, merge this writer's shard,
+   * release its slot), then let the signal end the process: the next writer starts at once
+   * (lib/signals.ts). `true`: both signals; or the signals to handle. Default off: it changes how
+   * the whole process stops (an application with handlers of its own calls close() in them).
+   */
+  closeOnSignals?: boolean | readonly NodeJS.Signals[];
+  /**
+   * Told when this log's writer starts waiting for a slot because every slot it may take is held
+   * (who holds them, until when); it waits up to one lease ttl, then fails with LEASE_HELD.
+   */
+  onSlotWait?: SlotWaitListener;
   /** Fault injection for crash tests. */
   hooks?: WriterHooks & MergeHooks;
 }
@@ -196,12 +211,17 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
   }
   const uri = logUri(root, pipeline, experiment);
   let leases = o.leases;
-  let onClose: (() => Promise<void>) | undefined;
+  let closeStore: (() => Promise<void>) | undefined;
   if (!leases) {
     const owned = defaultLeaseStore(root, env, clock);
     leases = owned.store;
-    onClose = owned.close;
+    closeStore = owned.close;
   }
+  let stopListening: (() => void) | undefined;
+  const onClose = async () => {
+    stopListening?.();
+    await closeStore?.();
+  };
   const options: LanceLogOptions = {
     pipeline,
     experiment,
@@ -224,10 +244,13 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     deletionRetentionMs: o.deletionRetentionMs ?? DEFAULTS.deletionRetentionMs,
     coordination,
     ...(o.hooks ? { hooks: o.hooks } : {}),
-    ...(onClose ? { onClose } : {}),
+    ...(o.onSlotWait ? { onSlotWait: o.onSlotWait } : {}),
+    onClose,
     missingLog: () => logNotFound({ root, pipeline, experiment, uri, rootObjects }),
   };
-  return leases instanceof MissingLeaseStore ? new LeaselessLog(options, leases) : new LanceCheckpointLog(options);
+  const log = leases instanceof MissingLeaseStore ? new LeaselessLog(options, leases) : new LanceCheckpointLog(options);
+  if (o.closeOnSignals) stopListening = closeOnSignals(() => log.close(), o.closeOnSignals === true ? CLOSE_SIGNALS : o.closeOnSignals);
+  return log;
 }
 
 /**

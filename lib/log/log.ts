@@ -21,7 +21,8 @@ import { maintain, type MaintainProgress } from './maintain.ts';
 import { listingShowsLog, logExistsAt } from './missing.ts';
 import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
 import type { CoordStore } from '../coord/types.ts';
-import { LogReader, type ShardListing } from './reader.ts';
+import { LogReader } from './reader.ts';
+import { statsOf } from './stats.ts';
 import { projectedAggregates, projectedItemRows, ProjectionCache, walkProjected } from './projection.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
 import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
@@ -60,6 +61,7 @@ export class LanceCheckpointLog implements CheckpointLog {
   private readonly reader: LogReader;
   private writer: ShardWriter | null = null;
   private closed = false;
+  private closing: Promise<void> | null = null;
   private readonly projection: ProjectionCache;
   /** The log's coordination store, once chosen (lib/coord/choose.ts); cleared if choosing failed. */
   private coordStore: Promise<CoordStore> | null = null;
@@ -389,47 +391,21 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   stats(): Promise<LogStats> {
     // A consistent read: a generation retired under it makes it start over.
-    return this.track(() => this.reader.read((listing) => this.statsOf(listing)));
-  }
-
-  private async statsOf(listing: ShardListing): Promise<LogStats> {
-    const base = await this.tables.base(listing.baseExists);
-    const baseStats = base
-      ? await (async () => {
-          const s = await base.stats();
-          return {
-            version: await base.version(),
-            rows: s.numRows,
-            fragments: s.fragmentStats.numFragments,
-            indexes: (await base.listIndices()).map((i) => i.name),
-          };
-        })()
-      : { version: 0, rows: 0, fragments: 0, indexes: [] };
-    const shards = [];
-    for (const v of listing.visible) {
-      const t = await this.reader.shardTable(v);
-      shards.push({
-        name: v.name,
-        slot: v.slot,
-        epoch: v.epoch,
-        generation: v.generation,
-        version: await t.version(),
-        rows: await t.countRows(),
-        sealedAtVersion: v.sealed ? v.version : null,
-        retired: false,
-      });
-    }
-    for (const r of listing.retired) {
-      shards.push({ name: r.name, slot: r.slot, epoch: r.epoch, generation: r.generation, version: 0, rows: 0, sealedAtVersion: null, retired: true });
-    }
-    return { uri: this.uri, base: baseStats, shards };
+    const c = { uri: this.uri, pipeline: this.o.pipeline, experiment: this.o.experiment, tables: this.tables, reader: this.reader, leases: this.o.leases, clock: this.o.clock };
+    return this.track(() => this.reader.read((listing) => statsOf(c, listing)));
   }
 
   /**
    * Serves the appends queued before it, merges this writer's shard and releases its slot; waits
-   * for a maintain() and for reads still running; then releases the log's stores. Later calls fail.
+   * for a maintain() and for reads still running; then releases the log's stores. Later calls fail;
+   * a second close() gets the first one's promise (a signal handler and the caller may both close).
    */
-  async close(): Promise<void> {
+  close(): Promise<void> {
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private async closeOnce(): Promise<void> {
     this.closed = true;
     try {
       await this.writer?.close();
