@@ -19,6 +19,7 @@ import { listItems, pageVisitor } from './listing.ts';
 import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
 import { listingShowsLog, logExistsAt } from './missing.ts';
+import { permissionOf } from './damage.ts';
 import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { LogReader } from './reader.ts';
@@ -62,6 +63,8 @@ export class LanceCheckpointLog implements CheckpointLog {
   private writer: ShardWriter | null = null;
   private closed = false;
   private closing: Promise<void> | null = null;
+  /** Set once the base was found readable before the first append (baseReadable). */
+  private baseChecked: Promise<void> | null = null;
   private readonly projection: ProjectionCache;
   /** The log's coordination store, once chosen (lib/coord/choose.ts); cleared if choosing failed. */
   private coordStore: Promise<CoordStore> | null = null;
@@ -150,7 +153,26 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   async append(batches: unknown[]): Promise<Ack[]> {
     const prepared = parseBatches(batches);
-    return this.getWriter().append(prepared);
+    const writer = this.getWriter();
+    await this.baseReadable();
+    return writer.append(prepared).catch((e: unknown) => Promise.reject(permissionOf(e, this.uri) ?? e));
+  }
+
+  /**
+   * Before this log's first append: its base opens and its metadata reads, in a consistent read
+   * (damage is CORRUPT there, lib/log/damage.ts). An append to a log whose base cannot be read
+   * is refused before anything is written, instead of acking into a shard no merge can take.
+   */
+  private baseReadable(): Promise<void> {
+    this.baseChecked ??= this.reader
+      .read(async (listing) => {
+        await (await this.tables.base(listing.baseExists))?.countRows();
+      })
+      .catch((e: unknown) => {
+        this.baseChecked = null;
+        throw e;
+      });
+    return this.baseChecked;
   }
 
   /**

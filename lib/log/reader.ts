@@ -33,6 +33,7 @@ import {
   type Seal,
   type ShardName,
 } from './layout.ts';
+import { damageKey, damaged, DAMAGE_REPEATS, permissionOf } from './damage.ts';
 import { withoutDeleted } from './deleted.ts';
 import { writeSeal } from './seal.ts';
 import { ShardItemIndex } from './shard-index.ts';
@@ -259,6 +260,7 @@ export class LogReader {
   async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>): Promise<T> {
     if (this.closed) throw new InternalError('the log is closed: open it again to read');
     let lastError: unknown;
+    let suspect = null as { key: string; times: number } | null;
     for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
       if (attempt > 0) await this.clock.sleep(Math.min(400, 5 * 2 ** attempt));
       let listing: ShardListing;
@@ -294,6 +296,7 @@ export class LogReader {
         failed = true;
         if (e instanceof DgclError && !(e instanceof UnavailableError)) definite = e;
         else lastError = e;
+        definite ??= permissionOf(e, this.objects.baseUri) ?? undefined; // a refusal: retrying cannot help
       }
       // Also before an error `fn` decided on (NotFound: the item's rows were not there): rows
       // that moved under the read (a generation retired, deleted newest manifest first, so Lance
@@ -310,6 +313,13 @@ export class LogReader {
       // restored at the same place) names that log's files, gone (review33 F2).
       for (const v of read) this.forget(v);
       this.tables.forgetBase();
+      // Unless it is the same decoding failure again and again: a damaged file (lib/log/damage.ts).
+      const key = damageKey(lastError);
+      suspect = key === null ? null : { key, times: suspect?.key === key ? suspect.times + 1 : 1 };
+      if (suspect !== null && suspect.times >= DAMAGE_REPEATS) {
+        const datasets = [...(listing.baseExists ? [{ name: 'base', open: async () => (await this.tables.base(true))! }] : []), ...read.map((v) => ({ name: v.name, open: () => this.shardTable(v) }))];
+        throw await damaged({ tables: this.tables, objects: this.objects }, datasets, lastError);
+      }
     }
     if (lastError instanceof DgclError) throw lastError;
     throw new UnavailableError(`read of ${this.objects.baseUri} did not settle after ${READ_ATTEMPTS} attempts: ${errMsg(lastError)}`, { cause: lastError });
