@@ -39,5 +39,8 @@ if (tooOld) {
     process.stderr.write('dgcl: dist/cli/main.js is missing; run `npm run build` (a source checkout) or reinstall the package\n');
     process.exit(1);
   }
-  await import(main.href);
+  // LanceDB's Rust panics print on fd 2, which a Node process cannot redirect for itself: the
+  // command runs in a child whose stderr drops them (cli/panic-filter.ts).
+  if (process.env.DGCL_RAW_STDERR === '1') await import(main.href);
+  else (await import(new URL('../dist/cli/panic-filter.js', import.meta.url).href)).runFiltered([fileURLToPath(main), ...process.argv.slice(2)]);
 }

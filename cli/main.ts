@@ -221,6 +221,8 @@ export function buildProgram(): Command {
 
 /** The progress bar of a long command (stderr; nothing with --json or off a terminal). */
 function progressOf(flags: LogFlags): Progress {
+  // Run behind bin/dgcl.js's stderr filter (cli/panic-filter.ts), stderr is a pipe to a terminal.
+  if (process.env.DGCL_STDERR_TTY === '1') Object.assign(process.stderr, { isTTY: true, columns: Number(process.env.COLUMNS) || 80 });
   return progress({ json: flags.json, stream: process.stderr, env: process.env });
 }
 

@@ -7,7 +7,9 @@
  * Opt-in for the library (`openLog({ closeOnSignals: true })`): a library that installs signal
  * handlers changes how the whole process stops. An application that handles the signals itself
  * keeps control: once the log is closed the signal is raised again only if no other handler is
- * left. A second signal while closing ends the process at once (the handler is gone by then).
+ * left. While closing, a second SIGINT (Ctrl-C again) ends the process at once; a repeated
+ * SIGTERM or SIGHUP is ignored (a supervisor, or a signal sent to a whole process group, repeats
+ * itself; SIGKILL is its escalation).
  */
 export const CLOSE_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
 
@@ -16,11 +18,19 @@ export function closeOnSignals(close: () => Promise<void>, signals: readonly Nod
   const off = () => {
     for (const s of signals) process.removeListener(s, handler);
   };
+  let closing = false;
   function handler(signal: NodeJS.Signals): void {
-    off();
+    if (closing) {
+      if (signal !== 'SIGINT') return;
+      off();
+      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+      return;
+    }
+    closing = true;
     void close()
       .catch(() => undefined) // closing is best effort here: the signal still ends the process
       .finally(() => {
+        off();
         if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
       });
   }
