@@ -387,22 +387,24 @@ export class LanceCheckpointLog implements CheckpointLog {
   /** `onProgress` is told after each step (the CLI's progress bar). */
   async maintain(options: { onProgress?: MaintainProgress } = {}): Promise<MaintenanceReport> {
     if (this.closed) throw new InternalError('the log is closed: open it again to maintain it');
-    // Refused before anything is made (no lease, no folder): maintaining a misspelt log would
-    // report a clean pass over nothing.
-    if (!(await logExistsAt(this.o.objects))) throw await this.missingLog();
-    const run = maintain(this.ctx(), {
-      pipeline: this.o.pipeline,
-      experiment: this.o.experiment,
-      owner: this.o.owner,
-      slots: this.o.slots,
-      leaseTtlMs: this.o.leaseTtlMs,
-      versionRetentionMs: this.o.versionRetentionMs,
-      claimRetentionMs: this.o.claimRetentionMs,
-      deletionRetentionMs: this.o.deletionRetentionMs,
-      clock: this.o.clock,
-      ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
-      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-    });
+    const run = (async () => {
+      // Refused before anything is made (no lease, no folder): maintaining a misspelt log would
+      // report a clean pass over nothing. Part of the run: a close() meanwhile waits for it.
+      if (!(await logExistsAt(this.o.objects))) throw await this.missingLog();
+      return maintain(this.ctx(), {
+        pipeline: this.o.pipeline,
+        experiment: this.o.experiment,
+        owner: this.o.owner,
+        slots: this.o.slots,
+        leaseTtlMs: this.o.leaseTtlMs,
+        versionRetentionMs: this.o.versionRetentionMs,
+        claimRetentionMs: this.o.claimRetentionMs,
+        deletionRetentionMs: this.o.deletionRetentionMs,
+        clock: this.o.clock,
+        ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
+        ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      });
+    })();
     this.running.add(run);
     try {
       return await run;

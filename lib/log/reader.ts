@@ -304,6 +304,7 @@ export class LogReader {
       if (read.length > 0 && !stable(read, parseMetaNames(await this.objects.list(META_DIR)))) {
         for (const v of read) this.forget(v);
         lastError ??= new UnavailableError('the log layout changed during the read');
+        suspect = null; // damage needs the same failure with the layout unchanged, in a row
         continue;
       }
       if (definite !== undefined) throw definite;
