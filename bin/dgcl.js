@@ -51,7 +51,12 @@ if (tooOld) {
   module.enableCompileCache?.();
   oneArrow();
   const cli = await import(main.href);
-  process.exitCode = await cli.main(process.argv.slice(2));
+  // LanceDB's Rust panics print on fd 2, which a Node process cannot redirect for itself: a
+  // command that opens a log (and so loads LanceDB) runs in a child, this file again with
+  // DGCL_RAW_STDERR=1, whose stderr drops them (cli/panic-filter.ts). --help, --version and bad
+  // usage are answered here, before any child starts. DGCL_RAW_STDERR=1 runs every command here.
+  const isolate = async (argv) => (await import(new URL('../dist/cli/panic-filter.js', import.meta.url).href)).runFiltered([fileURLToPath(import.meta.url), ...argv]);
+  process.exitCode = await cli.main(process.argv.slice(2), undefined, process.env.DGCL_RAW_STDERR === '1' ? {} : { isolate });
 }
 
 /**

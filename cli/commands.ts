@@ -7,8 +7,9 @@ import { fstatSync } from 'node:fs';
 import type { ItemStatus } from '../lib/types.ts';
 import type { ExportFormat, ExportStatus } from '../lib/export/formats.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
-import { openLog } from '../lib/open.ts';
-import { formatFailures, formatFold, formatItems, formatStats, formatTrajectory } from './format.ts';
+import { openLog, type OpenLogOptions } from '../lib/open.ts';
+import { MaintenanceFailed } from './exit-codes.ts';
+import { formatFailures, formatFold, formatItems, formatSlotWait, formatStats, formatTrajectory } from './format.ts';
 import type { Io, Output } from './io.ts';
 import { threadNames } from './threads.ts';
 
@@ -27,8 +28,8 @@ export interface Ctx {
   err: Output;
 }
 
-async function using<T>(ctx: Ctx, flags: LogFlags, fn: (log: LanceCheckpointLog) => Promise<T>): Promise<T> {
-  const log = await openLog({ root: flags.root, pipeline: flags.pipeline, experiment: flags.experiment, env: ctx.io.env });
+async function using<T>(ctx: Ctx, flags: LogFlags, fn: (log: LanceCheckpointLog) => Promise<T>, extra: Partial<OpenLogOptions> = {}): Promise<T> {
+  const log = await openLog({ ...extra, root: flags.root, pipeline: flags.pipeline, experiment: flags.experiment, env: ctx.io.env });
   try {
     return await fn(log);
   } finally {
@@ -64,7 +65,15 @@ export async function append(ctx: Ctx, flags: LogFlags): Promise<void> {
     const batches = await readBatchLines(ctx.io.stdin, typed ? undefined : (n) => bar.update(n));
     // One request, all or nothing: the acks arrive together when its commit is confirmed.
     bar.stage('appending', batches.length, 'batches');
-    acks = await using(ctx, flags, (log) => log.append(batches));
+    // A writer holds a slot: Ctrl-C or a kill gives it up at once (the queued batches are
+    // served and merged first), and a wait for one says who holds them.
+    acks = await using(ctx, flags, (log) => log.append(batches), {
+      closeOnSignals: true,
+      onSlotWait: (w) => {
+        bar.stop();
+        ctx.err.raw(`dgcl: ${formatSlotWait(w, Date.now())}\n`);
+      },
+    });
     bar.update(acks.length);
   } finally {
     bar.stop();
@@ -116,6 +125,8 @@ export async function maintain(ctx: Ctx, flags: LogFlags): Promise<void> {
     bar.stop();
   }
   ctx.out.json(report, !flags.json);
+  // The report is printed either way; a failed step must not read as a clean pass.
+  if (report.failures.length > 0) throw new MaintenanceFailed(report.failures);
 }
 
 export async function stats(ctx: Ctx, flags: LogFlags): Promise<void> {

@@ -1,6 +1,8 @@
 /** Human-readable renderings for the CLI (the --json forms print the API objects as they are). */
 import type { FailureSummary, ItemSummary, LogStats } from '../lib/api.ts';
 import { checkpointLabel, describeThreadField, isThreadCursor, summarizeThread } from '../lib/langgraph/view.ts';
+import type { SlotWait } from '../lib/lease/slots.ts';
+import { shardLabel } from '../lib/log/stats.ts';
 import type { Cursor, ItemState, TrajectoryEvent } from '../lib/types.ts';
 import { describeFailure, preview } from './preview.ts';
 
@@ -101,9 +103,16 @@ export function formatStats(s: LogStats): string {
     `base     version ${s.base.version}, ${s.base.rows} rows, ${s.base.fragments} fragments, indexes: ${s.base.indexes.join(', ') || 'none'}`,
     `shards   ${s.shards.length === 0 ? 'none unmerged' : ''}`,
   ];
-  for (const sh of s.shards) {
-    const state = sh.retired ? 'retired (being deleted)' : sh.sealedAtVersion !== null ? `sealed at v${sh.sealedAtVersion}` : 'live';
-    lines.push(`  ${sh.name}  v${sh.version}  ${sh.rows} rows  ${state}`);
-  }
+  for (const sh of s.shards) lines.push(`  ${sh.name}  v${sh.version}  ${sh.rows} rows  ${shardLabel(sh)}`);
+  if (s.hint) lines.push(`note     ${s.hint}`);
   return lines.join('\n');
+}
+
+/** The line a writer prints while it waits for a slot: who holds the slots, until when. */
+export function formatSlotWait(w: SlotWait, nowMs: number): string {
+  const at = (ms: number) => `${new Date(ms).toISOString()} (in ${Math.max(0, Math.ceil((ms - nowMs) / 1000))} s)`;
+  const what = w.slot === null ? `all ${w.slots} writer slots of ${w.pipeline}/${w.experiment} are held` : `writer slot ${w.slot} of ${w.pipeline}/${w.experiment} is held`;
+  const holders = w.holders.map((h) => `slot ${h.slot}: ${h.owner} until ${new Date(h.expiresAtMs).toISOString()}`).join('; ');
+  const first = w.firstFreeAtMs === null ? '' : `; the first frees at ${at(w.firstFreeAtMs)} unless renewed`;
+  return `waiting for a writer slot: ${what} (${holders})${first}; giving up at ${at(w.untilMs)}`;
 }

@@ -15,7 +15,20 @@ export interface Io {
 }
 
 export function processIo(): Io {
-  return { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env };
+  // Behind bin/dgcl.js's stderr filter (cli/panic-filter.ts) stderr is a pipe with a terminal
+  // behind it: the progress bar is drawn as on the terminal.
+  if (process.env.DGCL_STDERR_TTY === '1' && process.stderr.isTTY !== true) {
+    Object.assign(process.stderr, { isTTY: true, columns: Number(process.env.COLUMNS) || 80 });
+  }
+  return {
+    // Made on first use: a command that runs in a child process (bin/dgcl.js) leaves stdin to it.
+    get stdin() {
+      return process.stdin;
+    },
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+  };
 }
 
 /** The reader of stdout went away: the command stops here, and `main` exits 0 without a word. */

@@ -1,20 +1,36 @@
 /**
- * `dgcl`: the command line of CONTRACT.md. Exit codes: 0 ok (also when the reader of stdout
- * closed the pipe early), 2 bad usage or input (message on stderr, nothing written), 1 anything
- * else.
+ * `dgcl`: the command line of CONTRACT.md. Exit codes (cli/exit-codes.ts, after sysexits): 0 ok
+ * (also when the reader of stdout closed the pipe early), 2 bad usage or input (message on
+ * stderr, nothing written), 66 no such log, 65 damaged data, 75 try again later, 77 permission
+ * denied, 1 anything else.
  *
  * `main(argv)` runs one command; bin/dgcl.js calls it (this module never runs on import, so tests
  * call `main` in-process). Only the command line is defined here: each command loads what it
  * needs when it runs (cli/commands.ts, and the report, export, demo and lease table modules it
- * loads in turn), so `--help` and a usage error load no LanceDB and no AWS SDK.
+ * loads in turn), so `--help` and a usage error load no LanceDB and no AWS SDK, and run in this
+ * process even where the commands that open a log run in another (`MainOptions.isolate`).
  */
 import { Command, CommanderError, Option } from 'commander';
-import { isDgclError, isInputError } from '../lib/errors.ts';
+import { isDgclError } from '../lib/errors.ts';
 import { EXPORT_FORMATS, EXPORT_STATUSES, type ExportFormat, type ExportStatus } from '../lib/export/formats.ts';
 import { ITEM_STATUSES, type ItemStatus } from '../lib/types.ts';
 import type { Ctx, LogFlags } from './commands.ts';
+import { exitCodeOf, MaintenanceFailed } from './exit-codes.ts';
 import { Output, PipeClosed, processIo, type Io } from './io.ts';
 import { UsageError } from './usage.ts';
+
+export interface MainOptions {
+  /**
+   * Runs a command line whose command opens a log (so loads LanceDB) somewhere else and resolves
+   * to its exit code; called once the command line has parsed and its options are checked.
+   * bin/dgcl.js runs such a command in a child process whose stderr drops LanceDB's Rust panic
+   * reports (cli/panic-filter.ts). Default: the command runs in this process.
+   */
+  isolate?: (argv: string[]) => Promise<number>;
+}
+
+/** Runs a command in this process, or hands its command line to `MainOptions.isolate`. */
+type Runner = (here: () => Promise<void>) => Promise<void>;
 
 function withLog(cmd: Command): Command {
   return cmd
@@ -33,20 +49,20 @@ interface LogOptions {
 
 type Commands = typeof import('./commands.ts');
 
-/**
- * The action of a log command: the log's options checked (bad usage loads nothing more), then
- * cli/commands.ts loaded and its command run.
- */
-function logAction<F extends LogOptions>(run: (c: Commands, flags: F & LogFlags) => Promise<void>) {
-  return async (flags: F) => {
-    for (const k of ['root', 'pipeline', 'experiment'] as const) {
-      if (!flags[k]) throw new UsageError(`missing --${k} (or DGCL_${k.toUpperCase()})`);
-    }
-    await run(await import('./commands.ts'), flags as F & LogFlags);
-  };
-}
+export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Command {
+  /**
+   * The action of a log command: the log's options checked (bad usage loads nothing more), then
+   * cli/commands.ts loaded and its command run.
+   */
+  const logAction =
+    <F extends LogOptions>(run: (c: Commands, flags: F & LogFlags) => Promise<void>) =>
+    async (flags: F) => {
+      for (const k of ['root', 'pipeline', 'experiment'] as const) {
+        if (!flags[k]) throw new UsageError(`missing --${k} (or DGCL_${k.toUpperCase()})`);
+      }
+      await runner(async () => run(await import('./commands.ts'), flags as F & LogFlags));
+    };
 
-export function buildProgram(ctx: Ctx): Command {
   const program = new Command('dgcl')
     .description('datagen-checkpoint-log: the checkpoint log of LLM data-generation pipelines')
     .exitOverride()
@@ -61,7 +77,7 @@ export function buildProgram(ctx: Ctx): Command {
     .option('--json', 'print the summary as JSON')
     .addOption(new Option('--worker <experiment>').hideHelp())
     .action(async (o: { root: string; items: number; seed: number; json?: boolean; worker?: string }) => {
-      await (await import('./demo.ts')).runDemo(o);
+      await runner(async () => (await import('./demo.ts')).runDemo(o));
     });
 
   withLog(program.command('append'))
@@ -155,7 +171,7 @@ function positiveInt(v: string, name: string): number {
   return n;
 }
 
-/** The exit code of a command that threw `e`, its message written to stderr. */
+/** The exit code of a command that threw `e` (cli/exit-codes.ts), its message written to stderr. */
 function failed(e: unknown, err: Output): number {
   if (e instanceof PipeClosed) return 0;
   if (e instanceof CommanderError) {
@@ -166,21 +182,32 @@ function failed(e: unknown, err: Output): number {
     err.raw(`dgcl: ${e.message}\n`);
     return 2;
   }
+  if (e instanceof MaintenanceFailed) {
+    err.raw(`dgcl: maintain: ${e.message}\n`);
+    return e.exitCode;
+  }
   if (isDgclError(e)) {
     err.raw(`dgcl: ${e.code}: ${e.message}\n`);
-    return isInputError(e) || e.code === 'NOT_FOUND' ? 2 : 1;
+    return exitCodeOf(e);
   }
   err.raw(`dgcl: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
   return 1;
 }
 
 /** Run one command line (`argv` without the node and script paths); resolves to the exit code. */
-export async function main(argv: string[], io: Io = processIo()): Promise<number> {
+export async function main(argv: string[], io: Io = processIo(), options: MainOptions = {}): Promise<number> {
   const ctx: Ctx = { io, out: new Output(io.stdout), err: new Output(io.stderr) };
+  const { isolate } = options;
+  let isolated: number | undefined;
+  const runner: Runner = isolate
+    ? async () => {
+        isolated = await isolate(argv);
+      }
+    : (here) => here();
   let code: number;
   try {
-    await buildProgram(ctx).parseAsync(argv, { from: 'user' });
-    code = 0;
+    await buildProgram(ctx, runner).parseAsync(argv, { from: 'user' });
+    code = isolated ?? 0;
   } catch (e) {
     code = failed(e, ctx.err);
   }

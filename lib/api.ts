@@ -32,12 +32,24 @@ export interface ShardStats {
   rows: number;
   sealedAtVersion: number | null;
   retired: boolean;
+  /**
+   * `live`: its writer holds the slot at its epoch; `abandoned`: unsealed, but its writer is gone
+   * (its lease expired or was released, the slot moved on, or its local process died), so only
+   * maintenance merges it; `sealed`: its epoch ended (a takeover, or a close whose merge failed),
+   * waiting for maintenance; `retired`: merged, being deleted; `unsealed`: no lease store to
+   * ask (an s3:// root read without DGCL_LEASE_TABLE).
+   */
+  state: ShardState;
 }
+
+export type ShardState = 'live' | 'abandoned' | 'sealed' | 'retired' | 'unsealed';
 
 export interface LogStats {
   uri: string;
   base: { version: number; rows: number; fragments: number; indexes: string[] };
   shards: ShardStats[];
+  /** What to run when generations of writers that are gone wait to be merged (else null). */
+  hint: string | null;
 }
 
 /**

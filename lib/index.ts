@@ -17,6 +17,7 @@ export * from './errors.ts';
 export * from './types.ts';
 export type { Clock } from './clock.ts';
 export type { Lease, LeaseStore } from './lease/types.ts';
+export type { SlotWait, SlotWaitListener } from './lease/slots.ts';
 export { LocalLeaseStore } from './lease/local.ts';
 export { MissingLeaseStore } from './lease/missing.ts';
 export type { MaintainProgress } from './log/maintain.ts';

@@ -28,9 +28,10 @@ const S3_REQUESTS = {
 } as const;
 const DYNAMODB_REQUESTS = { connectionTimeout: 3_000, requestTimeout: 10_000, throwOnRequestTimeout: true } as const;
 
-/** The object store of a log on S3. */
-export function s3ObjectStore(loc: S3Location, env: Env): S3ObjectStore {
-  return S3ObjectStore.at(new S3Client({ ...s3ClientConfig(env), requestHandler: S3_REQUESTS }), loc);
+/** The object stores of a root on S3 and of a log in it, on one client. */
+export function s3ObjectStores(root: S3Location, loc: S3Location, env: Env): { objects: S3ObjectStore; rootObjects: S3ObjectStore } {
+  const client = new S3Client({ ...s3ClientConfig(env), requestHandler: S3_REQUESTS });
+  return { objects: S3ObjectStore.at(client, loc), rootObjects: S3ObjectStore.at(client, root) };
 }
 
 /** The lease store a root uses when none is given, and how to close what it opened. */

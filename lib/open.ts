@@ -10,17 +10,20 @@ import { hostname } from 'node:os';
 import type { DeleteOptions, DeleteResult, MaintenanceReport } from './api.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { CoordPreference } from './coord/choose.ts';
-import { InvalidInputError } from './errors.ts';
+import { InternalError, InvalidInputError } from './errors.ts';
 import { localLeaseStore } from './lease/default-local.ts';
 import { MissingLeaseStore } from './lease/missing.ts';
+import type { SlotWaitListener } from './lease/slots.ts';
 import type { LeaseStore } from './lease/types.ts';
 import { LanceCheckpointLog, type LanceLogOptions } from './log/log.ts';
 import type { MaintainProgress } from './log/maintain.ts';
 import type { MergeHooks } from './log/merge.ts';
+import { logNotFound } from './log/missing.ts';
 import type { WriterHooks } from './log/writer.ts';
 import { validateName } from './names.ts';
+import { closeOnSignals, CLOSE_SIGNALS } from './signals.ts';
 import { LocalObjectStore } from './storage/local.ts';
-import { lanceStorageOptions, logLocation, logUri, parseRoot, type Env, type Location } from './storage/location.ts';
+import { formatLocation, lanceStorageOptions, logLocation, logUri, parseRoot, type Env, type Location } from './storage/location.ts';
 import type { ObjectStore } from './storage/objects.ts';
 import type { Ack } from './types.ts';
 
@@ -78,6 +81,18 @@ export interface OpenLogOptions {
   coordination?: CoordPreference;
   clock?: Clock;
   env?: Env;
+  /**
+   * On SIGINT / SIGTERM, close() the log (serve the queued appends, merge this writer's shard,
+   * release its slot), then let the signal end the process: the next writer starts at once
+   * (lib/signals.ts). `true`: both signals; or the signals to handle. Default off: it changes how
+   * the whole process stops (an application with handlers of its own calls close() in them).
+   */
+  closeOnSignals?: boolean | readonly NodeJS.Signals[];
+  /**
+   * Told when this log's writer starts waiting for a slot because every slot it may take is held
+   * (who holds them, until when); it waits up to one lease ttl, then fails with LEASE_HELD.
+   */
+  onSlotWait?: SlotWaitListener;
   /** Fault injection for crash tests. */
   hooks?: WriterHooks & MergeHooks;
 }
@@ -142,12 +157,18 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
   if (coordination !== 'table' && coordination !== 'objects') {
     throw new InvalidInputError(`coordination must be 'table' or 'objects', got ${JSON.stringify(coordination)}`, { field: o.coordination !== undefined ? 'coordination' : 'DGCL_COORDINATION' });
   }
-  const objects = await objectStore(loc, env);
-  const { store: leases, close: onClose } = o.leases ? { store: o.leases, close: undefined } : await defaultLeases(root, env, clock);
+  const { objects, rootObjects } = await objectStores(root, loc, env);
+  const uri = logUri(root, pipeline, experiment);
+  const { store: leases, close: closeStore } = o.leases ? { store: o.leases, close: undefined } : await defaultLeases(root, env, clock);
+  let stopListening: (() => void) | undefined;
+  const onClose = async () => {
+    stopListening?.();
+    await closeStore?.();
+  };
   const options: LanceLogOptions = {
     pipeline,
     experiment,
-    uri: logUri(root, pipeline, experiment),
+    uri,
     objects,
     storageOptions: lanceStorageOptions(root, env),
     leases,
@@ -166,13 +187,23 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     deletionRetentionMs: o.deletionRetentionMs ?? DEFAULTS.deletionRetentionMs,
     coordination,
     ...(o.hooks ? { hooks: o.hooks } : {}),
-    ...(onClose ? { onClose } : {}),
+    ...(o.onSlotWait ? { onSlotWait: o.onSlotWait } : {}),
+    onClose,
+    missingLog: () => logNotFound({ root, pipeline, experiment, uri, rootObjects }),
   };
-  return leases instanceof MissingLeaseStore ? new LeaselessLog(options, leases) : new LanceCheckpointLog(options);
+  const log = leases instanceof MissingLeaseStore ? new LeaselessLog(options, leases) : new LanceCheckpointLog(options);
+  if (o.closeOnSignals) stopListening = closeOnSignals(() => log.close(), o.closeOnSignals === true ? CLOSE_SIGNALS : o.closeOnSignals);
+  return log;
 }
 
-async function objectStore(loc: Location, env: Env): Promise<ObjectStore> {
-  return loc.kind === 'file' ? new LocalObjectStore(loc.dir) : (await import('./open-aws.ts')).s3ObjectStore(loc, env);
+/**
+ * The object stores of the log's folder and of the root (whose listing says what exists near a
+ * log that does not: lib/log/missing.ts); on S3 both on one client.
+ */
+async function objectStores(root: Location, loc: Location, env: Env): Promise<{ objects: ObjectStore; rootObjects: ObjectStore }> {
+  if (loc.kind === 'file' && root.kind === 'file') return { objects: new LocalObjectStore(loc.dir), rootObjects: new LocalObjectStore(root.dir) };
+  if (loc.kind === 's3' && root.kind === 's3') return (await import('./open-aws.ts')).s3ObjectStores(root, loc, env);
+  throw new InternalError(`root ${formatLocation(root)} and its log's place differ in kind`);
 }
 
 /** The lease store a root uses when none is given, and how to close what it opened. */

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, PutObjectCommand, S3Client, UploadPartCommand } from '@aws-sdk/client-s3';
 import { InvalidInputError, UnavailableError } from '../errors.ts';
 import { checkObjectKey, joinKey, parseRoot, s3ClientConfig, type Env } from '../storage/location.ts';
+import { isPermissionError, permissionDenied } from '../fsutil.ts';
 
 export type Target = { kind: 'file'; path: string } | { kind: 's3'; bucket: string; key: string };
 
@@ -85,12 +86,15 @@ async function upload(client: S3Client, bucket: string, key: string, file: strin
  */
 export async function writeTarget<T>(t: Target, env: Env, write: (localPath: string) => Promise<T>): Promise<T> {
   if (t.kind === 'file') {
-    mkdirSync(path.dirname(t.path), { recursive: true });
     const tmp = `${t.path}.tmp-${process.pid}`;
     try {
+      mkdirSync(path.dirname(t.path), { recursive: true });
       const r = await write(tmp);
       renameSync(tmp, t.path);
       return r;
+    } catch (e) {
+      if (isPermissionError(e)) throw permissionDenied('writing', (e as { path?: string }).path ?? t.path, e);
+      throw e;
     } finally {
       rmSync(tmp, { force: true });
     }

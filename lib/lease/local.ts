@@ -5,7 +5,8 @@
  *
  * Layout of `dir` (h = sha256 of the key, hex; the key itself is inside the record, so any key
  * works and case-insensitive file systems cannot merge two keys):
- *   <h>.json         the record {v, key, owner, epoch, expiresAtMs, updatedAtMs, acquireToken?}
+ *   <h>.json         the record {v, key, owner, epoch, expiresAtMs, updatedAtMs, acquireToken?,
+ *                    pid?, host?}: pid and host of the process that took or last renewed it
  *   <h>.lock         the mutex: a file created atomically with link(2), content
  *                    {pid, host, token, createdAtMs}; present only while someone holds it
  *   <h>.lock.break   the breaker mutex, held only while a stale mutex is removed
@@ -23,6 +24,13 @@
  * than `lockStaleMs` between that check and its rename (microseconds).
  *
  * The mutex uses real time (its staleness is an OS fact); the lease rules use the injected clock.
+ *
+ * A held lease whose holder process is dead on this host (its recorded pid, same host name) is
+ * free at once, as if expired: a crashed or killed writer's slot is taken without waiting out
+ * the ttl. Safe for the same reason a takeover after expiry is: the new holder gets the next
+ * epoch, and the log fences and seals the old one before the new one writes, so a holder wrongly
+ * judged dead (a pid namespace of its own under the same host name) loses its next ack, never an
+ * acked batch (docs/design/leases.md, "Dead holders").
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
@@ -30,8 +38,8 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Clock, systemClock } from '../clock.ts';
-import { ConflictError, CorruptError, DgclError, UnavailableError } from '../errors.ts';
-import { errCode, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
+import { ConflictError, CorruptError, DgclError, PermissionDeniedError, UnavailableError } from '../errors.ts';
+import { errCode, isPermissionError, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
 import {
   LeaseFencedError,
   type LeaseRecord,
@@ -94,6 +102,20 @@ interface LockSeen {
 const RECORD_VERSION = 1;
 const BREAKER_STALE_MS = 10_000;
 const HOST = hostname();
+/** Who holds a lease this process takes or renews. */
+const HOLDER = { pid: process.pid, host: HOST } as const;
+
+/** A stored record: the lease, its acquire token, and the process holding it (if recorded). */
+interface LocalRecord extends LeaseRecord {
+  pid?: number;
+  host?: string;
+}
+
+/** Whether `r` is held (not released) by a process that is dead on this host. */
+function holderDead(r: LocalRecord | null): boolean {
+  if (r === null || r.owner === '' || r.pid === undefined || r.host !== HOST || r.pid === process.pid) return false;
+  return !pidAlive(r.pid);
+}
 
 export class LocalLeaseStore implements LeaseStore {
   readonly dir: string;
@@ -118,11 +140,11 @@ export class LocalLeaseStore implements LeaseStore {
     return this.withLock(key, async (lockToken) => {
       const record = await this.readRecord(key);
       const now = this.clock.nowMs();
-      if (!canAcquire(record, now)) throw leaseHeld(key, record as Lease, now);
+      if (!canAcquire(record, now) && !holderDead(record)) throw leaseHeld(key, record as Lease, now);
       const next = acquiredRecord(record, key, owner, now, ttlMs);
       const token = newAcquireToken();
       try {
-        await this.writeRecord({ ...next, acquireToken: token }, lockToken, now);
+        await this.writeRecord({ ...next, acquireToken: token, ...HOLDER }, lockToken, now);
         await this.faults.afterCommit?.(key);
       } catch (e) {
         // A step after the rename failed (e.g. the folder's fsync): the record is in place and
@@ -147,7 +169,7 @@ export class LocalLeaseStore implements LeaseStore {
       const next = renewedRecord(l, now, ttlMs);
       // the epoch is still the one that acquire made: keep its token (rules.isOwnAcquire)
       const kept = record?.acquireToken === undefined ? {} : { acquireToken: record.acquireToken };
-      await this.writeRecord({ ...next, ...kept }, token, now);
+      await this.writeRecord({ ...next, ...kept, ...HOLDER }, token, now);
       return next;
     });
   }
@@ -174,6 +196,12 @@ export class LocalLeaseStore implements LeaseStore {
     if (!isCurrent(record, l)) throw new LeaseFencedError(l, record && pick(record), { nowMs: this.clock.nowMs() });
   }
 
+  /** Whether the current holder of `key` is a process that died on this host (its lease is free). */
+  async holderIsGone(key: string): Promise<boolean> {
+    validateKey(key);
+    return holderDead(await this.readRecord(key));
+  }
+
   /** Nothing is held between calls. */
   async close(): Promise<void> {}
 
@@ -183,7 +211,7 @@ export class LocalLeaseStore implements LeaseStore {
     return join(this.dir, createHash('sha256').update(key, 'utf8').digest('hex'));
   }
 
-  private async readRecord(key: string): Promise<LeaseRecord | null> {
+  private async readRecord(key: string): Promise<LocalRecord | null> {
     const path = `${this.base(key)}.json`;
     let raw: string;
     try {
@@ -208,12 +236,15 @@ export class LocalLeaseStore implements LeaseStore {
     ) {
       throw new CorruptError(`lease record ${path} is not a record of key ${JSON.stringify(key)}`);
     }
-    const lease = { key, owner: r.owner, epoch: r.epoch as number, expiresAtMs: r.expiresAtMs };
-    return typeof r.acquireToken === 'string' ? { ...lease, acquireToken: r.acquireToken } : lease;
+    const lease: LocalRecord = { key, owner: r.owner, epoch: r.epoch as number, expiresAtMs: r.expiresAtMs };
+    if (typeof r.acquireToken === 'string') lease.acquireToken = r.acquireToken;
+    // Records written before holders were recorded have none: judged by expiry alone.
+    if (Number.isSafeInteger(r.pid) && typeof r.host === 'string') [lease.pid, lease.host] = [r.pid as number, r.host];
+    return lease;
   }
 
   /** Durable replace: temp file + fsync, ownership check of the mutex, rename, fsync dir. */
-  private async writeRecord(record: LeaseRecord, token: string, nowMs: number): Promise<void> {
+  private async writeRecord(record: LocalRecord, token: string, nowMs: number): Promise<void> {
     const base = this.base(record.key);
     const path = `${base}.json`;
     const tmp = `${path}.tmp-${randomUUID()}`;
@@ -379,7 +410,9 @@ async function unlock(lockPath: string, token: string): Promise<void> {
   if (seen?.info?.token === token) await unlinkQuiet(lockPath);
 }
 
-function unavailable(message: string, cause: unknown): UnavailableError {
+/** A failed fs call of the store: refused by permissions (not retryable), else UNAVAILABLE. */
+function unavailable(message: string, cause: unknown): DgclError {
   const detail = cause instanceof Error ? `: ${cause.message}` : '';
+  if (isPermissionError(cause)) return new PermissionDeniedError(`${message}${detail}; check the permissions of the lease folder`, (cause as { path?: string }).path ?? message, { cause });
   return new UnavailableError(`${message}${detail}`, { cause });
 }

@@ -6,7 +6,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { verifyBlob } from '../codec.ts';
-import { InternalError, InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
+import { InternalError, InvalidInputError, LogNotFoundError, NotFoundError, UnavailableError } from '../errors.ts';
 import { foldItem, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import { LIGHT_COLUMNS, rowsFromArrow, SUMMARY_COLUMNS } from '../schema.ts';
@@ -18,9 +18,12 @@ import { deletedThrough } from './deleted.ts';
 import { listItems, pageVisitor } from './listing.ts';
 import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { maintain, type MaintainProgress } from './maintain.ts';
+import { listingShowsLog, logExistsAt } from './missing.ts';
+import { permissionOf } from './damage.ts';
 import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
 import type { CoordStore } from '../coord/types.ts';
-import { LogReader, type ShardListing } from './reader.ts';
+import { LogReader } from './reader.ts';
+import { statsOf } from './stats.ts';
 import { projectedAggregates, projectedItemRows, ProjectionCache, walkProjected } from './projection.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
 import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
@@ -39,6 +42,11 @@ export interface LanceLogOptions extends WriterOptions {
   coordination?: CoordPreference;
   /** Called by close() after the log's own resources (e.g. to close a lease store it owns). */
   onClose?: () => Promise<void>;
+  /**
+   * The error of a read or maintenance of this log while it does not exist (lib/log/missing.ts:
+   * it names what exists near it); default: one naming the log's URI alone.
+   */
+  missingLog?: () => Promise<LogNotFoundError>;
   /** Wraps every Lance table handle (the simulation harness's fault and scheduling point). */
   wrapTable?: TableWrapper;
   /** Wraps every fsync of a dataset (the simulation harness's scheduling and fault point). */
@@ -56,6 +64,9 @@ export class LanceCheckpointLog implements CheckpointLog {
   private readonly reader: LogReader;
   private writer: ShardWriter | null = null;
   private closed = false;
+  private closing: Promise<void> | null = null;
+  /** Set once the base was found readable before the first append (baseReadable). */
+  private baseChecked: Promise<void> | null = null;
   private readonly projection: ProjectionCache;
   /** The log's coordination store, once chosen (lib/coord/choose.ts); cleared if choosing failed. */
   private coordStore: Promise<CoordStore> | null = null;
@@ -75,7 +86,16 @@ export class LanceCheckpointLog implements CheckpointLog {
       o.clock,
       (base, itemId) => projectedItemRows(this.projection, base, itemId),
       (gen, items) => this.writer?.ownItemRows(gen, items) ?? null,
+      // Public reads of a log that does not exist fail (a misspelt name must not read as an empty
+      // log); the writer's own reads of a log it is creating do not.
+      async (listing) => {
+        if (inRead.getStore() === this && !listingShowsLog(listing)) throw await this.missingLog();
+      },
     );
+  }
+
+  private missingLog(): Promise<LogNotFoundError> {
+    return this.o.missingLog?.() ?? Promise.resolve(new LogNotFoundError(`no log at ${this.uri}`, this.uri));
   }
 
   private ctx() {
@@ -137,7 +157,26 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   async append(batches: unknown[]): Promise<Ack[]> {
     const prepared = parseBatches(batches);
-    return this.getWriter().append(prepared);
+    const writer = this.getWriter();
+    await this.baseReadable();
+    return writer.append(prepared).catch((e: unknown) => Promise.reject(permissionOf(e, this.uri) ?? e));
+  }
+
+  /**
+   * Before this log's first append: its base opens and its metadata reads, in a consistent read
+   * (damage is CORRUPT there, lib/log/damage.ts). An append to a log whose base cannot be read
+   * is refused before anything is written, instead of acking into a shard no merge can take.
+   */
+  private baseReadable(): Promise<void> {
+    this.baseChecked ??= this.reader
+      .read(async (listing) => {
+        await (await this.tables.base(listing.baseExists))?.countRows();
+      })
+      .catch((e: unknown) => {
+        this.baseChecked = null;
+        throw e;
+      });
+    return this.baseChecked;
   }
 
   /**
@@ -352,19 +391,24 @@ export class LanceCheckpointLog implements CheckpointLog {
   /** `onProgress` is told after each step (the CLI's progress bar). */
   async maintain(options: { onProgress?: MaintainProgress } = {}): Promise<MaintenanceReport> {
     if (this.closed) throw new InternalError('the log is closed: open it again to maintain it');
-    const run = maintain(this.ctx(), {
-      pipeline: this.o.pipeline,
-      experiment: this.o.experiment,
-      owner: this.o.owner,
-      slots: this.o.slots,
-      leaseTtlMs: this.o.leaseTtlMs,
-      versionRetentionMs: this.o.versionRetentionMs,
-      claimRetentionMs: this.o.claimRetentionMs,
-      deletionRetentionMs: this.o.deletionRetentionMs,
-      clock: this.o.clock,
-      ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
-      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-    });
+    const run = (async () => {
+      // Refused before anything is made (no lease, no folder): maintaining a misspelt log would
+      // report a clean pass over nothing. Part of the run: a close() meanwhile waits for it.
+      if (!(await logExistsAt(this.o.objects))) throw await this.missingLog();
+      return maintain(this.ctx(), {
+        pipeline: this.o.pipeline,
+        experiment: this.o.experiment,
+        owner: this.o.owner,
+        slots: this.o.slots,
+        leaseTtlMs: this.o.leaseTtlMs,
+        versionRetentionMs: this.o.versionRetentionMs,
+        claimRetentionMs: this.o.claimRetentionMs,
+        deletionRetentionMs: this.o.deletionRetentionMs,
+        clock: this.o.clock,
+        ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
+        ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      });
+    })();
     this.running.add(run);
     try {
       return await run;
@@ -375,47 +419,21 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   stats(): Promise<LogStats> {
     // A consistent read: a generation retired under it makes it start over.
-    return this.track(() => this.reader.read((listing) => this.statsOf(listing)));
-  }
-
-  private async statsOf(listing: ShardListing): Promise<LogStats> {
-    const base = await this.tables.base(listing.baseExists);
-    const baseStats = base
-      ? await (async () => {
-          const s = await base.stats();
-          return {
-            version: await base.version(),
-            rows: s.numRows,
-            fragments: s.fragmentStats.numFragments,
-            indexes: (await base.listIndices()).map((i) => i.name),
-          };
-        })()
-      : { version: 0, rows: 0, fragments: 0, indexes: [] };
-    const shards = [];
-    for (const v of listing.visible) {
-      const t = await this.reader.shardTable(v);
-      shards.push({
-        name: v.name,
-        slot: v.slot,
-        epoch: v.epoch,
-        generation: v.generation,
-        version: await t.version(),
-        rows: await t.countRows(),
-        sealedAtVersion: v.sealed ? v.version : null,
-        retired: false,
-      });
-    }
-    for (const r of listing.retired) {
-      shards.push({ name: r.name, slot: r.slot, epoch: r.epoch, generation: r.generation, version: 0, rows: 0, sealedAtVersion: null, retired: true });
-    }
-    return { uri: this.uri, base: baseStats, shards };
+    const c = { uri: this.uri, pipeline: this.o.pipeline, experiment: this.o.experiment, tables: this.tables, reader: this.reader, leases: this.o.leases, clock: this.o.clock };
+    return this.track(() => this.reader.read((listing) => statsOf(c, listing)));
   }
 
   /**
    * Serves the appends queued before it, merges this writer's shard and releases its slot; waits
-   * for a maintain() and for reads still running; then releases the log's stores. Later calls fail.
+   * for a maintain() and for reads still running; then releases the log's stores. Later calls fail;
+   * a second close() gets the first one's promise (a signal handler and the caller may both close).
    */
-  async close(): Promise<void> {
+  close(): Promise<void> {
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private async closeOnce(): Promise<void> {
     this.closed = true;
     try {
       await this.writer?.close();

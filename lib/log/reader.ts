@@ -34,6 +34,7 @@ import {
   type Seal,
   type ShardName,
 } from './layout.ts';
+import { damageKey, damaged, DAMAGE_REPEATS, permissionOf } from './damage.ts';
 import { withoutDeleted } from './deleted.ts';
 import { writeSeal } from './seal.ts';
 import { ShardItemIndex } from './shard-index.ts';
@@ -121,6 +122,8 @@ export class LogReader {
     private readonly clock: Clock,
     private readonly baseItemRows?: BaseItemRows,
     private readonly ownItemRows?: OwnItemRows,
+    /** Told each listing a read starts from; may refuse the read (a log that does not exist). */
+    private readonly checkListing?: (listing: ShardListing) => Promise<void>,
   ) {}
 
   async readSeal(writerEpoch: string, logId = this.logId): Promise<Seal | null> {
@@ -259,6 +262,7 @@ export class LogReader {
   async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>): Promise<T> {
     if (this.closed) throw new InternalError('the log is closed: open it again to read');
     let lastError: unknown;
+    let suspect = null as { key: string; times: number } | null;
     for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
       if (attempt > 0) await this.clock.sleep(Math.min(400, 5 * 2 ** attempt));
       let listing: ShardListing;
@@ -269,6 +273,7 @@ export class LogReader {
         lastError = e;
         continue;
       }
+      await this.checkListing?.(listing);
       if (listing.pending.length > 0) {
         // A takeover is between its fence and its seal. Give it a moment, then finish it: the
         // fence proves the old epoch can no longer be confirmed, so any version read now covers
@@ -293,6 +298,7 @@ export class LogReader {
         failed = true;
         if (e instanceof DgclError && !(e instanceof UnavailableError)) definite = e;
         else lastError = e;
+        definite ??= permissionOf(e, this.objects.baseUri) ?? undefined; // a refusal: retrying cannot help
         if (definite !== undefined && !guard('errors-after-layout-check')) throw definite;
       }
       // Also before an error `fn` decided on (NotFound: the item's rows were not there): rows
@@ -301,6 +307,7 @@ export class LogReader {
       if (read.length > 0 && !stable(read, parseMetaNames(await this.objects.list(META_DIR)))) {
         for (const v of read) this.forget(v);
         lastError ??= new UnavailableError('the log layout changed during the read');
+        suspect = null; // damage needs the same failure with the layout unchanged, in a row
         continue;
       }
       if (definite !== undefined) throw definite;
@@ -310,6 +317,13 @@ export class LogReader {
       // restored at the same place) names that log's files, gone (review33 F2).
       for (const v of read) this.forget(v);
       this.tables.forgetBase();
+      // Unless it is the same decoding failure again and again: a damaged file (lib/log/damage.ts).
+      const key = damageKey(lastError);
+      suspect = key === null ? null : { key, times: suspect?.key === key ? suspect.times + 1 : 1 };
+      if (suspect !== null && suspect.times >= DAMAGE_REPEATS) {
+        const datasets = [...(listing.baseExists ? [{ name: 'base', open: async () => (await this.tables.base(true))! }] : []), ...read.map((v) => ({ name: v.name, open: () => this.shardTable(v) }))];
+        throw await damaged({ tables: this.tables, objects: this.objects }, datasets, lastError);
+      }
     }
     if (lastError instanceof DgclError) throw lastError;
     throw new UnavailableError(`read of ${this.objects.baseUri} did not settle after ${READ_ATTEMPTS} attempts: ${errMsg(lastError)}`, { cause: lastError });

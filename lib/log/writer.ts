@@ -15,7 +15,7 @@
  */
 import { startTimer, type Clock } from '../clock.ts';
 import { CorruptError, DgclError, FencedError, InternalError, UnavailableError } from '../errors.ts';
-import { acquireWriterSlot, LeaseKeeper } from '../lease/slots.ts';
+import { acquireWriterSlot, LeaseKeeper, type SlotWaitListener } from '../lease/slots.ts';
 import { randomUUID } from 'node:crypto';
 import { guard } from '../guards.ts';
 import type { CoordStore } from '../coord/types.ts';
@@ -56,6 +56,8 @@ export interface WriterOptions {
   claimRetentionMs: number;
   clock: Clock;
   hooks?: WriterHooks;
+  /** Told when the writer starts waiting for a slot (every one it may take is held). */
+  onSlotWait?: SlotWaitListener;
 }
 
 export interface WriterHooks extends MergeHooks {
@@ -688,6 +690,8 @@ export class ShardWriter {
       // lease runs out within one ttl.
       waitMs: this.opts.leaseTtlMs,
       clock: this.opts.clock,
+      ...(this.opts.onSlotWait ? { onWait: this.opts.onSlotWait } : {}),
+      stop: () => this.closing, // close() (a signal) must not wait out the holders' leases
     });
     const keeper = new LeaseKeeper(this.ctx.leases, lease, { ttlMs: this.opts.leaseTtlMs, clock: this.opts.clock });
     try {

@@ -3,7 +3,7 @@
  * lib/report/aggregate.ts and lib/report/trajectories.ts; rendered by lib/report/render.ts and
  * the page's own script (lib/report/assets/page.js).
  */
-import type { LogStats } from '../api.ts';
+import type { LogStats, ShardStats } from '../api.ts';
 import type { ItemStatus } from '../types.ts';
 
 export interface StatusCounts {
@@ -109,5 +109,6 @@ export interface ReportData {
   items: ItemRow[];
   itemsOmitted: number;
   trajectories: Record<string, TrajectoryRow[]>;
-  stats: LogStats;
+  /** `stats()`, each shard generation with its state in words (as `dgcl stats` prints it). */
+  stats: LogStats & { shards: Array<ShardStats & { label: string }> };
 }

@@ -8,6 +8,7 @@ import { writeFile } from 'node:fs/promises';
 import { systemClock, type Clock } from '../clock.ts';
 import { InvalidInputError, NotFoundError } from '../errors.ts';
 import type { LanceCheckpointLog } from '../log/log.ts';
+import { shardLabel } from '../log/stats.ts';
 import type { Env } from '../storage/location.ts';
 import { formatTarget, parseTarget, writeTarget } from '../export/output.ts';
 import { isHashedThreadItem } from '../langgraph/view.ts';
@@ -74,7 +75,7 @@ export async function report(log: LanceCheckpointLog, o: ReportOptions = {}): Pr
     items: agg.items,
     itemsOmitted: agg.itemsOmitted,
     trajectories,
-    stats,
+    stats: { ...stats, shards: stats.shards.map((s) => ({ ...s, label: shardLabel(s) })) },
   };
   const html = renderHtml(data);
   if (!target) return { html, data };

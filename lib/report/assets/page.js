@@ -181,13 +181,14 @@
       }))]));
   }
 
-  // Writers and shards (dgcl stats).
+  // Writers and shards (dgcl stats), each generation's state in the CLI's words (s.label).
   var st = data.stats;
   var sShards = section('Writers and shards', 'shards');
   sShards.appendChild(el('p', null, ['Base: version ' + st.base.version + ', ' + fmtNum(st.base.rows) + ' rows, ' + st.base.fragments + ' fragments, indexes: ' + (st.base.indexes.join(', ') || 'none') + '. ',
     (st.shards.filter(function (s) { return !s.retired; }).length) + ' unmerged shard generations.']));
+  if (st.hint) sShards.appendChild(el('p', { cls: 'shards-hint' }, [st.hint]));
   if (st.shards.length) sShards.appendChild(table('shards-table', [['generation'], ['slot', 'num'], ['epoch', 'num'], ['gen', 'num'], ['version', 'num'], ['rows', 'num'], ['state']],
-    st.shards.map(function (s) { return tr([[s.name], [s.slot, 'num'], [s.epoch, 'num'], [s.generation, 'num'], [s.version, 'num'], [fmtNum(s.rows), 'num'], [s.retired ? 'retired' : s.sealedAtVersion != null ? 'sealed at v' + s.sealedAtVersion : 'live']]); })));
+    st.shards.map(function (s) { return tr([[s.name], [s.slot, 'num'], [s.epoch, 'num'], [s.generation, 'num'], [s.version, 'num'], [fmtNum(s.rows), 'num'], [s.label]]); })));
   main.appendChild(sShards);
 
   window.dgclReport = { charts: charts, data: data };
