@@ -73,6 +73,35 @@ registerHooks({ resolve(spec, ctx, next) {
     expect([...items.packages].filter((p) => p.startsWith('@aws-sdk') || ['apache-arrow (ES modules)', 'hyparquet-writer', 'chart.js', 'cli-progress'].includes(p))).toEqual([]);
   });
 
+  it('--help, bad usage and an unknown command are answered by one process; a log command runs in a child behind the stderr filter, unless DGCL_RAW_STDERR=1', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'dgcl-procs-'));
+    const hook = path.join(dir, 'hook.mjs');
+    const list = path.join(dir, 'pids.txt');
+    // Preloaded into every node process of the command (the bin passes its flags on to its child).
+    writeFileSync(hook, `import { appendFileSync } from 'node:fs';\nappendFileSync(${JSON.stringify(list)}, process.pid + '\\n');\n`);
+    const processes = (args: string[], env: Record<string, string> = {}) => {
+      writeFileSync(list, '');
+      const r = spawnSync(process.execPath, ['--import', hook, 'bin/dgcl.js', ...args], { cwd: REPO, encoding: 'utf8', env: { ...process.env, ...env } });
+      return { code: r.status, stderr: r.stderr, count: readFileSync(list, 'utf8').split('\n').filter(Boolean).length };
+    };
+    expect(processes(['--help'])).toMatchObject({ code: 0, count: 1 });
+    expect(processes(['items', '--root', root])).toMatchObject({ code: 2, count: 1 });
+    expect(processes(['items', ...flags, '--status', 'nonsense'])).toMatchObject({ code: 2, count: 1 });
+    expect(processes(['bogus'])).toMatchObject({ code: 2, count: 1 });
+    expect(processes(['stats', ...flags])).toMatchObject({ code: 0, count: 2 });
+    // The child's exit code is the command's: a log that does not exist is 66.
+    const missing = processes(['stats', '--root', root, '--pipeline', 'p', '--experiment', 'typo']);
+    expect(missing, missing.stderr).toMatchObject({ code: 66, count: 2 });
+    expect(missing.stderr).toMatch(/^dgcl: LOG_NOT_FOUND: .*experiments of pipeline "p": many\n$/);
+    expect(processes(['stats', ...flags], { DGCL_RAW_STDERR: '1' })).toMatchObject({ code: 0, count: 1 });
+  });
+
+  it('a reader of stderr that goes away costs the messages, not the exit code', () => {
+    const cmd = `"${process.execPath}" bin/dgcl.js stats --root ${root} --pipeline p --experiment typo 2> >(exec true); echo "dgcl exit $?"`;
+    const r = spawnSync('bash', ['-c', cmd], { cwd: REPO, encoding: 'utf8' });
+    expect(r.stdout).toBe('dgcl exit 66\n');
+  });
+
   it('demo: a SIGKILLed worker, a resume from every cursor, no step twice, maintenance merges the dead shard', async () => {
     const demoRoot = mkdtempSync(path.join(tmpdir(), 'dgcl-demo-'));
     const r = await dgcl(['demo', '--root', demoRoot, '--items', '10', '--json']);
