@@ -1,10 +1,12 @@
 /**
  * LanceDB's native code reports a Rust panic on the process's stderr (its decoders panic on some
  * damaged files; the panic also becomes an error, which the log reports as CORRUPT naming the
- * file). Node cannot point its own fd 2 elsewhere, so `bin/dgcl.js` runs the command in a child
- * whose stderr passes through `PanicFilter`: Rust's panic reports are dropped, everything else
- * (our messages, the progress bar, anything else native code prints) passes unchanged, partial
- * lines at once. `DGCL_RAW_STDERR=1` runs the command in place, unfiltered.
+ * file). Node cannot point its own fd 2 elsewhere, so `bin/dgcl.js` runs a command that opens a
+ * log in a child whose stderr passes through `PanicFilter` (cli/main.ts `MainOptions.isolate`;
+ * help and usage errors never load LanceDB and are answered without one): Rust's panic reports
+ * are dropped, everything else (our messages, the progress bar, anything else native code
+ * prints) passes unchanged, partial lines at once. `DGCL_RAW_STDERR=1` runs the command in
+ * place, unfiltered.
  */
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
