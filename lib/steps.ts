@@ -18,8 +18,10 @@
  * nothing (`undefined`: STEP_COMPLETED alone), or an object of `set` (field -> value) and
  * `append` (field -> array) only; a misspelt key, a bare value or fields at the top level are
  * refused rather than recorded as a step that set nothing. A step whose index is below the
- * item's cursor (its last completed step, same iteration) is refused before the function runs:
- * the cursor would move back and a resume would run completed steps again.
+ * item's cursor (the completed step last in step order, lib/step-order.ts; steps run here have no
+ * iteration) is refused before the function runs: the pipeline is running its steps out of order,
+ * and a resume from the cursor would never run that step. The log itself accepts such a batch
+ * (a late delivery of a valid batch is always written or answered duplicate).
  *
  * One process per item at a time (route an item to one worker, as the log's I5 asks): two
  * processes running the same step concurrently may both run it; the log then keeps both batches
@@ -30,6 +32,7 @@ import type { CheckpointLog } from './api.ts';
 import { parseBatch } from './batch.ts';
 import { decodeValue, valueColumns } from './codec.ts';
 import { InvalidInputError, ItemTerminalError, NotFoundError } from './errors.ts';
+import { compareStepRank } from './step-order.ts';
 import type { CheckpointBatchInput, EventRow, OutputValue, PreparedBatch, TerminalKind, TrajectoryEvent } from './types.ts';
 
 /** What a step function returns: the fields its checkpoint batch sets and appends. */
@@ -81,7 +84,7 @@ const StepResultSchema = z.strictObject({
   append: z.record(z.string(), z.array(z.unknown())).optional(),
 });
 
-/** The last completed step of the item (its cursor): index and iteration. */
+/** The item's cursor (lib/step-order.ts): name, index and iteration. */
 interface StepMark {
   name: string;
   index: number | null;
@@ -167,7 +170,8 @@ export class DurableItem {
     this.attempts.set(key, attempt);
     const rec: Recorded = { ...outputsOf(prepared), attempt, checkpointId: ack!.checkpointId };
     this.completed.set(key, rec);
-    this.cursor = { name, index, iteration: null };
+    const now = this.cursor;
+    if (now === null || compareStepRank(null, index, now.iteration, now.index) >= 0) this.cursor = { name, index, iteration: null };
     return { ...rec, replayed: false };
   }
 
@@ -240,7 +244,10 @@ function scanEvents(events: readonly TrajectoryEvent[]) {
     if (e.eventType === 'FAILED' || e.eventType === 'STEP_COMPLETED') attempts.set(key, Math.max(attempts.get(key) ?? 0, e.attempt));
     // A batch's STEP_COMPLETED comes after its field events (lib/batch.ts), so `out` is whole.
     if (e.eventType === 'STEP_COMPLETED' && !completed.has(key)) completed.set(key, { ...out, attempt: e.attempt, checkpointId: e.checkpointId });
-    if (e.eventType === 'STEP_COMPLETED') cursor = { name: e.stepName, index: e.stepIndex ?? null, iteration: e.iteration ?? null };
+    // Events come in log order: of equal rank, the later one is the cursor (as the fold chooses).
+    if (e.eventType === 'STEP_COMPLETED' && (cursor === null || compareStepRank(e.iteration ?? null, e.stepIndex ?? null, cursor.iteration, cursor.index) >= 0)) {
+      cursor = { name: e.stepName, index: e.stepIndex ?? null, iteration: e.iteration ?? null };
+    }
   }
   return { completed, attempts, terminal, cursor };
 }

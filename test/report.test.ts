@@ -60,6 +60,7 @@ describe('report', () => {
       const last = Math.max(...traj.get(s.itemId)!.map((e) => Date.parse(e.eventTs)));
       expect(Math.floor(row.lastMs)).toBe(last);
     }
+    expect(d.items.find((i) => i.id === 'late-step')!.cursor, 'a step written late does not move the cursor back').toBe('1:generate (attempt 1)');
     // The progress series ends at every item counted once.
     const p = d.progress;
     expect(p.created.at(-1)).toBe(states.length);

@@ -4,7 +4,7 @@
  * rows with the seqs of the first copy.
  */
 import { toRows } from '../batch.ts';
-import { InternalError, InvalidInputError, ItemExistsError, ItemNotFoundError, ItemTerminalError } from '../errors.ts';
+import { InternalError, ItemExistsError, ItemNotFoundError, ItemTerminalError } from '../errors.ts';
 import { eventId, incarnationCheckpointId } from '../ids.ts';
 import type { Ack, EventRow, PreparedBatch } from '../types.ts';
 
@@ -22,15 +22,6 @@ export interface ItemTrack {
   base: number;
   /** checkpoint_id -> (event_id -> seq) */
   checkpoints: Map<string, Map<string, number>>;
-  /** The item's last STEP_COMPLETED (its cursor): a batch may not complete a lower step of its iteration. */
-  cursor: StepMark | null;
-}
-
-/** Where a STEP_COMPLETED is: its seq, step index and iteration. */
-export interface StepMark {
-  seq: number;
-  index: number | null;
-  iteration: number | null;
 }
 
 /** Columns the writer reads to sequence batches: no values, no blobs. */
@@ -43,8 +34,6 @@ export const TRACK_COLUMNS = [
   'checkpoint_id',
   'event_type',
   'writer_epoch',
-  'step_index',
-  'iteration',
 ] as const;
 
 /** Validate one batch against its item and give it seqs; mutates the track. */
@@ -88,10 +77,10 @@ export function sequence(
   if (t.terminal) {
     throw new ItemTerminalError(`item ${JSON.stringify(b.itemId)} is terminal: no event may follow a TERMINAL event`, b.itemId, { field: 'itemId' });
   }
-  // A new incarnation (created after a deletion) starts without a cursor.
-  const cursor = b.create ? null : t.cursor;
-  const completes = b.events.some((e) => e.eventType === 'STEP_COMPLETED');
-  if (completes) checkStepOrder(b, cursor);
+  // No step order check: a valid batch is always written or answered duplicate, also when it
+  // completes a step below one its item already completed (a retry after an unknown outcome, a
+  // redelivery, a standard queue). The cursor is chosen by step order (lib/step-order.ts), so
+  // such a batch does not move it back; durable steps refuse running a step out of order.
   const firstSeq = t.lastSeq + 1;
   const rows = toRows(b, {
     firstSeq,
@@ -110,11 +99,6 @@ export function sequence(
     t.parentItemId = b.create.parentItemId;
   }
   if (b.events.some((e) => e.eventType === 'TERMINAL')) t.terminal = true;
-  if (b.create) t.cursor = null;
-  if (completes) {
-    const at = rows.find((r) => r.event_type === 'STEP_COMPLETED')!;
-    t.cursor = { seq: at.item_seq, index: at.step_index, iteration: at.iteration };
-  }
   return {
     ack: { itemId: b.itemId, checkpointId: b.checkpointId, eventIds, firstSeq, lastSeq: t.lastSeq, duplicate: false },
     rows,
@@ -128,26 +112,8 @@ export function incarnate(b: PreparedBatch, base: number): PreparedBatch {
   return { ...b, checkpointId: cp, events: b.events.map((e, i) => ({ ...e, eventId: eventId(cp, i) })) };
 }
 
-/**
- * A batch that completes step index i of an iteration while the item's cursor is a higher index of
- * the same iteration is refused: the cursor would move back, and a resume from it would run a
- * completed step again. A deliberate repeat of earlier steps is a new `iteration`. Steps without
- * an index are not ordered.
- */
-function checkStepOrder(b: PreparedBatch, cursor: StepMark | null): void {
-  const index = b.step?.index ?? null;
-  if (cursor === null || index === null || cursor.index === null) return;
-  const iteration = b.step?.iteration ?? null;
-  if (iteration !== cursor.iteration || index >= cursor.index) return;
-  const it = iteration === null ? '' : ` of iteration ${iteration}`;
-  throw new InvalidInputError(
-    `item ${JSON.stringify(b.itemId)}: step index ${index}${it} is below the item's cursor, step index ${cursor.index} (seq ${cursor.seq}); steps of an iteration complete in index order (repeat earlier steps in a new iteration)`,
-    { field: 'step.index' },
-  );
-}
-
 function emptyTrack(): ItemTrack {
-  return { created: false, rootItemId: null, parentItemId: null, terminal: false, lastSeq: 0, base: 0, checkpoints: new Map(), cursor: null };
+  return { created: false, rootItemId: null, parentItemId: null, terminal: false, lastSeq: 0, base: 0, checkpoints: new Map() };
 }
 
 export function cloneTrack(t: ItemTrack | undefined): ItemTrack {
@@ -180,9 +146,6 @@ export function buildTracks(rows: readonly EventRow[], deleted: (itemId: string)
       t.parentItemId = r.parent_item_id;
     }
     if (r.event_type === 'TERMINAL') t.terminal = true;
-    if (r.event_type === 'STEP_COMPLETED' && (t.cursor === null || r.item_seq > t.cursor.seq)) {
-      t.cursor = { seq: r.item_seq, index: r.step_index, iteration: r.iteration };
-    }
     t.lastSeq = Math.max(t.lastSeq, r.item_seq);
     let ck = t.checkpoints.get(r.checkpoint_id);
     if (!ck) t.checkpoints.set(r.checkpoint_id, (ck = new Map()));

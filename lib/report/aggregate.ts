@@ -19,6 +19,7 @@ import { CorruptError } from '../errors.ts';
 import { Int32Column, Int64Column, Utf8Column } from '../log/columns.ts';
 import type { EventVisitor } from '../log/stream.ts';
 import { checkpointLabel, isThreadCursor } from '../langgraph/view.ts';
+import { compareStepRank } from '../step-order.ts';
 import type { ItemStatus } from '../types.ts';
 import { progressSeries, stepStats, type StepAgg } from './figures.ts';
 import type { FailureGroup, ItemRow, ProgressSeries, StatusCounts, StepStats } from './model.ts';
@@ -198,10 +199,14 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
             s.itemsPassed++;
           }
           item.trace.push(seq, ms, K_COMPLETED * 65536 + sid, this.runOf(runIds.get(r)));
-          if (later(seq, id, item.cursorAt)) {
+          // The cursor as the fold chooses it (lib/step-order.ts).
+          const index = stepIndexes.get(r);
+          const iteration = new Int64Column(b, 'iteration').get(r);
+          const rank = item.cursor === null ? 1 : compareStepRank(iteration, index, item.cursor.iteration, item.cursor.index);
+          if (rank > 0 || (rank === 0 && later(seq, id, item.cursorAt))) {
             item.cursorAt = { seq, id: id() };
             const instance = new Utf8Column(b, 'step_instance_id').get(r);
-            item.cursor = { step: stepNames.get(r), index: stepIndexes.get(r), instance, iteration: new Int64Column(b, 'iteration').get(r), attempt };
+            item.cursor = { step: stepNames.get(r), index, instance, iteration, attempt };
           }
           if (later(seq, id, item.stepAt)) {
             item.stepAt = { seq, id: id() };
