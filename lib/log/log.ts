@@ -99,7 +99,15 @@ export class LanceCheckpointLog implements CheckpointLog {
   }
 
   private ctx() {
-    return { tables: this.tables, objects: this.o.objects, reader: this.reader, leases: this.o.leases, coord: (o?: { create: boolean }) => this.coord(o) };
+    return {
+      tables: this.tables,
+      objects: this.o.objects,
+      reader: this.reader,
+      leases: this.o.leases,
+      coord: (o?: { create: boolean }) => this.coord(o),
+      // Not part of a public read that queued the append (a missing log is the write's to make).
+      checkBase: () => inRead.exit(() => this.baseReadable()),
+    };
   }
 
   /**
@@ -157,15 +165,18 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   async append(batches: unknown[]): Promise<Ack[]> {
     const prepared = parseBatches(batches);
-    const writer = this.getWriter();
-    await this.baseReadable();
-    return writer.append(prepared).catch((e: unknown) => Promise.reject(permissionOf(e, this.uri) ?? e));
+    // Queued at once (the base check runs in the writer's loop, before its commit): an append
+    // called before close() is served by it, never refused because close() ran meanwhile.
+    return this.getWriter()
+      .append(prepared)
+      .catch((e: unknown) => Promise.reject(permissionOf(e, this.uri) ?? e));
   }
 
   /**
-   * Before this log's first append: its base opens and its metadata reads, in a consistent read
-   * (damage is CORRUPT there, lib/log/damage.ts). An append to a log whose base cannot be read
-   * is refused before anything is written, instead of acking into a shard no merge can take.
+   * Before this log's first commit (the writer's loop calls it before each group; once it held,
+   * at no cost): its base opens and its metadata reads, in a consistent read (damage is CORRUPT
+   * there, lib/log/damage.ts). An append to a log whose base cannot be read is refused before
+   * anything is written, instead of acking into a shard no merge can take.
    */
   private baseReadable(): Promise<void> {
     this.baseChecked ??= this.reader

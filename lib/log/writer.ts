@@ -193,7 +193,15 @@ export class ShardWriter {
   private retiring = new Set<Promise<void>>();
 
   constructor(
-    private readonly ctx: { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore; coord: (o?: { create: boolean }) => Promise<CoordStore> },
+    private readonly ctx: {
+      tables: LanceTables;
+      objects: ObjectStore;
+      reader: LogReader;
+      leases: LeaseStore;
+      coord: (o?: { create: boolean }) => Promise<CoordStore>;
+      /** Resolves once the log's base is known readable; refuses a group otherwise (nothing written). */
+      checkBase?: () => Promise<void>;
+    },
     private readonly opts: WriterOptions,
   ) {}
 
@@ -260,6 +268,7 @@ export class ShardWriter {
       }
       if (group.length === 0) continue;
       try {
+        await this.ctx.checkBase?.();
         await this.commitGroup(group);
       } catch (e) {
         // Taking a slot (its takeover's seals) may fail on Lance's plain errors: storage trouble.
