@@ -20,7 +20,7 @@
 import { guard } from '../guards.ts';
 import type * as arrow from 'apache-arrow';
 import type { Clock } from '../clock.ts';
-import { CorruptError, DgclError, InternalError, UnavailableError } from '../errors.ts';
+import { CorruptError, DgclError, InternalError, PermissionDeniedError, UnavailableError } from '../errors.ts';
 import { COLUMN_NAMES, LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
@@ -280,6 +280,17 @@ export class LogReader {
         // everything it acknowledged.
         if (attempt < SEAL_WAITS) continue;
         await this.completeSeals(listing).catch((e: unknown) => {
+          // A reader that may not write (read-only credentials) cannot finish the seal, but the
+          // taker writes it in a moment: keep waiting for it, as for storage trouble.
+          const refused = e instanceof PermissionDeniedError ? e : permissionOf(e, this.objects.baseUri);
+          if (refused) {
+            const epochs = [...new Set(listing.pending.map((s) => s.writerEpoch))].join(', ');
+            lastError = new UnavailableError(
+              `a takeover of writer epoch ${epochs} is between its fence and its seal, and this process may not write the seal (${refused.message}); the taker, or a writer or maintenance with write access, writes it: retry`,
+              { cause: refused },
+            );
+            return;
+          }
           if (e instanceof DgclError && !(e instanceof UnavailableError)) throw e;
           lastError = e; // storage trouble: try again on the next attempt
         });
