@@ -82,9 +82,15 @@ export interface DeleteResult {
 
 export interface MaintenanceReport {
   experiment: string;
-  /** False when another maintainer held the lease; nothing was done. */
+  /** False when another maintainer held the lease (`heldBy`), or the log holds nothing yet (`empty`); nothing was done. */
   ran: boolean;
   heldBy?: string;
+  /**
+   * Set (with `ran: false`) when the log's folder exists but holds no log yet: a first writer that
+   * died before its first generation's marker, or is still writing it. Nothing was done or created;
+   * the next pass after the first commit maintains it.
+   */
+  empty?: true;
   mergedShards: string[];
   mergedRows: number;
   compacted: { fragmentsRemoved: number; fragmentsAdded: number } | null;

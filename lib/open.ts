@@ -18,7 +18,7 @@ import type { LeaseStore } from './lease/types.ts';
 import { LanceCheckpointLog, type LanceLogOptions } from './log/log.ts';
 import type { MaintainProgress } from './log/maintain.ts';
 import type { MergeHooks } from './log/merge.ts';
-import { logNotFound } from './log/missing.ts';
+import { logFolderExists, logNotFound } from './log/missing.ts';
 import type { WriterHooks } from './log/writer.ts';
 import { validateName } from './names.ts';
 import { closeOnSignals, CLOSE_SIGNALS } from './signals.ts';
@@ -190,6 +190,7 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
     ...(o.onSlotWait ? { onSlotWait: o.onSlotWait } : {}),
     onClose,
     missingLog: () => logNotFound({ root, pipeline, experiment, uri, rootObjects }),
+    logFolderExists: () => logFolderExists({ root, pipeline, experiment, uri, rootObjects }),
   };
   const log = leases instanceof MissingLeaseStore ? new LeaselessLog(options, leases) : new LanceCheckpointLog(options);
   if (o.closeOnSignals) stopListening = closeOnSignals(() => log.close(), o.closeOnSignals === true ? CLOSE_SIGNALS : o.closeOnSignals);

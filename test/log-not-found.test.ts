@@ -95,6 +95,23 @@ describe('a log that does not exist', () => {
     await expectAllRefused({ root: empty, pipeline: 'qa', experiment: 'exp-a' }, /; no pipeline has a log under the root file:\/\//, empty);
   });
 
+  it('a log folder with nothing in its meta folder yet (a first write that did not get far): maintain reports it empty and creates nothing', async () => {
+    const half = mkdtempSync(path.join(tmpdir(), 'dgcl-nolog-half-'));
+    const w = await openLog({ root: half, pipeline: 'p', experiment: 'e', hooks: { beforeCommit: () => Promise.reject(new Error('killed')) } });
+    await w.append([createBatch('a')]).catch(() => undefined);
+    const logDir = path.join(half, 'datagen_checkpoints', 'p', 'e', 'log.lance');
+    expect(existsSync(logDir)).toBe(true);
+    const before = tree(logDir);
+    const m = await openLog({ root: half, pipeline: 'p', experiment: 'e' });
+    expect(await m.maintain()).toMatchObject({ experiment: 'p/e', ran: false, empty: true, mergedShards: [], failures: [] });
+    await m.close();
+    expect(tree(logDir), 'nothing was created').toEqual(before);
+    // Beside it, a misspelt experiment is still LOG_NOT_FOUND.
+    const typo = await openLog({ root: half, pipeline: 'p', experiment: 'ee' });
+    await expect(typo.maintain()).rejects.toMatchObject({ code: 'LOG_NOT_FOUND', message: expect.stringMatching(/experiments of pipeline "p": e$/) });
+    await typo.close();
+  });
+
   it('writing a new log is still one append, and durable steps start a new item of a new log', async () => {
     const fresh = mkdtempSync(path.join(tmpdir(), 'dgcl-nolog-new-'));
     const log = await openLog({ root: fresh, pipeline: 'p', experiment: 'new' });

@@ -17,7 +17,7 @@ import { checkDeleteOptions } from './delete-guard.ts';
 import { deletedThrough } from './deleted.ts';
 import { listItems, pageVisitor } from './listing.ts';
 import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
-import { maintain, type MaintainProgress } from './maintain.ts';
+import { emptyMaintenanceReport, maintain, type MaintainProgress } from './maintain.ts';
 import { listingShowsLog, logExistsAt } from './missing.ts';
 import { permissionOf } from './damage.ts';
 import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
@@ -47,6 +47,11 @@ export interface LanceLogOptions extends WriterOptions {
    * it names what exists near it); default: one naming the log's URI alone.
    */
   missingLog?: () => Promise<LogNotFoundError>;
+  /**
+   * Whether the log's folder exists, whatever it holds (lib/log/missing.ts `logFolderExists`);
+   * default: whether anything is stored under it.
+   */
+  logFolderExists?: () => Promise<boolean>;
   /** Wraps every Lance table handle (the simulation harness's fault and scheduling point). */
   wrapTable?: TableWrapper;
   /** Wraps every fsync of a dataset (the simulation harness's scheduling and fault point). */
@@ -405,7 +410,14 @@ export class LanceCheckpointLog implements CheckpointLog {
     const run = (async () => {
       // Refused before anything is made (no lease, no folder): maintaining a misspelt log would
       // report a clean pass over nothing. Part of the run: a close() meanwhile waits for it.
-      if (!(await logExistsAt(this.o.objects))) throw await this.missingLog();
+      // A log folder whose meta folder shows nothing yet (a first writer that died before its
+      // first generation, or is writing it) is no typo: nothing to do, and no error for the
+      // scheduled maintenance, which picks experiments by that folder.
+      if (!(await logExistsAt(this.o.objects))) {
+        const folder = await (this.o.logFolderExists?.() ?? this.o.objects.list('').then((names) => names.length > 0));
+        if (!folder) throw await this.missingLog();
+        return { ...emptyMaintenanceReport(`${this.o.pipeline}/${this.o.experiment}`), empty: true as const };
+      }
       return maintain(this.ctx(), {
         pipeline: this.o.pipeline,
         experiment: this.o.experiment,

@@ -10,7 +10,7 @@ import { LogNotFoundError } from '../errors.ts';
 import { errCode } from '../fsutil.ts';
 import { validateName } from '../names.ts';
 import type { ObjectStore } from '../storage/objects.ts';
-import { CHECKPOINTS_DIR, formatLocation, type Location } from '../storage/location.ts';
+import { CHECKPOINTS_DIR, formatLocation, LOG_DATASET, type Location } from '../storage/location.ts';
 import { META_DIR, parseMetaNames, type MetaNames } from './layout.ts';
 
 /** Names listed in a message at most (a root may hold many experiments). */
@@ -52,6 +52,15 @@ export function listingShowsLog(l: {
 /** Whether the log behind `objects` (its `log.lance` folder) exists: one listing of its meta folder. */
 export async function logExistsAt(objects: ObjectStore): Promise<boolean> {
   return logExists(parseMetaNames(await objects.list(META_DIR)));
+}
+
+/**
+ * Whether the log's folder (`<experiment>/log.lance`) exists, whatever it holds: listed from its
+ * experiment's folder, as the scheduled maintenance picks experiments (functions/shared/experiments.ts).
+ * A first writer makes it before anything the meta folder shows (its item markers, its slot).
+ */
+export async function logFolderExists(place: LogPlace): Promise<boolean> {
+  return (await place.rootObjects.list(`${CHECKPOINTS_DIR}/${place.pipeline}/${place.experiment}`)).includes(LOG_DATASET);
 }
 
 export interface LogPlace {
