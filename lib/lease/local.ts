@@ -6,16 +6,18 @@
  * Layout of `dir` (h = sha256 of the key, hex; the key itself is inside the record, so any key
  * works and case-insensitive file systems cannot merge two keys):
  *   <h>.json         the record {v, key, owner, epoch, expiresAtMs, updatedAtMs, acquireToken?,
- *                    pid?, host?}: pid and host of the process that took or last renewed it
+ *                    pid?, host?, pidNs?, start?}: the process that took or last renewed it
+ *                    (lib/lease/holder.ts)
  *   <h>.lock         the mutex: a file created atomically with link(2), content
- *                    {pid, host, token, createdAtMs}; present only while someone holds it
+ *                    {pid, host, pidNs?, start?, token, createdAtMs}; present only while someone holds it
  *   <h>.lock.break   the breaker mutex, held only while a stale mutex is removed
  *   *.tmp-<token>    temp files (a process killed mid-write can leave one; harmless)
  *
  * Mutex rules. Taking it is `link(tmp, <h>.lock)`, which either creates the whole file or fails
- * with EEXIST. A held mutex is stale when its holder's pid is dead on this host (a process
- * killed with SIGKILL is detected at once), or when it is older than `lockStaleMs` (pid reused
- * in a restarted container, another host sharing the folder, a frozen process). Stale mutexes
+ * with EEXIST. A held mutex is stale when its holder is known gone (lib/lease/holder.ts: same
+ * host and pid namespace, pid dead or reused; a process killed with SIGKILL is detected at once),
+ * or when it is older than `lockStaleMs` (no /proc, another pid namespace or host sharing the
+ * folder, a frozen process). Stale mutexes
  * are removed only under the breaker mutex, after re-checking that the very same mutex file is
  * still there, so two waiters can never both "break" and then both take it. Before the commit
  * (the rename of the record) the holder checks its mutex is still its own, so a holder frozen
@@ -25,21 +27,20 @@
  *
  * The mutex uses real time (its staleness is an OS fact); the lease rules use the injected clock.
  *
- * A held lease whose holder process is dead on this host (its recorded pid, same host name) is
- * free at once, as if expired: a crashed or killed writer's slot is taken without waiting out
- * the ttl. Safe for the same reason a takeover after expiry is: the new holder gets the next
- * epoch, and the log fences and seals the old one before the new one writes, so a holder wrongly
- * judged dead (a pid namespace of its own under the same host name) loses its next ack, never an
- * acked batch (docs/design/leases.md, "Dead holders").
+ * A held lease whose holder process is known gone (lib/lease/holder.ts) is free at once, as if
+ * expired: a crashed or killed writer's slot is taken without waiting out the ttl. Safe for the
+ * same reason a takeover after expiry is: the new holder gets the next epoch, and the log fences
+ * and seals the old one before the new one writes, so a holder wrongly judged gone would lose its
+ * next ack, never an acked batch (docs/design/leases.md, "Dead holders").
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Clock, systemClock } from '../clock.ts';
 import { ConflictError, CorruptError, DgclError, PermissionDeniedError, UnavailableError } from '../errors.ts';
 import { errCode, isPermissionError, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
+import { HOLDER, holderGone, holderOf, type Holder } from './holder.ts';
 import {
   LeaseFencedError,
   type LeaseRecord,
@@ -84,9 +85,7 @@ export interface LocalLeaseStoreOptions {
   };
 }
 
-interface LockInfo {
-  pid: number;
-  host: string;
+interface LockInfo extends Holder {
   token: string;
   createdAtMs: number;
 }
@@ -101,20 +100,13 @@ interface LockSeen {
 
 const RECORD_VERSION = 1;
 const BREAKER_STALE_MS = 10_000;
-const HOST = hostname();
-/** Who holds a lease this process takes or renews. */
-const HOLDER = { pid: process.pid, host: HOST } as const;
-
 /** A stored record: the lease, its acquire token, and the process holding it (if recorded). */
-interface LocalRecord extends LeaseRecord {
-  pid?: number;
-  host?: string;
-}
+interface LocalRecord extends LeaseRecord, Partial<Holder> {}
 
-/** Whether `r` is held (not released) by a process that is dead on this host. */
+/** Whether `r` is held (not released) by a process known to be gone (lib/lease/holder.ts). */
 function holderDead(r: LocalRecord | null): boolean {
-  if (r === null || r.owner === '' || r.pid === undefined || r.host !== HOST || r.pid === process.pid) return false;
-  return !pidAlive(r.pid);
+  if (r === null || r.owner === '' || r.pid === undefined || r.host === undefined) return false;
+  return holderGone(r as Holder);
 }
 
 export class LocalLeaseStore implements LeaseStore {
@@ -196,7 +188,7 @@ export class LocalLeaseStore implements LeaseStore {
     if (!isCurrent(record, l)) throw new LeaseFencedError(l, record && pick(record), { nowMs: this.clock.nowMs() });
   }
 
-  /** Whether the current holder of `key` is a process that died on this host (its lease is free). */
+  /** Whether the current holder of `key` is a process known to be gone (its lease is free). */
   async holderIsGone(key: string): Promise<boolean> {
     validateKey(key);
     return holderDead(await this.readRecord(key));
@@ -239,8 +231,8 @@ export class LocalLeaseStore implements LeaseStore {
     const lease: LocalRecord = { key, owner: r.owner, epoch: r.epoch as number, expiresAtMs: r.expiresAtMs };
     if (typeof r.acquireToken === 'string') lease.acquireToken = r.acquireToken;
     // Records written before holders were recorded have none: judged by expiry alone.
-    if (Number.isSafeInteger(r.pid) && typeof r.host === 'string') [lease.pid, lease.host] = [r.pid as number, r.host];
-    return lease;
+    const holder = holderOf(r);
+    return holder ? { ...lease, ...holder } : lease;
   }
 
   /** Durable replace: temp file + fsync, ownership check of the mutex, rename, fsync dir. */
@@ -295,7 +287,7 @@ export class LocalLeaseStore implements LeaseStore {
 
   private async lock(lockPath: string, key: string): Promise<string> {
     const token = randomUUID();
-    const body = JSON.stringify({ pid: process.pid, host: HOST, token, createdAtMs: systemClock.nowMs() });
+    const body = JSON.stringify({ ...HOLDER, token, createdAtMs: systemClock.nowMs() });
     const deadline = systemClock.nowMs() + this.lockTimeoutMs;
     let delay = 2;
     for (;;) {
@@ -336,15 +328,9 @@ async function readLock(path: string): Promise<LockSeen | null> {
     const raw = await fs.readFile(path, 'utf8');
     let info: LockInfo | null = null;
     try {
-      const j = JSON.parse(raw) as Partial<LockInfo>;
-      if (
-        typeof j.pid === 'number' &&
-        typeof j.host === 'string' &&
-        typeof j.token === 'string' &&
-        typeof j.createdAtMs === 'number'
-      ) {
-        info = j as LockInfo;
-      }
+      const j = JSON.parse(raw) as Record<string, unknown>;
+      const holder = j !== null && typeof j === 'object' ? holderOf(j) : null;
+      if (holder && typeof j.token === 'string' && typeof j.createdAtMs === 'number') info = { ...holder, token: j.token, createdAtMs: j.createdAtMs };
     } catch {
       info = null; // unreadable (e.g. truncated by a power loss): judged by age alone
     }
@@ -358,17 +344,8 @@ async function readLock(path: string): Promise<LockSeen | null> {
 function isStale(seen: LockSeen, staleMs: number): boolean {
   const now = systemClock.nowMs();
   if (seen.info === null) return now - seen.mtimeMs > staleMs;
-  if (seen.info.host === HOST && !pidAlive(seen.info.pid)) return true;
+  if (holderGone(seen.info)) return true;
   return now - seen.info.createdAtMs > staleMs;
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return errCode(e) === 'EPERM'; // exists, owned by someone else
-  }
 }
 
 function sameLock(a: LockSeen, b: LockSeen): boolean {
@@ -382,7 +359,7 @@ function sameLock(a: LockSeen, b: LockSeen): boolean {
 async function breakStale(lockPath: string, seen: LockSeen, staleMs: number): Promise<boolean> {
   const breaker = `${lockPath}.break`;
   const token = randomUUID();
-  const body = JSON.stringify({ pid: process.pid, host: HOST, token, createdAtMs: systemClock.nowMs() });
+  const body = JSON.stringify({ ...HOLDER, token, createdAtMs: systemClock.nowMs() });
   if (!(await createExclusive(breaker, body))) {
     // A breaker killed mid-break would block breaking forever: its own staleness is by pid or
     // a short age (breaking takes microseconds).

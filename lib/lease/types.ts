@@ -35,7 +35,7 @@ export interface LeaseStore {
   assertCurrent(lease: Lease): Promise<void>;
   /**
    * Optional: true when the store knows the current holder of `key` is gone before its expiry
-   * (the local store: its process died on this host), so its lease can be taken at once.
+   * (the local store: its process is known gone, lib/lease/holder.ts), so its lease can be taken at once.
    */
   holderIsGone?(key: string): Promise<boolean>;
   close(): Promise<void>;
