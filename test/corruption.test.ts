@@ -12,7 +12,7 @@ import { systemClock } from '../lib/clock.ts';
 import { CorruptError, UnavailableError } from '../lib/errors.ts';
 import { DEFAULTS, openLog } from '../lib/index.ts';
 import { LocalLeaseStore } from '../lib/lease/local.ts';
-import { damageKey } from '../lib/log/damage.ts';
+import { DAMAGE_MIN_MS, DAMAGE_REPEATS, damageKey } from '../lib/log/damage.ts';
 import { LanceCheckpointLog } from '../lib/log/log.ts';
 import type { Table, TableWrapper } from '../lib/log/tables.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
@@ -173,13 +173,15 @@ describe('only a decoding failure that repeats with the layout unchanged is dama
     await log.close();
   });
 
-  it('one that keeps coming back is CORRUPT after three attempts; an I/O failure that keeps coming back stays UNAVAILABLE', async () => {
+  it('one that keeps coming back for DAMAGE_MIN_MS is CORRUPT once the probe finds it; an I/O failure that keeps coming back stays UNAVAILABLE', async () => {
     const bad = readerWith(() => damage);
+    const t0 = Date.now();
     const err = await bad.log.allStates().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CorruptError);
-    expect((err as Error).message).toContain("of the log's base table");
-    // Three attempts, then the probe's scan that names the damaged dataset.
-    expect(bad.calls()).toBe(4);
+    expect((err as Error).message).toMatch(/the data files? .* of the log's base table .* is damaged: the same decoding error on \d+ reads in a row over \d+ ms/);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(DAMAGE_MIN_MS);
+    // At least DAMAGE_REPEATS attempts, then the probe's scan that names the damaged dataset.
+    expect(bad.calls()).toBeGreaterThanOrEqual(DAMAGE_REPEATS + 1);
     await bad.log.close();
 
     const down = readerWith(() => new Error('LanceError(IO): Generic S3 error: connection reset by peer'));

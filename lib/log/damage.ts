@@ -6,10 +6,13 @@
  *  - its message is one of Lance's decoding failures (a corrupt page or metadata, a protobuf that
  *    does not decode, a file shorter than its own footer says, a decoder that panicked);
  *  - the layout held still during the attempt (the reader's check);
- *  - the same failure (digits aside) comes back on fresh handles, DAMAGE_REPEATS attempts in a row.
- * Anything else keeps being retried and surfaces as UNAVAILABLE. Then the datasets the read used
- * are probed one by one to name the damaged one: its latest manifest when it does not open, else
- * its data files when a scan of its columns fails.
+ *  - the same failure (digits aside) comes back on fresh handles, at least DAMAGE_REPEATS attempts
+ *    in a row, over at least DAMAGE_MIN_MS (across the read's back-off): a store or a file being
+ *    replaced can fail a few reads back to back in a moment, which a retry still helps;
+ *  - then a probe of the datasets the read used, one by one, finds the damaged one: its latest
+ *    manifest when it does not open, else its data files when a scan of its columns fails.
+ * Anything else keeps being retried and surfaces as UNAVAILABLE, a probe that reads everything
+ * without the error included (the failure passed, or is somewhere the probe does not look).
  */
 import { CorruptError, DgclError, PermissionDeniedError } from '../errors.ts';
 import { LIGHT_COLUMNS } from '../schema.ts';
@@ -17,8 +20,18 @@ import type { ObjectStore } from '../storage/objects.ts';
 import { projection, type LanceTables, type Table } from './tables.ts';
 import { SHARDS_DIR } from './layout.ts';
 
-/** Attempts in a row with the same decoding failure before it is taken for damage. */
+/** Attempts in a row with the same decoding failure before it may be taken for damage. */
 export const DAMAGE_REPEATS = 3;
+/** How long the same decoding failure must have lasted (first to last attempt) before the probe. */
+export const DAMAGE_MIN_MS = 3000;
+
+/**
+ * How far a read probes for a damaged file: `scan` opens each dataset and scans its light
+ * columns; `open` only opens it (its manifest), for a check that reads no more than that; `none`
+ * never probes (the writer's reads, which would hold every append behind a scan of the log), so
+ * a repeated decoding failure there ends UNAVAILABLE and a read names the file.
+ */
+export type DamageProbe = 'scan' | 'open' | 'none';
 
 const DAMAGE_PATTERNS = [
   /corrupt file/i,
@@ -62,21 +75,22 @@ export interface ReadDataset {
 }
 
 /**
- * The CorruptError of a read that failed with `e` on every attempt: names the damaged file (or
- * dataset) found by probing `datasets`, and says a retry cannot help.
+ * The CorruptError of a read that failed with `e` on `reads` attempts over `spanMs`, naming the
+ * damaged file found by probing `datasets` (lib/log/reader.ts `read` decides when), or null when
+ * the probe found none: not damage that can be named, so the read goes on retrying.
  */
-export async function damaged(c: DamageContext, datasets: readonly ReadDataset[], e: unknown): Promise<CorruptError> {
-  const where = await locate(c, datasets).catch(() => null);
+export async function damaged(c: DamageContext, datasets: readonly ReadDataset[], e: unknown, o: { depth: 'scan' | 'open'; reads: number; spanMs: number }): Promise<CorruptError | null> {
+  const where = await locate(c, datasets, o.depth).catch(() => null);
+  if (where === null) return null;
   // Lance's own words, without its source locations and repeated causes.
   const lance = (e instanceof Error ? e.message : String(e)).replace(/, \/\S+\.rs:\d+:\d+/g, '').split(/\s+Caused by:/)[0]!.split('\n')[0]!.slice(0, 400);
-  const place = where ?? `one of ${datasets.map((d) => describe(c, d.name)).join(', ')}`;
   return new CorruptError(
-    `${place} is damaged: the same decoding error on ${DAMAGE_REPEATS} reads in a row, on fresh handles, with the log's layout unchanged (${lance}); a retry cannot help: restore the file from a copy`,
+    `${where} is damaged: the same decoding error on ${o.reads} reads in a row over ${Math.round(o.spanMs)} ms, on fresh handles, with the log's layout unchanged, and again when the file was read alone (${lance}); a retry cannot help: restore the file from a copy`,
     { cause: e },
   );
 }
 
-async function locate(c: DamageContext, datasets: readonly ReadDataset[]): Promise<string | null> {
+async function locate(c: DamageContext, datasets: readonly ReadDataset[], depth: 'scan' | 'open'): Promise<string | null> {
   for (const d of datasets) {
     let t: Table;
     try {
@@ -86,6 +100,7 @@ async function locate(c: DamageContext, datasets: readonly ReadDataset[]): Promi
       if (damageKey(e) === null) continue;
       return `the latest manifest of ${describe(c, d.name)}${await latestManifest(c, d.name)}`;
     }
+    if (depth === 'open') continue;
     try {
       // Every light column of every row, a batch at a time (held one at a time).
       const q = t.query().select(projection(LIGHT_COLUMNS)) as unknown as { execute(o: { maxBatchLength: number }): Promise<AsyncIterable<unknown>> };

@@ -181,13 +181,18 @@ export class LanceCheckpointLog implements CheckpointLog {
    * Before this log's first commit (the writer's loop calls it before each group; once it held,
    * at no cost): its base opens and its metadata reads, in a consistent read (damage is CORRUPT
    * there, lib/log/damage.ts). An append to a log whose base cannot be read is refused before
-   * anything is written, instead of acking into a shard no merge can take.
+   * anything is written, instead of acking into a shard no merge can take. Its damage probe only
+   * opens the datasets, as the check does: a scan of the log would hold the writer's loop.
    */
   private baseReadable(): Promise<void> {
     this.baseChecked ??= this.reader
-      .read(async (listing) => {
-        await (await this.tables.base(listing.baseExists))?.countRows();
-      })
+      .read(
+        async (listing) => {
+          await (await this.tables.base(listing.baseExists))?.countRows();
+        },
+        undefined,
+        'open',
+      )
       .catch((e: unknown) => {
         this.baseChecked = null;
         throw e;

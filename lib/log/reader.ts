@@ -34,7 +34,7 @@ import {
   type Seal,
   type ShardName,
 } from './layout.ts';
-import { damageKey, damaged, DAMAGE_REPEATS, permissionOf } from './damage.ts';
+import { damageKey, damaged, DAMAGE_MIN_MS, DAMAGE_REPEATS, permissionOf, type DamageProbe } from './damage.ts';
 import { withoutDeleted } from './deleted.ts';
 import { writeSeal } from './seal.ts';
 import { ShardItemIndex } from './shard-index.ts';
@@ -79,6 +79,11 @@ export interface ShardListing {
 
 /** Attempts of one read before it gives up on a layout that keeps changing under it. */
 const READ_ATTEMPTS = 10;
+/**
+ * Attempts a read may add while the same decoding failure repeats, so that one first seen near
+ * the end still gets DAMAGE_MIN_MS to show it lasts (the back-off is at most 400 ms).
+ */
+const DAMAGE_EXTRA_ATTEMPTS = Math.ceil(DAMAGE_MIN_MS / 400) + 1;
 /** Meta folder listings tried while seals they name vanish before their GET (listShards). */
 const LIST_ATTEMPTS = 5;
 /** Attempts that wait for a takeover to write its seal before the reader writes it itself. */
@@ -257,13 +262,17 @@ export class LogReader {
    * (with back-off) otherwise. `fn` reads the base and the listing's visible generations but
    * those in `skip` (whose rows the caller has in memory). Errors that are not about storage
    * (not found, corrupt data, bad input) are not retried, but thrown only once the layout is
-   * known to have held still (else the attempt starts over).
+   * known to have held still (else the attempt starts over). `probe`: how a decoding failure
+   * that keeps coming back is told to be damage (lib/log/damage.ts); the writer's reads pass
+   * `none`, so no scan of the log holds its appends.
    */
-  async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>): Promise<T> {
+  async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>, probe: DamageProbe = 'scan'): Promise<T> {
     if (this.closed) throw new InternalError('the log is closed: open it again to read');
     let lastError: unknown;
-    let suspect = null as { key: string; times: number } | null;
-    for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+    /** The decoding failure every attempt since `sinceMs` ended with, `times` in a row (damage?). */
+    let suspect = null as { key: string; times: number; sinceMs: number } | null;
+    let attempt = 0;
+    for (; attempt < READ_ATTEMPTS || (suspect !== null && attempt < READ_ATTEMPTS + DAMAGE_EXTRA_ATTEMPTS); attempt++) {
       if (attempt > 0) await this.clock.sleep(Math.min(400, 5 * 2 ** attempt));
       let listing: ShardListing;
       try {
@@ -271,10 +280,12 @@ export class LogReader {
       } catch (e) {
         if (!(e instanceof LayoutChangedError)) throw e;
         lastError = e;
+        suspect = null; // damage needs the same failure in a row, on reads that ran
         continue;
       }
       await this.checkListing?.(listing);
       if (listing.pending.length > 0) {
+        suspect = null;
         // A takeover is between its fence and its seal. Give it a moment, then finish it: the
         // fence proves the old epoch can no longer be confirmed, so any version read now covers
         // everything it acknowledged.
@@ -328,16 +339,21 @@ export class LogReader {
       // restored at the same place) names that log's files, gone (review33 F2).
       for (const v of read) this.forget(v);
       this.tables.forgetBase();
-      // Unless it is the same decoding failure again and again: a damaged file (lib/log/damage.ts).
+      // Unless it is the same decoding failure again and again, for a while: a damaged file, if
+      // a probe finds it (lib/log/damage.ts).
       const key = damageKey(lastError);
-      suspect = key === null ? null : { key, times: suspect?.key === key ? suspect.times + 1 : 1 };
-      if (suspect !== null && suspect.times >= DAMAGE_REPEATS) {
+      const now = this.clock.nowMs();
+      suspect = key === null ? null : suspect?.key === key ? { ...suspect, times: suspect.times + 1 } : { key, times: 1, sinceMs: now };
+      if (suspect !== null && suspect.times >= DAMAGE_REPEATS && now - suspect.sinceMs >= DAMAGE_MIN_MS && probe !== 'none') {
         const datasets = [...(listing.baseExists ? [{ name: 'base', open: async () => (await this.tables.base(true))! }] : []), ...read.map((v) => ({ name: v.name, open: () => this.shardTable(v) }))];
-        throw await damaged({ tables: this.tables, objects: this.objects }, datasets, lastError);
+        const corrupt = await damaged({ tables: this.tables, objects: this.objects }, datasets, lastError, { depth: probe, reads: suspect.times, spanMs: now - suspect.sinceMs });
+        if (corrupt) throw corrupt;
+        // Every dataset read without that failure: it passed, or is nowhere the probe can name.
+        suspect = null;
       }
     }
     if (lastError instanceof DgclError) throw lastError;
-    throw new UnavailableError(`read of ${this.objects.baseUri} did not settle after ${READ_ATTEMPTS} attempts: ${errMsg(lastError)}`, { cause: lastError });
+    throw new UnavailableError(`read of ${this.objects.baseUri} did not settle after ${attempt} attempts: ${errMsg(lastError)}`, { cause: lastError });
   }
 
   /**

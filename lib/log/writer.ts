@@ -644,6 +644,8 @@ export class ShardWriter {
           visible: new Set(listing.visible.map((v) => v.name)),
         }),
         skip,
+        // No damage probe here: it would scan the log while every append waits (a read names it).
+        'none',
       );
       for (const [, mine] of ownVisible(own, visible)) for (const id of wanted) for (const r of mine.get(id) ?? []) if (r.item_seq > deletedThrough(tombstones, id)) existing.push(r);
       // A deleted item keeps its deleted seqs after the purge dropped its tombstone: a new
@@ -754,6 +756,7 @@ export class ShardWriter {
           visible: new Set(listing.visible.map((v) => v.name)),
         }),
         skip,
+        'none',
       );
       const gone = deletedThrough(tombstones, itemId);
       for (const [, mine] of ownVisible(own, visible)) for (const r of mine.get(itemId) ?? []) if (r.item_seq > gone) rows.push(r);
