@@ -173,6 +173,6 @@ export interface CheckpointLog {
   /** Elected-maintainer work: merge orphaned shards, compact, index, clean up. */
   maintain(): Promise<MaintenanceReport>;
   stats(): Promise<LogStats>;
-  /** Serve appends queued before it, merge own shard (best effort), release the writer slot, wait for a running maintain() and for reads in flight, close handles. Every later call fails (INTERNAL: the log is closed). */
+  /** Serve appends queued before it, merge own shard (best effort), release the writer slot, wait for a running maintain() and for reads in flight, close handles. Every later call fails (INTERNAL: the log is closed); a close() that failed (seal or release: UNAVAILABLE) is retried by calling close() again. */
   close(): Promise<void>;
 }

@@ -454,34 +454,38 @@ export class LanceCheckpointLog implements CheckpointLog {
   /**
    * Serves the appends queued before it, merges this writer's shard and releases its slot; waits
    * for a maintain() and for reads still running; then releases the log's stores. Later calls fail;
-   * a second close() gets the first one's promise (a signal handler and the caller may both close).
+   * a close() while one runs gets its promise (a signal handler and the caller may both close). A
+   * close() that failed (the writer's seal or its slot's release did not go through) keeps what
+   * the writer needs, and close() may be called again to retry it.
    */
   close(): Promise<void> {
-    this.closing ??= this.closeOnce();
-    return this.closing;
+    const closing = (this.closing ??= this.closeOnce().catch((e: unknown) => {
+      if (this.closing === closing) this.closing = null;
+      throw e;
+    }));
+    return closing;
   }
 
   private async closeOnce(): Promise<void> {
     this.closed = true;
-    try {
-      await this.writer?.close();
-    } finally {
-      // A maintenance run ends first (it may be compacting): closing its stores under it would
-      // fail it halfway, and its first use of the coordination store after the release below
-      // would open one nobody closes.
-      await Promise.allSettled([...this.running]);
-      // Reads started before close() end first, whole, on open tables (they would reopen them);
-      // none can start now (track refuses them), so this ends.
-      await Promise.allSettled([...this.calls]);
-      this.reader.close();
-      this.projection.clear();
-      this.tables.close();
-      // After the writer: its close() may still claim. A store that failed to open has nothing to close.
-      const coord = this.coordStore;
-      this.coordStore = null;
-      this.coordReleased = true;
-      await coord?.then((c) => c.close?.(), () => undefined);
-      await this.o.onClose?.();
-    }
+    // Failing, the writer keeps its ended epoch to seal and its lease to release; the stores stay
+    // open for the retry (released after a close that succeeds).
+    await this.writer?.close();
+    // A maintenance run ends first (it may be compacting): closing its stores under it would
+    // fail it halfway, and its first use of the coordination store after the release below
+    // would open one nobody closes.
+    await Promise.allSettled([...this.running]);
+    // Reads started before close() end first, whole, on open tables (they would reopen them);
+    // none can start now (track refuses them), so this ends.
+    await Promise.allSettled([...this.calls]);
+    this.reader.close();
+    this.projection.clear();
+    this.tables.close();
+    // After the writer: its close() may still claim. A store that failed to open has nothing to close.
+    const coord = this.coordStore;
+    this.coordStore = null;
+    this.coordReleased = true;
+    await coord?.then((c) => c.close?.(), () => undefined);
+    await this.o.onClose?.();
   }
 }

@@ -141,6 +141,8 @@ export class ShardWriter {
   private closed = false;
   /** An epoch ended by a failed commit whose seal is not written yet: sealed before any new commit. */
   private unsealed: SlotState | null = null;
+  /** The lease of the epoch close() sealed, until released (a close() whose release failed is run again). */
+  private unreleased: Lease | null = null;
   /** Frozen generations waiting for their merge (a failed merge is retried after later commits). */
   private frozen: Frozen[] = [];
   /** Tells this writer's claims from another's (a retried claim PUT may find its own body). */
@@ -592,12 +594,14 @@ export class ShardWriter {
     await this.sealUnsealed().catch(() => undefined);
   }
 
-  private async sealUnsealed(): Promise<void> {
+  /** `release: 'later'`: keep the sealed epoch's lease in `unreleased` for the caller (close()). */
+  private async sealUnsealed(release: 'quietly' | 'later' = 'quietly'): Promise<void> {
     const st = this.unsealed;
     if (!st) return;
     await sealOwnEpoch(this.ctx, st.writerEpoch, this.opts.clock);
     this.unsealed = null;
-    await this.ctx.leases.release(st.lease).catch(() => undefined);
+    if (release === 'later') this.unreleased = st.lease;
+    else await this.ctx.leases.release(st.lease).catch(() => undefined);
   }
 
   private async plan(group: Request[], writerEpoch: string) {
@@ -1049,7 +1053,17 @@ export class ShardWriter {
       this.frozen = [];
       this.retireAbandoned();
       await Promise.allSettled([...this.retiring]);
-      await this.sealUnsealed();
+      await this.sealUnsealed('later');
+      // The slot is free for the next writer now rather than when its lease expires: a release
+      // that fails fails the close, and a close() again (this job again) retries it.
+      const lease = this.unreleased;
+      if (lease) {
+        await this.ctx.leases.release(lease).catch((e: unknown) => {
+          if (e instanceof DgclError && !e.retryable) throw e;
+          throw new UnavailableError(`releasing writer slot lease ${lease.key} (epoch ${lease.epoch}) failed: ${errMsg(e)}; close() again to retry, or the slot frees when the lease expires`, { cause: e });
+        });
+        this.unreleased = null;
+      }
     });
     this.closed = true;
   }
