@@ -14,7 +14,8 @@
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
 import { startTimer, type Clock } from '../clock.ts';
-import { CorruptError, DgclError, FencedError, InternalError, UnavailableError } from '../errors.ts';
+import { CorruptError, DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../errors.ts';
+import { permissionOf } from './damage.ts';
 import { acquireWriterSlot, LeaseKeeper, type SlotWaitListener } from '../lease/slots.ts';
 import { randomUUID } from 'node:crypto';
 import { guard } from '../guards.ts';
@@ -367,14 +368,17 @@ export class ShardWriter {
     // Claims: the first writer of a checkpoint to claim it defines its ack; a concurrent
     // duplicate (another writer committed the same batch) reports that ack as a duplicate.
     // A claim that fails fails only its own request: the data is durable, and a retry is
-    // answered from the log as a duplicate.
+    // answered from the log as a duplicate. So a refused claim PUT is UNAVAILABLE, not
+    // PERMISSION_DENIED, which would say a retry cannot help.
     await Promise.all(
       plans.map(async (p) => {
         try {
           if (guard('claims') && guard('claim-after-epoch-check')) await Promise.all(p.fresh.map((ack) => this.claim(ack, st.writerEpoch)));
           p.req.resolve(p.acks);
         } catch (e) {
-          p.req.reject(e instanceof DgclError ? e : new UnavailableError(`claim failed: ${errMsg(e)}`, { cause: e }));
+          const refused = e instanceof PermissionDeniedError ? e : permissionOf(e, this.ctx.objects.baseUri);
+          if (refused) p.req.reject(new UnavailableError(`the batch is written (durable), but its claim was refused: ${refused.message}; a retry is answered from the log (duplicate: true)`, { cause: refused }));
+          else p.req.reject(e instanceof DgclError ? e : new UnavailableError(`claim failed: ${errMsg(e)}`, { cause: e }));
         }
       }),
     );
