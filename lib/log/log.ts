@@ -5,29 +5,29 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
-import { verifyBlob } from '../codec.ts';
-import { InternalError, InvalidInputError, LogNotFoundError, NotFoundError, UnavailableError } from '../errors.ts';
+import { InternalError, InvalidInputError, LogNotFoundError, NotFoundError } from '../errors.ts';
 import { foldItem, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
-import { LIGHT_COLUMNS, rowsFromArrow, SUMMARY_COLUMNS } from '../schema.ts';
+import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { item, type DurableItem, type ItemOptions } from '../steps.ts';
 import type { Ack, BlobRef, EventRow, FieldsQuery, ItemFields, ItemQuery, ItemState, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
 import { checkDeleteOptions } from './delete-guard.ts';
-import { deletedThrough } from './deleted.ts';
 import { listItems, pageVisitor } from './listing.ts';
 import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
 import { emptyMaintenanceReport, maintain, type MaintainProgress } from './maintain.ts';
 import { listingShowsLog, logExistsAt } from './missing.ts';
 import { permissionOf } from './damage.ts';
-import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
+import type { CoordPreference } from '../coord/choose.ts';
+import { CoordHolder } from './coord-holder.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { LogReader } from './reader.ts';
 import { statsOf } from './stats.ts';
+import { loadBlobOf } from './blob-read.ts';
 import { projectedAggregates, projectedItemRows, ProjectionCache, walkProjected } from './projection.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
 import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
-import { LanceTables, sqlString, type SyncWrapper, type Table, type TableWrapper } from './tables.ts';
+import { LanceTables, sqlString, type SyncWrapper, type TableWrapper } from './tables.ts';
 import { ShardWriter, type WriterOptions } from './writer.ts';
 
 /** The writer's options, plus where the log lives and what maintenance keeps. */
@@ -73,9 +73,8 @@ export class LanceCheckpointLog implements CheckpointLog {
   /** Set once the base was found readable before the first append (baseReadable). */
   private baseChecked: Promise<void> | null = null;
   private readonly projection: ProjectionCache;
-  /** The log's coordination store, once chosen (lib/coord/choose.ts); cleared if choosing failed. */
-  private coordStore: Promise<CoordStore> | null = null;
-  private coordReleased = false;
+  /** The log's coordination store (item markers, claims). */
+  private readonly coordination: CoordHolder;
   /** maintain() calls still running: close() waits for them before it releases what they use. */
   private readonly running = new Set<Promise<unknown>>();
   /** Read calls still running (track): close() waits for them too. */
@@ -85,6 +84,7 @@ export class LanceCheckpointLog implements CheckpointLog {
     this.uri = o.uri;
     this.tables = new LanceTables(o.uri, o.storageOptions, o.objects, o.wrapTable, o.wrapSync);
     this.projection = new ProjectionCache(o.objects);
+    this.coordination = new CoordHolder(o);
     this.reader = new LogReader(
       o.objects,
       this.tables,
@@ -109,50 +109,10 @@ export class LanceCheckpointLog implements CheckpointLog {
       objects: this.o.objects,
       reader: this.reader,
       leases: this.o.leases,
-      coord: (o?: { create: boolean }) => this.coord(o),
+      coord: (o?: { create: boolean }) => this.coordination.get(o),
       // Not part of a public read that queued the append (a missing log is the write's to make).
       checkBase: () => inRead.exit(() => this.baseReadable()),
     };
-  }
-
-  /**
-   * Chosen by the log's first write (reads never need it), then kept once the log's record says
-   * it. `create: false` (maintenance, a write's validation pass) never writes the record (see
-   * chooseCoordStore).
-   */
-  private coord(o: { create: boolean } = { create: true }): Promise<CoordStore> {
-    if (this.coordStore) return this.coordStore;
-    // Its store was released by close(): one opened now would never be. A backstop: every caller
-    // (the writer's loop, maintain()) has ended before close() releases it.
-    if (this.coordReleased) return Promise.reject(new InternalError('the log is closed: open it again'));
-    const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, { ...o, prefer: this.o.coordination ?? 'table', clock: this.o.clock }).then((c) =>
-      this.o.wrapCoord ? { ...c, store: this.o.wrapCoord(c.store) } : c,
-    );
-    const store: Promise<CoordStore> = chosen.then((c) => {
-      if (this.coordReleased) {
-        c.store.close?.(); // chosen while close() released the log's store
-        throw new InternalError('the log is closed: open it again');
-      }
-      // Kept only from a record: an unrecorded answer (no record yet) must never reach a writer.
-      if (!c.recorded) return c.store;
-      // Another call chose at the same time (maintain() and a first append(), both `create:
-      // false`) and its store is kept: this one is released, or its share of the database
-      // connection would never be (review18 F3).
-      const kept = this.coordStore;
-      if (kept && kept !== store) {
-        c.store.close?.();
-        return kept;
-      }
-      this.coordStore ??= Promise.resolve(c.store);
-      return c.store;
-    });
-    if (o.create) {
-      this.coordStore = store;
-      store.catch(() => {
-        if (this.coordStore === store) this.coordStore = null;
-      });
-    }
-    return store;
   }
 
   private getWriter(): ShardWriter {
@@ -361,42 +321,9 @@ export class LanceCheckpointLog implements CheckpointLog {
     return this.loadBlob(ref.eventId);
   }
 
-  /**
-   * Locate the event by light columns, then take exactly its row's blob (the seed's two-step
-   * read). A consistent read (LogReader.read): if the row moved meanwhile (merge, retirement,
-   * compaction), it starts over.
-   */
+  /** A blob's bytes by its event id (lib/log/blob-read.ts). */
   loadBlob(eventId: string): Promise<Uint8Array> {
-    const filter = `event_id = ${sqlString(eventId)}`;
-    return this.track(() => this.reader.read(async (listing) => {
-      const tables: Table[] = [];
-      const base = await this.tables.base(listing.baseExists);
-      if (base) tables.push(base);
-      for (const v of listing.visible) tables.push(await this.reader.shardTable(v));
-      for (const t of tables) {
-        const hit = await t.query().where(filter).withRowId().select(['event_id', 'item_id', 'item_seq', 'payload_size', 'payload_checksum']).limit(1).toArrow();
-        if (hit.numRows === 0) continue;
-        // A deleted item's blobs are gone for readers like its other events.
-        // (rowsFromArrow, not get(): apache-arrow's get() drops a leading U+FEFF of an id.)
-        const [row] = rowsFromArrow(hit);
-        if (row!.item_seq <= deletedThrough(listing.tombstones, row!.item_id)) return null;
-        const rowId = hit.getChild('_rowid')!.get(0) as bigint;
-        const checksum = hit.getChild('payload_checksum')!.get(0) as string | null;
-        const size = hit.getChild('payload_size')!.get(0) as bigint | number | null;
-        if (checksum === null) throw new InvalidInputError(`event ${eventId} holds no blob`, { field: 'eventId' });
-        const taken = await t.takeRowIds([rowId]).select(['event_id', 'value_blob']).toArrow();
-        if (taken.numRows !== 1 || taken.getChild('event_id')!.get(0) !== eventId) {
-          throw new UnavailableError(`the row of event ${eventId} moved while it was read`);
-        }
-        const bytes = new Uint8Array(taken.getChild('value_blob')!.get(0) as Uint8Array);
-        verifyBlob(bytes, checksum, size === null ? null : Number(size), `blob of event ${eventId}`);
-        return bytes;
-      }
-      return null;
-    })).then((bytes) => {
-      if (bytes === null) throw new NotFoundError(`no event ${eventId} in ${this.uri}`);
-      return bytes;
-    });
+    return this.track(() => loadBlobOf({ reader: this.reader, tables: this.tables, uri: this.uri }, eventId));
   }
 
   async mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }> {
@@ -481,11 +408,7 @@ export class LanceCheckpointLog implements CheckpointLog {
     this.reader.close();
     this.projection.clear();
     this.tables.close();
-    // After the writer: its close() may still claim. A store that failed to open has nothing to close.
-    const coord = this.coordStore;
-    this.coordStore = null;
-    this.coordReleased = true;
-    await coord?.then((c) => c.close?.(), () => undefined);
+    await this.coordination.release();
     await this.o.onClose?.();
   }
 }
