@@ -1,9 +1,14 @@
 /** Human-readable renderings for the CLI (the --json forms print the API objects as they are). */
 import type { FailureSummary, ItemSummary, LogStats } from '../lib/api.ts';
-import type { Cursor, TrajectoryEvent } from '../lib/types.ts';
+import { checkpointLabel, describeThreadField, isThreadCursor, summarizeThread } from '../lib/langgraph/view.ts';
+import type { SlotWait } from '../lib/lease/slots.ts';
+import { shardLabel } from '../lib/log/stats.ts';
+import type { Cursor, ItemState, TrajectoryEvent } from '../lib/types.ts';
+import { describeFailure, preview } from './preview.ts';
 
 export function formatCursor(c: Cursor | null): string {
   if (!c) return '-';
+  if (isThreadCursor(c)) return `LangGraph ${checkpointLabel(c.stepInstanceId)}`;
   const it = c.iteration !== null ? `#${c.iteration}` : '';
   const idx = c.stepIndex !== null ? `${c.stepIndex}:` : '';
   return `${idx}${c.stepName ?? '?'}${it} (attempt ${c.attempt})`;
@@ -15,33 +20,81 @@ function table(rows: string[][]): string {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
 }
 
-export function formatItems(items: ItemSummary[]): string {
+/** `names`: display names of some items (LangGraph threads: cli/threads.ts), shown after the cursor. */
+export function formatItems(items: ItemSummary[], names: ReadonlyMap<string, string> = new Map()): string {
   if (items.length === 0) return '(no items)';
-  return table([['ITEM', 'STATUS', 'CURSOR', 'LAST_SEQ'], ...items.map((i) => [i.itemId, i.status, formatCursor(i.cursor), String(i.lastSeq)])]);
+  const cursor = (i: ItemSummary) => {
+    const name = names.get(i.itemId);
+    return name ? `${name}, ${formatCursor(i.cursor).replace(/^LangGraph /, '')}` : formatCursor(i.cursor);
+  };
+  return table([['ITEM', 'STATUS', 'CURSOR', 'LAST_SEQ'], ...items.map((i) => [i.itemId, i.status, cursor(i), String(i.lastSeq)])]);
 }
 
+/** `2026-12-04 18:53:03.123` of an event's ISO time (UTC, to the millisecond). */
+function shortTime(iso: string): string {
+  return iso.replace('T', ' ').replace(/(\.\d{3})\d*Z$/, '$1').replace(/Z$/, '');
+}
+
+/** A step instance id that says nothing the step column does not (the default: the name, `#iteration`). */
+const plainInstance = (e: TrajectoryEvent) => e.stepInstanceId === e.stepName || e.stepInstanceId === `${e.stepName}#${e.iteration}`;
+
 export function formatTrajectory(events: TrajectoryEvent[]): string {
-  return table(
-    events.map((e) => {
-      const step = e.stepName ? `${e.stepName}${e.iteration !== undefined ? `#${e.iteration}` : ''} a${e.attempt}` : '';
-      let detail = '';
-      if (e.fieldName) detail = `${e.fieldName} = ${JSON.stringify(e.value)}`;
-      else if (e.eventType === 'FAILED') detail = `${e.errorType ?? ''}`;
-      else if (e.eventType === 'TERMINAL') detail = e.terminal ?? '';
-      if (detail.length > 100) detail = `${detail.slice(0, 97)}...`;
-      return [String(e.itemSeq), e.eventType, step, e.writerEpoch, detail];
-    }),
-  );
+  const rows = events.map((e) => {
+    const step = e.stepName ? `${e.stepIndex !== undefined ? `${e.stepIndex}:` : ''}${e.stepName}${e.iteration !== undefined ? `#${e.iteration}` : ''}` : '';
+    let detail = '';
+    if (e.fieldName) detail = `${describeThreadField(e.fieldName) ?? e.fieldName} = ${preview(e.value)}`;
+    else if (e.eventType === 'FAILED') detail = describeFailure(e).head;
+    else if (e.eventType === 'TERMINAL') detail = e.terminal ?? '';
+    else if (e.eventType === 'STEP_COMPLETED' && e.stepInstanceId && !plainInstance(e)) detail = checkpointLabel(e.stepInstanceId) ?? `instance ${e.stepInstanceId}`;
+    return [String(e.itemSeq), shortTime(e.eventTs), e.eventType, step, String(e.attempt), e.writerEpoch, detail];
+  });
+  return table([['SEQ', 'TIME (UTC)', 'EVENT', 'STEP', 'ATTEMPT', 'WRITER', 'DETAIL'], ...rows]);
 }
 
 export function formatFailures(list: FailureSummary[]): string {
   if (list.length === 0) return '(no failed items)';
   return list
     .map((f) => {
-      const tb = f.traceback ? `\n    ${f.traceback.split('\n').slice(-3).join('\n    ')}` : '';
-      return `${f.itemId}  ${f.stepName ?? '?'} attempt ${f.attempt}: ${f.errorType ?? 'error'} (seq ${f.seq})${tb}`;
+      const { head, frame } = describeFailure(f);
+      return `${f.itemId}  ${f.stepName ?? '?'} attempt ${f.attempt} (seq ${f.seq}): ${head}${frame ? `\n    ${frame}` : ''}`;
     })
     .join('\n');
+}
+
+/** An item's state for a person: values as previews, a LangGraph thread's fields summarised. */
+export function formatFold(s: ItemState): string {
+  const thread = isThreadCursor(s.cursor) ? summarizeThread(s.fields) : null;
+  const name = thread ? `LangGraph thread${thread.threadId !== null ? ` ${JSON.stringify(thread.threadId)}` : ''}` : null;
+  const lines = [
+    `item        ${s.itemId}${name ? `  (${name})` : ''}`,
+    `status      ${s.status}`,
+    `cursor      ${formatCursor(s.cursor)}`,
+    `lineage     root ${s.rootItemId ?? '-'}, parent ${s.parentItemId ?? '-'}`,
+    `attempts    ${s.attempts}, last seq ${s.lastSeq}`,
+  ];
+  const fields = Object.keys(s.fields).sort();
+  if (thread) {
+    const nss = thread.namespaces.map((n) => JSON.stringify(n)).join(', ');
+    lines.push(
+      `thread      ${thread.checkpoints} checkpoints (namespaces ${nss}; latest ${thread.latest}), ${thread.values} channel values (${thread.channels.join(', ') || 'none'}), ${thread.writes} pending writes; --json for the records`,
+    );
+    if (thread.others.length > 0) lines.push(`fields      (${thread.others.length} more)`, ...fieldLines(s, thread.others.sort()));
+  } else {
+    lines.push(`fields      ${fields.length === 0 ? 'none' : `(${fields.length})`}`, ...fieldLines(s, fields));
+  }
+  lines.push(`failures    ${s.failures.length === 0 ? 'none' : `(${s.failures.length})`}`);
+  for (const f of s.failures) {
+    const { head, frame } = describeFailure(f);
+    lines.push(`  seq ${f.seq}  ${f.stepName ?? '?'} attempt ${f.attempt}: ${head}${frame ? `\n      ${frame}` : ''}`);
+  }
+  lines.push(`violations  ${s.violations.length === 0 ? 'none' : `(${s.violations.length})`}`);
+  for (const v of s.violations) lines.push(`  seq ${v.seq}  ${v.kind}: ${v.message}`);
+  return lines.join('\n');
+}
+
+function fieldLines(s: ItemState, names: string[]): string[] {
+  const width = Math.min(32, Math.max(0, ...names.map((n) => n.length)));
+  return names.map((n) => `  ${n.padEnd(width)}  ${preview(s.fields[n], 100)}`);
 }
 
 export function formatStats(s: LogStats): string {
@@ -50,9 +103,16 @@ export function formatStats(s: LogStats): string {
     `base     version ${s.base.version}, ${s.base.rows} rows, ${s.base.fragments} fragments, indexes: ${s.base.indexes.join(', ') || 'none'}`,
     `shards   ${s.shards.length === 0 ? 'none unmerged' : ''}`,
   ];
-  for (const sh of s.shards) {
-    const state = sh.retired ? 'retired (being deleted)' : sh.sealedAtVersion !== null ? `sealed at v${sh.sealedAtVersion}` : 'live';
-    lines.push(`  ${sh.name}  v${sh.version}  ${sh.rows} rows  ${state}`);
-  }
+  for (const sh of s.shards) lines.push(`  ${sh.name}  v${sh.version}  ${sh.rows} rows  ${shardLabel(sh)}`);
+  if (s.hint) lines.push(`note     ${s.hint}`);
   return lines.join('\n');
+}
+
+/** The line a writer prints while it waits for a slot: who holds the slots, until when. */
+export function formatSlotWait(w: SlotWait, nowMs: number): string {
+  const at = (ms: number) => `${new Date(ms).toISOString()} (in ${Math.max(0, Math.ceil((ms - nowMs) / 1000))} s)`;
+  const what = w.slot === null ? `all ${w.slots} writer slots of ${w.pipeline}/${w.experiment} are held` : `writer slot ${w.slot} of ${w.pipeline}/${w.experiment} is held`;
+  const holders = w.holders.map((h) => `slot ${h.slot}: ${h.owner} until ${new Date(h.expiresAtMs).toISOString()}`).join('; ');
+  const first = w.firstFreeAtMs === null ? '' : `; the first frees at ${at(w.firstFreeAtMs)} unless renewed`;
+  return `waiting for a writer slot: ${what} (${holders})${first}; giving up at ${at(w.untilMs)}`;
 }

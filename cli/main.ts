@@ -1,30 +1,36 @@
 /**
- * `dgcl`: the command line of CONTRACT.md. Exit codes: 0 ok, 2 bad usage or input (message on
- * stderr, nothing written), 1 anything else.
+ * `dgcl`: the command line of CONTRACT.md. Exit codes (cli/exit-codes.ts, after sysexits): 0 ok
+ * (also when the reader of stdout closed the pipe early), 2 bad usage or input (message on
+ * stderr, nothing written), 66 no such log, 65 damaged data, 75 try again later, 77 permission
+ * denied, 1 anything else.
+ *
+ * `main(argv)` runs one command; bin/dgcl.js calls it (this module never runs on import, so tests
+ * call `main` in-process). Only the command line is defined here: each command loads what it
+ * needs when it runs (cli/commands.ts, and the report, export, demo and lease table modules it
+ * loads in turn), so `--help` and a usage error load no LanceDB and no AWS SDK, and run in this
+ * process even where the commands that open a log run in another (`MainOptions.isolate`).
  */
-import { fstatSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { isDgclError, isInputError } from '../lib/errors.ts';
-import { createLeaseTable } from '../lib/lease/dynamo.ts';
-import { openLog, type OpenLogOptions } from '../lib/index.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import { isDgclError } from '../lib/errors.ts';
+import { EXPORT_FORMATS, EXPORT_STATUSES, type ExportFormat, type ExportStatus } from '../lib/export/formats.ts';
 import { ITEM_STATUSES, type ItemStatus } from '../lib/types.ts';
-import { EXPORT_FORMATS, EXPORT_STATUSES, exportItems, type ExportFormat, type ExportStatus } from '../lib/export/export.ts';
-import { report } from '../lib/report/report.ts';
-import { runDemo } from './demo.ts';
-import { formatFailures, formatItems, formatStats, formatTrajectory } from './format.ts';
-import { readBatchLines } from './input.ts';
-import { progress, type Progress } from './progress.ts';
+import type { Ctx, LogFlags } from './commands.ts';
+import { exitCodeOf, MaintenanceFailed } from './exit-codes.ts';
+import { Output, PipeClosed, processIo, type Io } from './io.ts';
+import { UsageError } from './usage.ts';
 
-interface LogFlags {
-  root?: string;
-  pipeline?: string;
-  experiment?: string;
-  json?: boolean;
+export interface MainOptions {
+  /**
+   * Runs a command line whose command opens a log (so loads LanceDB) somewhere else and resolves
+   * to its exit code; called once the command line has parsed and its options are checked.
+   * bin/dgcl.js runs such a command in a child process whose stderr drops LanceDB's Rust panic
+   * reports (cli/panic-filter.ts). Default: the command runs in this process.
+   */
+  isolate?: (argv: string[]) => Promise<number>;
 }
 
-class UsageError extends Error {}
+/** Runs a command in this process, or hands its command line to `MainOptions.isolate`. */
+type Runner = (here: () => Promise<void>) => Promise<void>;
 
 function withLog(cmd: Command): Command {
   return cmd
@@ -34,30 +40,33 @@ function withLog(cmd: Command): Command {
     .option('--json', 'machine-readable output');
 }
 
-async function open(flags: LogFlags, extra: Partial<OpenLogOptions> = {}): Promise<LanceCheckpointLog> {
-  for (const k of ['root', 'pipeline', 'experiment'] as const) {
-    if (!flags[k]) throw new UsageError(`missing --${k} (or DGCL_${k.toUpperCase()})`);
-  }
-  return openLog({ root: flags.root!, pipeline: flags.pipeline!, experiment: flags.experiment!, ...extra });
+interface LogOptions {
+  root?: string;
+  pipeline?: string;
+  experiment?: string;
+  json?: boolean;
 }
 
-async function using<T>(flags: LogFlags, fn: (log: LanceCheckpointLog) => Promise<T>): Promise<T> {
-  const log = await open(flags);
-  try {
-    return await fn(log);
-  } finally {
-    await log.close();
-  }
-}
+type Commands = typeof import('./commands.ts');
 
-const out = (s: string) => process.stdout.write(s.endsWith('\n') ? s : `${s}\n`);
-const json = (v: unknown, pretty = false) => out(JSON.stringify(v, null, pretty ? 2 : undefined));
+export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Command {
+  /**
+   * The action of a log command: the log's options checked (bad usage loads nothing more), then
+   * cli/commands.ts loaded and its command run.
+   */
+  const logAction =
+    <F extends LogOptions>(run: (c: Commands, flags: F & LogFlags) => Promise<void>) =>
+    async (flags: F) => {
+      for (const k of ['root', 'pipeline', 'experiment'] as const) {
+        if (!flags[k]) throw new UsageError(`missing --${k} (or DGCL_${k.toUpperCase()})`);
+      }
+      await runner(async () => run(await import('./commands.ts'), flags as F & LogFlags));
+    };
 
-export function buildProgram(): Command {
   const program = new Command('dgcl')
     .description('datagen-checkpoint-log: the checkpoint log of LLM data-generation pipelines')
     .exitOverride()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+    .configureOutput({ writeOut: (s) => ctx.out.raw(s), writeErr: (s) => ctx.err.raw(s) });
 
   program
     .command('demo')
@@ -68,105 +77,51 @@ export function buildProgram(): Command {
     .option('--json', 'print the summary as JSON')
     .addOption(new Option('--worker <experiment>').hideHelp())
     .action(async (o: { root: string; items: number; seed: number; json?: boolean; worker?: string }) => {
-      await runDemo(o);
+      await runner(async () => (await import('./demo.ts')).runDemo(o));
     });
 
   withLog(program.command('append'))
     .description('append checkpoint batches read as JSON Lines on stdin; prints one ack per line')
-    .action(async (flags: LogFlags) => {
-      const bar = progressOf(flags);
-      let acks;
-      try {
-        // Lines typed at a terminal would be drawn over: no bar while a person types them.
-        const typed = process.stdin.isTTY === true;
-        if (!typed) bar.stage('reading stdin', stdinSize(), 'bytes');
-        const batches = await readBatchLines(process.stdin, typed ? undefined : (n) => bar.update(n));
-        // One request, all or nothing: the acks arrive together when its commit is confirmed.
-        bar.stage('appending', batches.length, 'batches');
-        acks = await using(flags, (log) => log.append(batches));
-        bar.update(acks.length);
-      } finally {
-        bar.stop();
-      }
-      for (const a of acks) json(a);
-    });
+    .action(logAction<LogOptions>((c, flags) => c.append(ctx, flags)));
 
   withLog(program.command('fold'))
-    .description('the folded state of one item')
+    .description('the folded state of one item (text: long values as their size and first characters; --json: whole)')
     .requiredOption('--item <id>', 'item id')
-    .action(async (flags: LogFlags & { item: string }) => {
-      const state = await using(flags, (log) => log.fold(flags.item));
-      json(state, !flags.json);
-    });
+    .action(logAction<LogOptions & { item: string }>((c, flags) => c.fold(ctx, flags)));
 
   withLog(program.command('items'))
     .description('one line per item: id, status, cursor, lastSeq')
     .addOption(new Option('--status <status>', 'only items with this status').choices([...ITEM_STATUSES]))
-    .action(async (flags: LogFlags & { status?: ItemStatus }) => {
-      const page = await using(flags, (log) => log.items(flags.status ? { status: flags.status } : {}));
-      if (flags.json) for (const i of page.items) json(i);
-      else out(formatItems(page.items));
-    });
+    .action(logAction<LogOptions & { status?: ItemStatus }>((c, flags) => c.items(ctx, flags)));
 
   withLog(program.command('trajectory'))
-    .description("the item's events in item_seq order, without blob bytes")
+    .description("the item's events in item_seq order, with their times, without blob bytes")
     .requiredOption('--item <id>', 'item id')
-    .action(async (flags: LogFlags & { item: string }) => {
-      const events = await using(flags, (log) => log.trajectory(flags.item));
-      if (flags.json) for (const e of events) json(e);
-      else out(formatTrajectory(events));
-    });
+    .action(logAction<LogOptions & { item: string }>((c, flags) => c.trajectory(ctx, flags)));
 
   withLog(program.command('blob'))
     .description("a blob field's bytes on stdout")
     .requiredOption('--item <id>', 'item id')
     .requiredOption('--field <name>', 'field name')
-    .action(async (flags: LogFlags & { item: string; field: string }) => {
-      const bytes = await using(flags, (log) => log.blob(flags.item, flags.field));
-      await new Promise<void>((resolve, reject) => process.stdout.write(bytes, (e) => (e ? reject(e) : resolve())));
-    });
+    .action(logAction<LogOptions & { item: string; field: string }>((c, flags) => c.blob(ctx, flags)));
 
   withLog(program.command('failures'))
-    .description('failed items with their last error')
-    .action(async (flags: LogFlags) => {
-      const list = await using(flags, (log) => log.failures());
-      if (flags.json) for (const f of list) json(f);
-      else out(formatFailures(list));
-    });
+    .description('failed items with their last error: type, message and the innermost traceback frame')
+    .action(logAction<LogOptions>((c, flags) => c.failures(ctx, flags)));
 
   withLog(program.command('maintain'))
     .description('merge shards, compact, refresh indexes, clean up; prints what it did')
-    .action(async (flags: LogFlags) => {
-      const bar = progressOf(flags);
-      let report;
-      try {
-        // The number of steps is known once the pass has listed the generations it merges.
-        bar.stage('maintaining', null, 'steps');
-        report = await using(flags, (log) => log.maintain({ onProgress: (step, done, total) => bar.update(done, total, step) }));
-      } finally {
-        bar.stop();
-      }
-      json(report, !flags.json);
-    });
+    .action(logAction<LogOptions>((c, flags) => c.maintain(ctx, flags)));
 
   withLog(program.command('stats'))
     .description('base versions/rows/fragments, shards and their unmerged generations, indexes')
-    .action(async (flags: LogFlags) => {
-      const stats = await using(flags, (log) => log.stats());
-      if (flags.json) json(stats);
-      else out(formatStats(stats));
-    });
+    .action(logAction<LogOptions>((c, flags) => c.stats(ctx, flags)));
 
   withLog(program.command('report'))
     .description('one self-contained HTML page: progress, steps, failures, items with their trajectories, shards')
     .option('--out <file>', 'where the page goes (a path or s3://bucket/key)', 'report.html')
     .option('--max-items <n>', 'items listed with trajectories at most (failed and in-progress first)', (v) => nonNegativeInt(v, '--max-items'), 5000)
-    .action(async (flags: LogFlags & { out: string; maxItems: number }) => {
-      const r = await using(flags, (log) => report(log, { out: flags.out, maxItems: flags.maxItems }));
-      const summary = { out: r.out!, items: r.data.itemCount, listed: r.data.items.length, events: r.data.events, status: r.data.status };
-      if (flags.json) json(summary);
-      else out(`report written to ${r.out!} (${r.data.itemCount} items, ${r.data.events} events)`);
-    });
+    .action(logAction<LogOptions & { out: string; maxItems: number }>((c, flags) => c.report(ctx, flags)));
 
   withLog(program.command('export'))
     .description("finished items' final state as a dataset: one row per item (id, root/parent, status, attempts, fields)")
@@ -174,20 +129,10 @@ export function buildProgram(): Command {
     .addOption(new Option('--format <format>', 'default: parquet for a .parquet file, else jsonl').choices([...EXPORT_FORMATS]))
     .addOption(new Option('--status <status>', 'which items').choices([...EXPORT_STATUSES]).default('completed'))
     .option('--fields <a,b>', 'fields to export (default: all)', (v) => listOf(v, '--fields'))
-    .option('--blobs <dir>', 'write blob fields as files here (a folder or s3:// prefix); rows hold their paths')
-    .action(async (flags: LogFlags & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string }) => {
-      const r = await using(flags, (log) =>
-        exportItems(log, {
-          out: flags.out,
-          status: flags.status,
-          ...(flags.format ? { format: flags.format } : {}),
-          ...(flags.fields ? { fields: flags.fields } : {}),
-          ...(flags.blobs !== undefined ? { blobs: flags.blobs } : {}),
-        }),
-      );
-      if (flags.json) json(r);
-      else out(`exported ${r.rows} items (${r.format}) to ${r.out}${r.blobFiles ? `, ${r.blobFiles} blob files` : ''}`);
-    });
+    .option('--blobs <dir>', 'write blob fields as files here (a folder or s3:// prefix); rows hold their paths, relative to the output file where they can be')
+    .action(
+      logAction<LogOptions & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string }>((c, flags) => c.exportCmd(ctx, flags)),
+    );
 
   program
     .command('setup-lease-table')
@@ -195,31 +140,17 @@ export function buildProgram(): Command {
     .addOption(new Option('--table <name>', 'table name').env('DGCL_LEASE_TABLE'))
     .action(async (o: { table?: string }) => {
       if (!o.table) throw new UsageError('missing --table (or DGCL_LEASE_TABLE)');
+      const [{ DynamoDBClient }, { createLeaseTable }] = await Promise.all([import('@aws-sdk/client-dynamodb'), import('../lib/lease/dynamo.ts')]);
       const client = new DynamoDBClient({});
       try {
         await createLeaseTable(client, o.table);
       } finally {
         client.destroy();
       }
-      out(`lease table ${o.table} ready`);
+      ctx.out.line(`lease table ${o.table} ready`);
     });
 
   return program;
-}
-
-/** The progress bar of a long command (stderr; nothing with --json or off a terminal). */
-function progressOf(flags: LogFlags): Progress {
-  return progress({ json: flags.json, stream: process.stderr, env: process.env });
-}
-
-/** Size of stdin when it is a regular file (`< batches.jsonl`); null for a pipe or terminal. */
-function stdinSize(): number | null {
-  try {
-    const st = fstatSync(0);
-    return st.isFile() ? st.size : null;
-  } catch {
-    return null;
-  }
 }
 
 function nonNegativeInt(v: string, name: string): number {
@@ -240,26 +171,50 @@ function positiveInt(v: string, name: string): number {
   return n;
 }
 
-export async function main(argv: string[]): Promise<number> {
-  try {
-    await buildProgram().parseAsync(argv, { from: 'user' });
-    return 0;
-  } catch (e) {
-    if (e instanceof CommanderError) {
-      // help and version print and exit 0; everything else commander rejects is bad usage
-      return e.exitCode === 0 ? 0 : 2;
-    }
-    if (e instanceof UsageError) {
-      process.stderr.write(`dgcl: ${e.message}\n`);
-      return 2;
-    }
-    if (isDgclError(e)) {
-      process.stderr.write(`dgcl: ${e.code}: ${e.message}\n`);
-      return isInputError(e) || e.code === 'NOT_FOUND' ? 2 : 1;
-    }
-    process.stderr.write(`dgcl: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-    return 1;
+/** The exit code of a command that threw `e` (cli/exit-codes.ts), its message written to stderr. */
+function failed(e: unknown, err: Output): number {
+  if (e instanceof PipeClosed) return 0;
+  if (e instanceof CommanderError) {
+    // help and version print and exit 0; everything else commander rejects is bad usage
+    return e.exitCode === 0 ? 0 : 2;
   }
+  if (e instanceof UsageError) {
+    err.raw(`dgcl: ${e.message}\n`);
+    return 2;
+  }
+  if (e instanceof MaintenanceFailed) {
+    err.raw(`dgcl: maintain: ${e.message}\n`);
+    return e.exitCode;
+  }
+  if (isDgclError(e)) {
+    err.raw(`dgcl: ${e.code}: ${e.message}\n`);
+    return exitCodeOf(e);
+  }
+  err.raw(`dgcl: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+  return 1;
 }
 
-process.exitCode = await main(process.argv.slice(2));
+/** Run one command line (`argv` without the node and script paths); resolves to the exit code. */
+export async function main(argv: string[], io: Io = processIo(), options: MainOptions = {}): Promise<number> {
+  const ctx: Ctx = { io, out: new Output(io.stdout), err: new Output(io.stderr) };
+  const { isolate } = options;
+  let isolated: number | undefined;
+  const runner: Runner = isolate
+    ? async () => {
+        isolated = await isolate(argv);
+      }
+    : (here) => here();
+  let code: number;
+  try {
+    await buildProgram(ctx, runner).parseAsync(argv, { from: 'user' });
+    code = isolated ?? 0;
+  } catch (e) {
+    code = failed(e, ctx.err);
+  }
+  const writeError = ctx.out.error;
+  if (writeError) {
+    ctx.err.raw(`dgcl: cannot write to stdout: ${writeError.message}\n`);
+    return 1;
+  }
+  return code;
+}

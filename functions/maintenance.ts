@@ -5,7 +5,8 @@
  *
  * Per experiment, one after the other: open the log, `maintain()` (the lib elects one maintainer
  * per experiment through the lease store; a report with `ran: false, heldBy` means another
- * maintainer holds the lease and nothing was done here), close. An experiment is not started
+ * maintainer holds the lease and nothing was done here; `ran: false, empty: true` that the log's
+ * folder holds no log yet, a first writer that did not get far), close. An experiment is not started
  * with less than MAINTAIN_START_RESERVE_MS of the invocation left (it is reported `skipped`;
  * the order starts at a random experiment, so a root too large for one invocation is still
  * covered across runs). An experiment that fails does not stop the others; after all ran, the
@@ -39,13 +40,14 @@ export const MAINTAIN_START_RESERVE_MS = 30_000;
  * per step it skipped.
  */
 export function passOutcome(report: MaintenanceReport): PassOutcome {
+  if (report.empty) return 'empty';
   if (!report.ran) return 'held';
   if (failedSteps(report) > 0) return 'failed';
   if (report.stoppedBy === 'FENCED') return 'overtaken';
   return report.stoppedBy === 'UNAVAILABLE' ? 'stopped' : 'maintained';
 }
 
-export type PassOutcome = 'maintained' | 'failed' | 'overtaken' | 'stopped' | 'held';
+export type PassOutcome = 'maintained' | 'failed' | 'overtaken' | 'stopped' | 'held' | 'empty';
 
 /** Steps that failed by themselves (not those a stopped pass skipped). */
 const failedSteps = (report: MaintenanceReport): number => report.failures.filter((f) => !f.skipped).length;
@@ -59,6 +61,7 @@ export function stepFailures(report: MaintenanceReport): number {
 const PASS_LOG: Record<PassOutcome, { level: 'info' | 'warn' | 'error'; message: string }> = {
   maintained: { level: 'info', message: 'maintained' },
   held: { level: 'info', message: 'another maintainer holds the lease; nothing done' },
+  empty: { level: 'info', message: 'the log holds nothing yet (a first write did not get far); nothing done' },
   overtaken: { level: 'warn', message: 'pass overtaken by another maintainer (it was paused past its lease); steps left to it' },
   stopped: { level: 'error', message: 'pass stopped: its lease ran out and the lease store did not answer; the next run does the steps left' },
   failed: { level: 'error', message: 'maintenance steps failed; the next run retries them' },

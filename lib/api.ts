@@ -32,12 +32,24 @@ export interface ShardStats {
   rows: number;
   sealedAtVersion: number | null;
   retired: boolean;
+  /**
+   * `live`: its writer holds the slot at its epoch; `abandoned`: unsealed, but its writer is gone
+   * (its lease expired or was released, the slot moved on, or its local process died), so only
+   * maintenance merges it; `sealed`: its epoch ended (a takeover, or a close whose merge failed),
+   * waiting for maintenance; `retired`: merged, being deleted; `unsealed`: no lease store to
+   * ask (an s3:// root read without DGCL_LEASE_TABLE).
+   */
+  state: ShardState;
 }
+
+export type ShardState = 'live' | 'abandoned' | 'sealed' | 'retired' | 'unsealed';
 
 export interface LogStats {
   uri: string;
   base: { version: number; rows: number; fragments: number; indexes: string[] };
   shards: ShardStats[];
+  /** What to run when generations of writers that are gone wait to be merged (else null). */
+  hint: string | null;
 }
 
 /**
@@ -70,9 +82,15 @@ export interface DeleteResult {
 
 export interface MaintenanceReport {
   experiment: string;
-  /** False when another maintainer held the lease; nothing was done. */
+  /** False when another maintainer held the lease (`heldBy`), or the log holds nothing yet (`empty`); nothing was done. */
   ran: boolean;
   heldBy?: string;
+  /**
+   * Set (with `ran: false`) when the log's folder exists but holds no log yet: a first writer that
+   * died before its first generation's marker, or is still writing it. Nothing was done or created;
+   * the next pass after the first commit maintains it.
+   */
+  empty?: true;
   mergedShards: string[];
   mergedRows: number;
   compacted: { fragmentsRemoved: number; fragmentsAdded: number } | null;
@@ -155,6 +173,6 @@ export interface CheckpointLog {
   /** Elected-maintainer work: merge orphaned shards, compact, index, clean up. */
   maintain(): Promise<MaintenanceReport>;
   stats(): Promise<LogStats>;
-  /** Serve appends queued before it, merge own shard (best effort), release the writer slot, wait for a running maintain() and for reads in flight, close handles. Every later call fails (INTERNAL: the log is closed). */
+  /** Serve appends queued before it, merge own shard (best effort), release the writer slot, wait for a running maintain() and for reads in flight, close handles. Every later call fails (INTERNAL: the log is closed); a close() that failed (seal or release: UNAVAILABLE) is retried by calling close() again. */
   close(): Promise<void>;
 }

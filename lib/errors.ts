@@ -5,13 +5,18 @@
  *  - LEASE_HELD / CONFLICT: retry later (someone else holds it, or a race was lost); a CONFLICT
  *    with `retryable: false` (a guarded delete) needs a fresh read first.
  *  - UNAVAILABLE: retry with backoff (storage or lease store did not answer).
- *  - NOT_FOUND: the named experiment/item/field does not exist.
+ *  - NOT_FOUND: the named item/field/event does not exist.
+ *  - LOG_NOT_FOUND: a read or maintenance names a log that does not exist (a misspelt root,
+ *    pipeline or experiment); nothing was created. Its class extends NotFoundError.
+ *  - PERMISSION_DENIED: the process may not read or write a file or object (EACCES, EPERM, a
+ *    read-only folder, S3 AccessDenied); fix the permissions, a retry alone cannot help.
  *  - ITEM_EXISTS / ITEM_NOT_FOUND / ITEM_TERMINAL: a batch does not fit its item's state (a
  *    second creation; no creation yet, or the item was deleted; something after TERMINAL).
  *    Input errors like INVALID_INPUT (their classes extend InvalidInputError, nothing was
  *    written, retrying the same batch cannot help), told apart so a caller can react (e.g.
  *    `create: 'ifMissing'`, or skip an item that already ended).
- *  - CORRUPT: alarm; the log holds something that cannot be decoded or verified.
+ *  - CORRUPT: alarm; the log holds something that cannot be decoded or verified (a damaged
+ *    file: the same decode error on fresh handles with the layout unchanged).
  *  - INTERNAL: a bug.
  */
 export type ErrorCode =
@@ -21,6 +26,8 @@ export type ErrorCode =
   | 'CONFLICT'
   | 'UNAVAILABLE'
   | 'NOT_FOUND'
+  | 'LOG_NOT_FOUND'
+  | 'PERMISSION_DENIED'
   | 'ITEM_EXISTS'
   | 'ITEM_NOT_FOUND'
   | 'ITEM_TERMINAL'
@@ -136,9 +143,43 @@ export class UnavailableError extends DgclError {
 }
 
 export class NotFoundError extends DgclError {
-  override readonly name = 'NotFoundError';
-  readonly code = 'NOT_FOUND' as const;
+  override readonly name: string = 'NotFoundError';
+  readonly code: 'NOT_FOUND' | 'LOG_NOT_FOUND' = 'NOT_FOUND';
   readonly retryable = false;
+}
+
+/**
+ * The log a read or maintenance names does not exist (nothing was created). The message names
+ * the log's place and what does exist near it (the pipeline's experiments, or the root's
+ * pipelines, or that the root itself is missing or not a folder). A NotFoundError, so code that
+ * takes "not found" for "nothing there yet" keeps working.
+ */
+export class LogNotFoundError extends NotFoundError {
+  override readonly name = 'LogNotFoundError';
+  override readonly code = 'LOG_NOT_FOUND' as const;
+  constructor(
+    message: string,
+    /** The log's URI (`.../datagen_checkpoints/<pipeline>/<experiment>/log.lance`). */
+    readonly uri: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Storage refused the access (EACCES, EPERM, read-only file system, S3 AccessDenied). */
+export class PermissionDeniedError extends DgclError {
+  override readonly name = 'PermissionDeniedError';
+  readonly code = 'PERMISSION_DENIED' as const;
+  readonly retryable = false;
+  constructor(
+    message: string,
+    /** The file, folder or object refused. */
+    readonly path: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
 }
 
 export class CorruptError extends DgclError {

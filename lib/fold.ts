@@ -13,7 +13,9 @@
  *    current value is a list (from earlier appends, or a json array that was set) it is pushed at
  *    the end; to a missing field it starts a one-element list; to a field whose current value is
  *    not a list it starts a list holding the previous value first, then the new element.
- *  - cursor = the last STEP_COMPLETED. attempts = the largest attempt of any event.
+ *  - cursor = the STEP_COMPLETED last in step order: highest iteration, then highest step index,
+ *    then the latest (lib/step-order.ts), so a step batch that arrives late (a retry, a
+ *    redelivery) never moves it back. attempts = the largest attempt of any event.
  *  - status: the kind of the last TERMINAL if any (completed/filtered); else `failed` when the
  *    last step event (STEP_COMPLETED or FAILED) is a FAILED; else `in_progress`.
  *  - failures: every FAILED, in order.
@@ -26,6 +28,7 @@
 import { decodeValue } from './codec.ts';
 import { CorruptError, NotFoundError } from './errors.ts';
 import type { ItemSummary } from './api.ts';
+import { compareStepRank } from './step-order.ts';
 import type { Cursor, EventRow, Failure, ItemState, ItemStatus, JsonValue, OutputValue, TerminalKind, TrajectoryEvent, Violation } from './types.ts';
 
 /** (item_seq, event_id, writer_epoch): the first of equal (seq, id) copies has the smallest epoch. */
@@ -259,14 +262,17 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
         break;
       }
       case 'STEP_COMPLETED':
-        cursor = {
-          stepName: e.step_name,
-          stepIndex: e.step_index,
-          stepInstanceId: e.step_instance_id,
-          iteration: e.iteration,
-          attempt: e.attempt,
-          checkpointId: e.checkpoint_id,
-        };
+        // Events come in log order: of equal rank, the later one wins.
+        if (cursor === null || compareStepRank(e.iteration, e.step_index, cursor.iteration, cursor.stepIndex) >= 0) {
+          cursor = {
+            stepName: e.step_name,
+            stepIndex: e.step_index,
+            stepInstanceId: e.step_instance_id,
+            iteration: e.iteration,
+            attempt: e.attempt,
+            checkpointId: e.checkpoint_id,
+          };
+        }
         lastStepWasFailure = false;
         break;
       case 'FAILED':

@@ -1,8 +1,10 @@
 /**
  * File-system helpers shared by the local stores (lib/storage/local.ts, lib/lease/local.ts):
- * durable writes, directory fsync, quiet unlink, and the error code of a failed fs call.
+ * durable writes, directory fsync, quiet unlink, the error code of a failed fs call, and the
+ * error of one refused by permissions.
  */
 import { promises as fs } from 'node:fs';
+import { PermissionDeniedError } from './errors.ts';
 
 /** Creates `file` (fails with EEXIST if it exists), writes `body` and fsyncs it. */
 export async function writeDurably(file: string, body: string | Uint8Array): Promise<void> {
@@ -58,4 +60,15 @@ export async function unlinkQuiet(path: string): Promise<void> {
 /** The `code` of a failed fs call (`ENOENT`, `EEXIST`, ...), if any. */
 export function errCode(e: unknown): string | undefined {
   return (e as { code?: unknown } | null | undefined)?.code as string | undefined;
+}
+
+/** Whether a failed fs call was refused by permissions (or a read-only file system). */
+export function isPermissionError(e: unknown): boolean {
+  const code = errCode(e);
+  return code === 'EACCES' || code === 'EPERM' || code === 'EROFS';
+}
+
+/** The PermissionDeniedError of a refused fs call on `where`. */
+export function permissionDenied(what: string, where: string, cause: unknown): PermissionDeniedError {
+  return new PermissionDeniedError(`${what} ${where} was refused (${errCode(cause)}): ${(cause as Error)?.message ?? cause}; check the permissions of the folder`, where, { cause });
 }

@@ -13,16 +13,26 @@
  * does not (at most once per success, at least once until one succeeds).
  *
  * Errors: a step of a terminal item that never completed, or a second terminal(), throws
- * ItemTerminalError (ITEM_TERMINAL) and writes nothing.
+ * ItemTerminalError (ITEM_TERMINAL) and writes nothing. What the function returns is checked
+ * before anything is written (InvalidInputError naming the step; the step runs again next time):
+ * nothing (`undefined`: STEP_COMPLETED alone), or an object of `set` (field -> value) and
+ * `append` (field -> array) only; a misspelt key, a bare value or fields at the top level are
+ * refused rather than recorded as a step that set nothing. A step whose index is below the
+ * item's cursor (the completed step last in step order, lib/step-order.ts; steps run here have no
+ * iteration) is refused before the function runs: the pipeline is running its steps out of order,
+ * and a resume from the cursor would never run that step. The log itself accepts such a batch
+ * (a late delivery of a valid batch is always written or answered duplicate).
  *
  * One process per item at a time (route an item to one worker, as the log's I5 asks): two
  * processes running the same step concurrently may both run it; the log then keeps both batches
  * (different content) and the later one wins for the fields.
  */
+import { z } from 'zod';
 import type { CheckpointLog } from './api.ts';
 import { parseBatch } from './batch.ts';
 import { decodeValue, valueColumns } from './codec.ts';
 import { InvalidInputError, ItemTerminalError, NotFoundError } from './errors.ts';
+import { compareStepRank } from './step-order.ts';
 import type { CheckpointBatchInput, EventRow, OutputValue, PreparedBatch, TerminalKind, TrajectoryEvent } from './types.ts';
 
 /** What a step function returns: the fields its checkpoint batch sets and appends. */
@@ -68,6 +78,19 @@ interface Recorded {
 
 const stepKey = (name: string, index: number | null) => `${index ?? ''}\u0000${name}`;
 
+/** What a step function may return; the values themselves are checked by parseBatch. */
+const StepResultSchema = z.strictObject({
+  set: z.record(z.string(), z.unknown()).optional(),
+  append: z.record(z.string(), z.array(z.unknown())).optional(),
+});
+
+/** The item's cursor (lib/step-order.ts): name, index and iteration. */
+interface StepMark {
+  name: string;
+  index: number | null;
+  iteration: number | null;
+}
+
 /** One item of a log, driven step by step. Obtain with `item(log, id, options)` or `log.item`. */
 export class DurableItem {
   private created: boolean;
@@ -75,6 +98,7 @@ export class DurableItem {
   private readonly completed: Map<string, Recorded>;
   /** Highest attempt recorded per step (failed or not). */
   private readonly attempts: Map<string, number>;
+  private cursor: StepMark | null;
 
   constructor(
     private readonly log: Pick<CheckpointLog, 'append'>,
@@ -87,6 +111,7 @@ export class DurableItem {
     this.terminalKind = s.terminal;
     this.completed = s.completed;
     this.attempts = s.attempts;
+    this.cursor = s.cursor;
   }
 
   /** The item's terminal kind, or null while it is open. */
@@ -108,26 +133,45 @@ export class DurableItem {
         field: 'step',
       });
     }
+    const what = `step ${JSON.stringify(name)}${index !== null ? ` (index ${index})` : ''} of item ${JSON.stringify(this.itemId)}`;
+    const c = this.cursor;
+    if (index !== null && c !== null && c.index !== null && c.iteration === null && index < c.index) {
+      throw new InvalidInputError(
+        `${what} comes after step ${JSON.stringify(c.name)} (index ${c.index}) completed: steps complete in index order, so a resume never runs a completed step again`,
+        { field: 'step.index' },
+      );
+    }
     const attempt = (this.attempts.get(key) ?? 0) + 1;
     const base = this.baseBatch({ name, ...(index !== null ? { index } : {}) }, attempt);
     // Validate what we would write before running user code, so a bad name fails fast.
     parseBatch(base);
-    let result: StepResult | void;
+    let returned: unknown;
     try {
-      result = await fn({ itemId: this.itemId, runId: this.o.runId, stepName: name, stepIndex: index, attempt });
+      returned = await fn({ itemId: this.itemId, runId: this.o.runId, stepName: name, stepIndex: index, attempt });
     } catch (e) {
       await this.record({ ...base, failed: failureOf(e) });
       this.attempts.set(key, attempt);
       throw e;
     }
+    // Checked before anything is written: a wrong shape would otherwise complete the step with
+    // no fields, and its output would be lost for good (the step never runs again).
+    const result = checkResult(returned, what);
     const batch: CheckpointBatchInput = { ...base };
     if (result?.set) batch.set = result.set;
     if (result?.append) batch.append = result.append;
-    const prepared = parseBatch(batch);
+    let prepared: PreparedBatch;
+    try {
+      prepared = parseBatch(batch);
+    } catch (e) {
+      if (e instanceof InvalidInputError) throw new InvalidInputError(`${what} returned a value that cannot be stored: ${e.message}`, { field: e.field ?? 'result', cause: e });
+      throw e;
+    }
     const [ack] = await this.record(batch);
     this.attempts.set(key, attempt);
     const rec: Recorded = { ...outputsOf(prepared), attempt, checkpointId: ack!.checkpointId };
     this.completed.set(key, rec);
+    const now = this.cursor;
+    if (now === null || compareStepRank(null, index, now.iteration, now.index) >= 0) this.cursor = { name, index, iteration: null };
     return { ...rec, replayed: false };
   }
 
@@ -169,11 +213,26 @@ export async function item(log: Pick<CheckpointLog, 'append' | 'trajectory'>, it
   return new DurableItem(log, itemId, o, events);
 }
 
+/** `returned` as a StepResult, or InvalidInputError naming the step and what is wrong. */
+function checkResult(returned: unknown, what: string): StepResult | undefined {
+  if (returned === undefined) return undefined;
+  const r = StepResultSchema.safeParse(returned);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const at = issue.path.length > 0 ? issue.path.join('.') : null;
+  const shape = returned === null ? 'null' : Array.isArray(returned) ? 'an array' : typeof returned === 'object' ? `an object with keys ${Object.keys(returned).map((k) => JSON.stringify(k)).join(', ') || '(none)'}` : `a ${typeof returned}`;
+  const why = issue.code === 'unrecognized_keys' ? `unknown key${issue.keys.length === 1 ? '' : 's'} ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}` : at ? `${at}: ${issue.message}` : issue.message;
+  throw new InvalidInputError(`${what} returned ${shape} (${why}); return nothing, or {set?: {field: value}, append?: {field: [values]}}; nothing was written, the step runs again next time`, {
+    field: at ? `result.${at}` : 'result',
+  });
+}
+
 function scanEvents(events: readonly TrajectoryEvent[]) {
   const completed = new Map<string, Recorded>();
   const attempts = new Map<string, number>();
   const byCheckpoint = new Map<string, { set: Record<string, OutputValue>; append: Record<string, OutputValue[]> }>();
   let terminal: TerminalKind | null = null;
+  let cursor: StepMark | null = null;
   for (const e of events) {
     let out = byCheckpoint.get(e.checkpointId);
     if (!out) byCheckpoint.set(e.checkpointId, (out = { set: {}, append: {} }));
@@ -185,8 +244,12 @@ function scanEvents(events: readonly TrajectoryEvent[]) {
     if (e.eventType === 'FAILED' || e.eventType === 'STEP_COMPLETED') attempts.set(key, Math.max(attempts.get(key) ?? 0, e.attempt));
     // A batch's STEP_COMPLETED comes after its field events (lib/batch.ts), so `out` is whole.
     if (e.eventType === 'STEP_COMPLETED' && !completed.has(key)) completed.set(key, { ...out, attempt: e.attempt, checkpointId: e.checkpointId });
+    // Events come in log order: of equal rank, the later one is the cursor (as the fold chooses).
+    if (e.eventType === 'STEP_COMPLETED' && (cursor === null || compareStepRank(e.iteration ?? null, e.stepIndex ?? null, cursor.iteration, cursor.index) >= 0)) {
+      cursor = { name: e.stepName, index: e.stepIndex ?? null, iteration: e.iteration ?? null };
+    }
   }
-  return { completed, attempts, terminal };
+  return { completed, attempts, terminal, cursor };
 }
 
 /** The output values of a prepared batch, exactly as a read of its events would decode them. */

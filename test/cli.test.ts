@@ -1,13 +1,19 @@
-/** The CLI as a user runs it: real processes, a real log in a temp folder. */
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+/**
+ * The CLI's commands, run in-process (`main(argv)` with captured streams) on a real log in a temp
+ * folder. What needs a process of its own (the bin, a closed pipe, the Node version, what a
+ * command loads) is in test/cli-process.test.ts.
+ */
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { readBatchLines } from '../cli/input.ts';
 import { InvalidInputError } from '../lib/errors.ts';
-import { dgcl } from './support/proc.ts';
+import { run } from './support/cli.ts';
+
+// Options come from the command line here, never from the environment of whoever runs the tests.
+for (const k of ['DGCL_ROOT', 'DGCL_PIPELINE', 'DGCL_EXPERIMENT']) delete process.env[k];
 
 const root = mkdtempSync(path.join(tmpdir(), 'dgcl-cli-'));
 const flags = ['--root', root, '--pipeline', 'p', '--experiment', 'cli'];
@@ -17,7 +23,7 @@ const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 1, 2, 3, 255]);
 
 describe('dgcl CLI', () => {
   beforeAll(async () => {
-    const r = await dgcl(['append', ...flags], {
+    const r = await run(['append', ...flags], {
       stdin: lines(
         { itemId: 'doc-1', runId: 'r', create: {}, step: { name: 'load', index: 0 }, set: { prompt: 'hi', big: { $int: '9007199254740993' }, image: { $blob: png.toString('base64') } } },
         { itemId: 'doc-1', runId: 'r', step: { name: 'gen', index: 1 }, failed: { errorType: 'RateLimitError', errorDump: '{}', traceback: 'Traceback: boom' } },
@@ -31,7 +37,7 @@ describe('dgcl CLI', () => {
   });
 
   it('fold prints the item state with exact big ints and blob refs', async () => {
-    const r = await dgcl(['fold', ...flags, '--item', 'doc-1', '--json']);
+    const r = await run(['fold', ...flags, '--item', 'doc-1', '--json']);
     expect(r.code, r.stderr).toBe(0);
     const s = JSON.parse(r.stdout);
     expect(s.status).toBe('failed');
@@ -41,49 +47,34 @@ describe('dgcl CLI', () => {
   });
 
   it('items, failures, trajectory, stats, maintain answer', async () => {
-    const items = await dgcl(['items', ...flags, '--json']);
+    const items = await run(['items', ...flags, '--json']);
     expect(items.stdout.split('\n').map((l) => JSON.parse(l).itemId)).toEqual(['doc-1', 'doc-2']);
-    const done = await dgcl(['items', ...flags, '--status', 'completed']);
+    const done = await run(['items', ...flags, '--status', 'completed']);
     expect(done.stdout).toContain('doc-2');
     expect(done.stdout).not.toContain('doc-1');
-    const f = await dgcl(['failures', ...flags]);
-    expect(f.stdout).toMatch(/doc-1\s+gen attempt 1: RateLimitError/);
-    const t = await dgcl(['trajectory', ...flags, '--item', 'doc-1', '--json']);
+    const f = await run(['failures', ...flags]);
+    expect(f.stdout).toMatch(/doc-1\s+gen attempt 1 \(seq \d+\): RateLimitError/);
+    const t = await run(['trajectory', ...flags, '--item', 'doc-1', '--json']);
     const events = t.stdout.split('\n').map((l) => JSON.parse(l));
     expect(events.map((e) => e.itemSeq)).toEqual(events.map((_: unknown, i: number) => i + 1));
     expect(t.stdout).not.toContain(png.toString('base64'));
-    const m = await dgcl(['maintain', ...flags, '--json']);
+    const m = await run(['maintain', ...flags, '--json']);
     expect(m.code, m.stderr).toBe(0);
     expect(JSON.parse(m.stdout).ran).toBe(true);
-    const st = await dgcl(['stats', ...flags, '--json']);
+    const st = await run(['stats', ...flags, '--json']);
     expect(JSON.parse(st.stdout).base.rows).toBeGreaterThan(0);
   });
 
   it('blob writes the exact bytes to stdout', async () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'blob', ...flags, '--item', 'doc-1', '--field', 'image']);
-    expect(r.status, String(r.stderr)).toBe(0);
-    expect(Buffer.compare(r.stdout, png)).toBe(0);
+    const r = await run(['blob', ...flags, '--item', 'doc-1', '--field', 'image']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(Buffer.compare(r.bytes, png)).toBe(0);
   });
 
-  it('demo: a SIGKILLed worker, a resume from every cursor, no step twice, maintenance merges the dead shard', async () => {
-    const demoRoot = mkdtempSync(path.join(tmpdir(), 'dgcl-demo-'));
-    const r = await dgcl(['demo', '--root', demoRoot, '--items', '10', '--json']);
-    expect(r.code, r.stderr).toBe(0);
-    const summary = JSON.parse(r.stdout.split('\n').at(-1)!);
-    expect(summary.crash.killed).toBe(true);
-    expect(summary.resumedBatches).toBeGreaterThan(0);
-    expect(summary.rootItems).toBe(10);
-    expect(summary.childItems).toBe(20);
-    expect(summary.repeatedSteps).toBe(0);
-    expect(summary.violations).toBe(0);
-    expect(summary.unfinished).toBe(0);
-    expect(summary.maintenance.readsUnchanged).toBe(true);
-    expect(summary.maintenance.unmergedShards).toBe(0);
-    expect(summary.maintenance.baseRows).toBe(summary.events);
-    expect(summary.log.startsWith(demoRoot)).toBe(true);
-    // The demo ends by writing its report page and printing its path.
-    expect(summary.report).toBe(path.join(demoRoot, `${summary.experiment}-report.html`));
-    expect(readFileSync(summary.report, 'utf8')).toContain('<script type="application/json" id="dgcl-data">');
+  it('--help prints the commands and exits 0', async () => {
+    const r = await run(['--help']);
+    expect(r.code).toBe(0);
+    for (const c of ['append', 'fold', 'items', 'trajectory', 'failures', 'report', 'export']) expect(r.stdout).toContain(c);
   });
 
   describe('bad input exits 2, names the problem, writes nothing', () => {
@@ -102,7 +93,7 @@ describe('dgcl CLI', () => {
     ];
     for (const [what, args, stdin, message] of cases) {
       it(what, async () => {
-        const r = await dgcl(args, stdin === undefined ? { env: { DGCL_ROOT: '' } } : { stdin });
+        const r = await run(args, stdin === undefined ? {} : { stdin });
         expect(r.code, r.stderr).toBe(2);
         expect(r.stderr).toMatch(message);
         expect(existsSync(untouched)).toBe(false);
@@ -112,60 +103,40 @@ describe('dgcl CLI', () => {
       // A closed port as the endpoint: reaching the network would fail with exit 1, not 2.
       const env = { DGCL_LEASE_TABLE: 'dgcl-leases', AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:9', AWS_ENDPOINT_URL_DYNAMODB: 'http://127.0.0.1:9', AWS_ACCESS_KEY_ID: 'k', AWS_SECRET_ACCESS_KEY: 's', AWS_REGION: 'us-east-1', AWS_MAX_ATTEMPTS: '1' };
       for (const args of [['append'], ['fold', '--item', 'x']]) {
-        const r = await dgcl([...args, '--root', 's3://Bad_Bucket/x', '--pipeline', 'p', '--experiment', 'e'], { env, ...(args[0] === 'append' ? { stdin: lines({ itemId: 'a', runId: 'r', create: {} }) } : {}) });
+        const r = await run([...args, '--root', 's3://Bad_Bucket/x', '--pipeline', 'p', '--experiment', 'e'], { env, ...(args[0] === 'append' ? { stdin: lines({ itemId: 'a', runId: 'r', create: {} }) } : {}) });
         expect(r.code, r.stderr).toBe(2);
         expect(r.stderr).toContain('invalid S3 bucket name "Bad_Bucket": may contain only lowercase letters, digits, dots and hyphens');
       }
     });
-    // stdin as raw bytes (the helper only takes text): the CLI must not repair invalid UTF-8
-    const appendBytes = (args: string[], stdin: Buffer) => spawnSync(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'append', ...args], { input: stdin });
-    it('invalid UTF-8 on stdin, naming the line and byte offset', () => {
+    it('invalid UTF-8 on stdin, naming the line and byte offset', async () => {
       const good = Buffer.from(lines({ itemId: 'c-0', runId: 'r', create: {} }));
       const bad = Buffer.concat([Buffer.from('{"itemId":"c-1","runId":"r","create":{},"set":{"s":"ab'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}}\n')]);
-      const r = appendBytes(fresh, Buffer.concat([good, bad]));
-      expect(r.status, String(r.stderr)).toBe(2);
+      const r = await run(['append', ...fresh], { stdin: Buffer.concat([good, bad]) });
+      expect(r.code, r.stderr).toBe(2);
       const col = bad.indexOf(0xff);
-      expect(String(r.stderr)).toContain(`line 2 of stdin is not valid UTF-8: byte 0xff at offset ${col} of the line (offset ${good.length + col} of stdin)`);
-      expect(String(r.stdout)).toBe('');
+      expect(r.stderr).toContain(`line 2 of stdin is not valid UTF-8: byte 0xff at offset ${col} of the line (offset ${good.length + col} of stdin)`);
+      expect(r.stdout).toBe('');
       expect(existsSync(untouched)).toBe(false);
     });
     it('invalid UTF-8 for an existing log leaves it unchanged (not folded to U+FFFD)', async () => {
-      const before = await dgcl(['stats', ...flags, '--json']);
-      const r = appendBytes(flags, Buffer.concat([Buffer.from('{"itemId":"doc-1","runId":"r","set":{"s":"ab'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}}\n')]));
-      expect(r.status, String(r.stderr)).toBe(2);
-      expect(String(r.stderr)).toMatch(/line 1 of stdin is not valid UTF-8/);
-      const after = await dgcl(['stats', ...flags, '--json']);
+      const before = await run(['stats', ...flags, '--json']);
+      const r = await run(['append', ...flags], { stdin: Buffer.concat([Buffer.from('{"itemId":"doc-1","runId":"r","set":{"s":"ab'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}}\n')]) });
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(/line 1 of stdin is not valid UTF-8/);
+      const after = await run(['stats', ...flags, '--json']);
       expect(JSON.parse(after.stdout).base).toEqual(JSON.parse(before.stdout).base);
-      const fold = JSON.parse((await dgcl(['fold', ...flags, '--item', 'doc-1', '--json'])).stdout);
+      const fold = JSON.parse((await run(['fold', ...flags, '--item', 'doc-1', '--json'])).stdout);
       expect(fold.fields.s).toBeUndefined();
     });
     it('the log that exists is unchanged by rejected input', async () => {
-      const before = await dgcl(['stats', ...flags, '--json']);
-      const r = await dgcl(['append', ...flags], { stdin: lines({ itemId: 'doc-3', runId: 'r', create: {} }, { itemId: 'doc-1', runId: 'r', set: { x: null } }) });
+      const before = await run(['stats', ...flags, '--json']);
+      const r = await run(['append', ...flags], { stdin: lines({ itemId: 'doc-3', runId: 'r', create: {} }, { itemId: 'doc-1', runId: 'r', set: { x: null } }) });
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(/batches\[1\]\.set\.x|set\.x/);
-      const after = await dgcl(['stats', ...flags, '--json']);
+      const after = await run(['stats', ...flags, '--json']);
       expect(JSON.parse(after.stdout).base).toEqual(JSON.parse(before.stdout).base);
       expect(existsSync(logDir)).toBe(true);
     });
-  });
-});
-
-describe('Node 22 (LanceDB 0.39 needs it; Lambda runs it)', () => {
-  it('the tests run on it (npm scripts and npx take the pinned node devDependency)', () => {
-    expect(Number(process.versions.node.split('.')[0])).toBeGreaterThanOrEqual(22);
-  });
-
-  it('bin/dgcl.js started by the shell\'s node, outside npm, still runs on it: no AWS SDK Node-version warning', () => {
-    // PATH without any node_modules/.bin: `node` is whatever the machine has (here Node 20).
-    const PATH = (process.env.PATH ?? '').split(path.delimiter).filter((d) => !d.includes('node_modules')).join(path.delimiter);
-    const env = { ...process.env, PATH, DGCL_LEASE_TABLE: 'dgcl-leases', AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:9', AWS_ENDPOINT_URL_DYNAMODB: 'http://127.0.0.1:9', AWS_ACCESS_KEY_ID: 'k', AWS_SECRET_ACCESS_KEY: 's', AWS_REGION: 'us-east-1', AWS_MAX_ATTEMPTS: '1' };
-    const r = spawnSync('node', ['bin/dgcl.js', 'fold', '--root', 's3://dgcl-node-check/x', '--pipeline', 'p', '--experiment', 'e', '--item', 'x'], { env });
-    const stderr = String(r.stderr);
-    // It reached the S3 client (closed port: exit 1), and the SDK did not warn about the Node version.
-    expect(r.status, stderr).toBe(1);
-    expect(stderr).toContain('ECONNREFUSED');
-    expect(stderr).not.toMatch(/NodeVersionSupportWarning|require node >=22/);
   });
 });
 

@@ -51,8 +51,15 @@ describe('export and report to s3://', () => {
     const withImage = rows.filter((x) => x.image !== null);
     expect(withImage.length).toBe(b.blobFiles);
     for (const row of withImage) {
-      expect(row.image).toBe(`s3://${servers.bucket}/${prefix}/blobs/${row.item_id}/image`);
+      // Relative to the export's key (same bucket).
+      expect(row.image).toBe(`blobs/${row.item_id}/image`);
       expect(await get(`${prefix}/blobs/${row.item_id}/image`)).toEqual(BLOB);
+    }
+    // A local export of S3 blobs: no relative path leads from one to the other.
+    const mixed = path.join(dir, 'mixed.jsonl');
+    await exportItems(log, { out: mixed, blobs: `s3://${servers.bucket}/${prefix}/blobs`, fields: ['image'] });
+    for (const row of readFileSync(mixed, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { item_id: string; image: string | null })) {
+      if (row.image !== null) expect(row.image).toBe(`s3://${servers.bucket}/${prefix}/blobs/${row.item_id}/image`);
     }
   });
 

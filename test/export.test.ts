@@ -123,7 +123,7 @@ describe('exportItems', () => {
     expect(rows.find((x) => x.item_id === 'it-000')!.big).toBe(9007199254740993n); // exact beyond 2^53
   });
 
-  it('--blobs writes each blob beside the export; rows hold the file paths', async () => {
+  it('--blobs writes each blob beside the export; rows hold the file paths relative to the export', async () => {
     const out = path.join(dir, 'blobs.parquet');
     const blobs = path.join(dir, 'blob-files');
     const r = await exportItems(log, { out, blobs, fields: ['image', 'n'] });
@@ -133,10 +133,23 @@ describe('exportItems', () => {
     expect(types.image).toBe('VARCHAR');
     for (const s of withBlob) {
       const row = rows.find((x) => x.item_id === s.itemId)!;
-      expect(row.image).toBe(path.join(blobs, s.itemId, 'image'));
-      expect(readFileSync(String(row.image))).toEqual(BLOB);
+      expect(row.image).toBe(`blob-files/${s.itemId}/image`);
+      expect(readFileSync(path.join(dir, String(row.image)))).toEqual(BLOB);
     }
     expect(readdirSync(blobs).sort()).toEqual(withBlob.map((s) => s.itemId).sort());
+  });
+
+  it('--blobs outside the export\'s folder: the paths still lead there from the export', async () => {
+    const out = path.join(dir, 'nested', 'deeper', 'items.jsonl');
+    const blobs = path.join(dir, 'elsewhere');
+    await exportItems(log, { out, blobs, fields: ['image'] });
+    const rows = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { item_id: string; image?: string });
+    const withImage = rows.filter((x) => typeof x.image === 'string');
+    expect(withImage.length).toBeGreaterThan(0);
+    for (const row of withImage) {
+      expect(row.image).toBe(`../../elsewhere/${row.item_id}/image`);
+      expect(readFileSync(path.resolve(path.dirname(out), row.image!))).toEqual(BLOB);
+    }
   });
 
   it('rejects bad input with a typed error naming it, and writes nothing', async () => {

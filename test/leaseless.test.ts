@@ -88,10 +88,10 @@ describe('an s3:// root without DGCL_LEASE_TABLE', () => {
     }
   });
 
-  it('the CLI: fold reaches S3 (exit 1, UNAVAILABLE); append exits 2 naming DGCL_LEASE_TABLE with no request', async () => {
+  it('the CLI: fold reaches S3 (exit 75, UNAVAILABLE); append exits 2 naming DGCL_LEASE_TABLE with no request', async () => {
     const flags = ['--root', root, '--pipeline', 'p', '--experiment', 'cli'];
     const fold = await dgcl(['fold', ...flags, '--item', 'a'], { env: { ...AWS, DGCL_LEASE_TABLE: '', AWS_ENDPOINT_URL_S3: CLOSED } });
-    expect(fold.code, fold.stderr).toBe(1);
+    expect(fold.code, fold.stderr).toBe(75);
     expect(fold.stderr).toMatch(/^dgcl: UNAVAILABLE: S3 list .*ECONNREFUSED/);
     expect(fold.stderr).not.toContain('DGCL_LEASE_TABLE');
     requests.length = 0;

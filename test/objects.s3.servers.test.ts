@@ -230,7 +230,7 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
     expect(await t.direct.get('seal')).toBeNull();
   });
 
-  it('maps not-found to null and other failures to UnavailableError with the cause', async () => {
+  it('maps not-found to null, a refusal to PermissionDeniedError, a missing bucket to LogNotFoundError, other failures to UnavailableError, each with the cause', async () => {
     const t = scene((r) => {
       if (!objectGet(r)) return 'forward';
       if (r.key.endsWith('/denied')) return s3Error(403, 'AccessDenied', 'Access Denied');
@@ -241,9 +241,10 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
 
     const denied = await t.store.get('denied').catch((e: unknown) => e);
     expect(denied).toMatchObject({
-      name: 'UnavailableError',
-      code: 'UNAVAILABLE',
-      retryable: true,
+      name: 'PermissionDeniedError',
+      code: 'PERMISSION_DENIED',
+      retryable: false,
+      path: `s3://${bucket}/${t.base}/denied`,
       cause: { name: 'AccessDenied', $metadata: { httpStatusCode: 403 } },
     });
     expect((denied as Error).message).toContain(`s3://${bucket}/${t.base}/denied`);
@@ -256,9 +257,10 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
     });
     expect(t.seen.filter((r) => r.key.endsWith('/broken'))).toHaveLength(3); // the SDK retried it
 
-    // a bucket that does not exist is a failure, not an absent key (the server's own 404)
+    // a bucket that does not exist is no log at all, not an absent key (the server's own 404)
     const noBucket = new S3ObjectStore({ client: proxied, bucket: `${bucket}-absent-${process.pid}`, basePrefix: t.base });
-    await expect(noBucket.get('k')).rejects.toMatchObject({ name: 'UnavailableError', cause: { name: 'NoSuchBucket' } });
+    await expect(noBucket.get('k')).rejects.toMatchObject({ name: 'LogNotFoundError', code: 'LOG_NOT_FOUND', retryable: false, cause: { name: 'NoSuchBucket' } });
+    await expect(noBucket.list('')).rejects.toThrow(/S3 bucket "[^"]+-absent-\d+" does not exist/);
   });
 
   it('lists across pages (>1,000 keys), objects and folders, deduplicated and sorted', async () => {

@@ -1,8 +1,9 @@
 /**
  * The package as another project gets it: `npm pack` of a clean copy of the sources (no dist/,
- * so only the pack's own build can put it there), the tarball installed into an empty project,
- * and that project using it on Node 22 with nothing of this repo on its module path: a plain
- * .mjs file, a type-checked .ts file, and `npx dgcl demo`.
+ * so only the pack's own build can put it there), the tarball installed into an empty project
+ * (without a warning), and that project using it on Node 22 with nothing of this repo on its
+ * module path: a plain .mjs file, a type-checked .ts file, and `npx dgcl demo`; on the machine's
+ * older Node, the library and the bin say which Node they need.
  */
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -17,6 +18,9 @@ const NODE = path.join(BIN, 'node');
 const NAME = 'datagen-checkpoint-log';
 // npm, npx and every `node` they start run on the pinned Node 22.
 const env = { ...process.env, PATH: `${BIN}${path.delimiter}${process.env.PATH ?? ''}` };
+/** The machine's own node (PATH without any node_modules/.bin), older than 22.13 on this machine. */
+const systemPath = (process.env.PATH ?? '').split(path.delimiter).filter((d) => !d.includes('node_modules')).join(path.delimiter);
+const systemNode = spawnSync('node', ['--version'], { env: { ...process.env, PATH: systemPath }, encoding: 'utf8' }).stdout.trim();
 
 function run(cmd: string, args: string[], opts: SpawnSyncOptions & { cwd: string }) {
   const r = spawnSync(cmd, args, { env, encoding: 'utf8', timeout: 180_000, maxBuffer: 64 << 20, ...opts });
@@ -27,6 +31,7 @@ function run(cmd: string, args: string[], opts: SpawnSyncOptions & { cwd: string
 let tmp: string;
 let consumer: string;
 let packed: string[];
+let installOutput: string;
 
 beforeAll(() => {
   tmp = mkdtempSync(path.join(tmpdir(), 'dgcl-package-'));
@@ -46,14 +51,22 @@ beforeAll(() => {
   consumer = path.join(tmp, 'consumer');
   mkdirSync(consumer);
   writeFileSync(path.join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-  const install = run('npm', ['install', path.join(tmp, info!.filename), '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: consumer });
+  // Warnings shown: the install must have none.
+  const install = run('npm', ['install', path.join(tmp, info!.filename), '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=warn'], { cwd: consumer });
   expect(install.status, install.why).toBe(0);
+  installOutput = install.stdout + install.stderr;
 }, 300_000);
 
 // The installed tree is about 270 MB (LanceDB's native module).
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 describe('the packed package', () => {
+  it('installs without a warning: no lifecycle script in its package.json (npm flags a prepare script it will not run)', () => {
+    expect(installOutput).not.toMatch(/npm warn/i);
+    const manifest = JSON.parse(readFileSync(path.join(consumer, 'node_modules', NAME, 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
+    for (const s of ['preinstall', 'install', 'postinstall', 'prepare']) expect(manifest.scripts?.[s], s).toBeUndefined();
+  });
+
   it('holds the compiled code, types and bin, and no TypeScript sources', () => {
     for (const f of ['dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/index.js.map', 'dist/cli/main.js', 'dist/functions/fold.js', 'bin/dgcl.js']) {
       expect(packed).toContain(f);
@@ -136,4 +149,18 @@ export { status, code };
     expect(r.stdout).toContain('every item reads the same as before: yes');
     expect(readFileSync(path.join(consumer, 'node_modules', '.bin', 'dgcl'), 'utf8')).toContain("'../dist/cli/main.js'");
   }, 180_000);
+
+  it("on the machine's older Node, importing the library fails at once saying which Node it needs", () => {
+    writeFileSync(path.join(consumer, 'old.mjs'), `import { openLog } from '${NAME}';\nawait openLog({ root: process.argv[2], pipeline: 'p', experiment: 'e' });\n`);
+    const r = run('node', ['old.mjs', path.join(tmp, 'root-old')], { cwd: consumer, env: { ...process.env, PATH: systemPath } });
+    expect(r.status, r.why).toBe(1);
+    expect(r.stderr).toContain(`UnsupportedNodeError: datagen-checkpoint-log needs Node >= 22.13 (found ${systemNode})`);
+    expect(r.stderr).not.toMatch(/npm install|INTERNAL/);
+  });
+
+  it("on the machine's older Node, the installed bin says which Node it needs (not to run npm install)", () => {
+    const r = run('node', [path.join(consumer, 'node_modules', '.bin', 'dgcl'), '--help'], { cwd: consumer, env: { ...process.env, PATH: systemPath } });
+    expect(r.status, r.why).toBe(1);
+    expect(r.stderr).toBe(`dgcl: datagen-checkpoint-log needs Node >= 22.13 (found ${systemNode})\n`);
+  });
 });

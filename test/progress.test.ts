@@ -15,7 +15,7 @@ import { dgcl } from './support/proc.ts';
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const BAR_CHARS = /[\u2588\u2591]/; // cli-progress shades_classic: full and light shade blocks
 const N = 600;
-/** Each CLI process starts tsx and Lance: seconds apiece on a loaded machine. */
+/** Each CLI process starts Lance: seconds apiece on a loaded machine. */
 const SPAWNS = 240_000;
 
 const dir = mkdtempSync(path.join(tmpdir(), 'dgcl-progress-'));
@@ -29,7 +29,7 @@ const sh = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 
 /** Run the CLI inside a pseudo-terminal (stdout and stderr both the terminal, unless redirected in `tail`). */
 function inTerminal(args: string[], tail = ''): { code: number | null; screen: string } {
-  const cmd = [process.execPath, '--import', 'tsx', 'cli/main.ts', ...args].map(sh).join(' ') + tail;
+  const cmd = [process.execPath, 'bin/dgcl.js', ...args].map(sh).join(' ') + tail;
   const env: NodeJS.ProcessEnv = { ...process.env, TERM: 'xterm' };
   delete env.CI;
   const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });

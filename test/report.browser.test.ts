@@ -75,8 +75,9 @@ describe('the demo report in Chromium', () => {
         const ch = Chart.getChart(c)!;
         const marks = ch.data.datasets.map((d, i) => ({
           points: d.data.length,
-          drawn: ch.getDatasetMeta(i).data.filter((el) => Number.isFinite(el.x) && Number.isFinite(el.y)).length,
-          nonZero: d.data.filter((v) => (typeof v === 'number' ? v : (v as { y: number }).y) > 0).length,
+          nulls: d.data.filter((v) => v === null).length,
+          drawn: ch.getDatasetMeta(i).data.filter((el, j) => d.data[j] !== null && Number.isFinite(el.x) && Number.isFinite(el.y)).length,
+          nonZero: d.data.filter((v) => v !== null && (typeof v === 'number' ? v : (v as { y: number }).y) > 0).length,
         }));
         return { id: c.id, width: c.width, marks };
       });
@@ -91,16 +92,18 @@ describe('the demo report in Chromium', () => {
     const p = data.progress;
     const st = data.steps;
     const expected: Record<string, Array<{ points: number; nonZero: number }>> = {
-      'chart-progress': marksOf(p.created, p.completed, p.filtered, p.failed),
+      'chart-progress': marksOf(p.created, p.completed, p.filtered, p.failures),
       'chart-status': marksOf((['completed', 'filtered', 'failed', 'in_progress'] as const).map((k) => data.status[k])),
       'chart-steps': marksOf(st.map((s) => s.itemsPassed), st.map((s) => s.failures), st.map((s) => s.retriedCompletions)),
       'chart-durations': marksOf(st.map((s) => s.durationMs.p50 ?? 0), st.map((s) => s.durationMs.p95 ?? 0)),
       'chart-failures': marksOf(data.failures.map((f) => f.events), data.failures.map((f) => f.failedNow)),
     };
+    // A step duration is measured or absent, never 0 by construction.
+    for (const s of st) expect(s.durationMs.p50 === null || s.durationMs.p50 > 0, s.name).toBe(true);
     for (const c of charts) {
       expect(c.width, c.id).toBeGreaterThan(100);
-      // Every data point has a drawn element.
-      for (const m of c.marks) expect(m.drawn, c.id).toBe(m.points);
+      // Every data point has a drawn element (a step without measured durations has no point: null).
+      for (const m of c.marks) expect(m.drawn, c.id).toBe(m.points - m.nulls);
       expect(c.marks.map((m) => ({ points: m.points, nonZero: m.nonZero })), c.id).toEqual(expected[c.id]);
     }
   });

@@ -98,6 +98,11 @@ describe('review 2: cleanupMeta lists twice and deletes a seal its first listing
   // maintenance pass deletes it.
   it('an acknowledged batch survives a maintenance pass that overlaps a takeover and a close', async () => {
     const { root, clock, leases, open } = setup();
+    // The log exists before the pass (maintenance refuses a log that does not): a writer of the
+    // other slot wrote and closed (its generation merged, its epoch sealed).
+    const W = open({ slot: 1, slots: 2 });
+    await W.log.append([createBatch('w')]);
+    await W.log.close();
     const M = open({ slot: 1, slots: 2 });
     const mPause = new Pause();
     let claimsSwept = false;

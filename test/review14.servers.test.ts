@@ -181,10 +181,10 @@ describe('review14', () => {
     expect(await x.objects.get(CHOICE_KEY)).toMatch(/^table /);
   });
 
-  it('a maintainer run on a new log before any writer chooses nothing (review16 F2); the first writer chooses the table, and the writers after it agree', async () => {
+  it('a maintainer run on a new log before any writer chooses nothing (review16 F2: it is refused, LOG_NOT_FOUND); the first writer chooses the table, and the writers after it agree', async () => {
     const x = experiment();
     const m = await x.newLog('m', leasesA, 0);
-    await m.maintain();
+    await expect(m.maintain()).rejects.toMatchObject({ code: 'LOG_NOT_FOUND' });
     expect(await x.objects.get(CHOICE_KEY)).toBeNull();
     const a = await x.newLog('a', leasesA, 1);
     const [first] = await a.append([createBatch('i1')]);

@@ -27,17 +27,15 @@ afterAll(() => {
 });
 
 describe('review16', () => {
-  it('F2: maintaining an experiment that has no log makes no log', async () => {
+  it('F2: maintaining an experiment that has no log makes no log (it is refused: LOG_NOT_FOUND)', async () => {
     const root = mkdtempSync(path.join(tmpdir(), 'dgcl-rev16-'));
     roots.push(root);
     const log = await openLog({ root, pipeline: 'p', experiment: 'typo' });
-    let report;
     try {
-      report = await log.maintain();
+      await expect(log.maintain()).rejects.toMatchObject({ code: 'LOG_NOT_FOUND' });
     } finally {
       await log.close();
     }
-    expect(report.failures).toEqual([]);
     const experiments = await listExperiments(parseRoot(root), {});
     expect({ logFolder: existsSync(path.join(root, 'datagen_checkpoints', 'p', 'typo', 'log.lance')), experiments }).toEqual({ logFolder: false, experiments: [] });
   });

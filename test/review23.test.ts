@@ -118,7 +118,7 @@ describe('review23 findings (fail on c9565e3, pass since)', () => {
     // The 64th commit (mergeEveryCommits) rotates its generation and starts the merge; its claim
     // fails: a claim under its checkpoint id that is not of its batch (CORRUPT).
     const last = stepBatch('a', 63);
-    const coord = await (entry.log as unknown as { coord(): Promise<{ putIfAbsent(k: string, b: string): Promise<boolean> }> }).coord();
+    const coord = await (entry.log as unknown as { coordination: { get(): Promise<{ putIfAbsent(k: string, b: string): Promise<boolean> }> } }).coordination.get();
     const cp = parseBatch(last).checkpointId;
     await coord.putIfAbsent(claimKey(cp), JSON.stringify({ checkpointId: cp, events: 999, firstSeq: 1, lastSeq: 1, claimedBy: 'someone/else' }));
 

@@ -4,7 +4,8 @@
  * `errorType`, so every error leaving a handler is one of a closed set of names:
  * the DgclError kinds of lib/errors.ts (InvalidInputError and its subclasses ItemExistsError,
  * ItemNotFoundError, ItemTerminalError, FencedError, LeaseHeldError,
- * ConflictError, UnavailableError, NotFoundError, CorruptError, InternalError) plus
+ * ConflictError, UnavailableError, NotFoundError and its subclass LogNotFoundError,
+ * PermissionDeniedError, CorruptError, InternalError) plus
  * ConfigurationError (functions/shared/config.ts). Anything else is wrapped: a middy timeout
  * becomes UnavailableError (retry), an unknown error InternalError (a bug; the original is the
  * `cause` and is logged).

@@ -24,7 +24,7 @@ import { systemClock, type Clock } from '../clock.ts';
 import { existsSync, mkdirSync, promises as fsp, statSync } from 'node:fs';
 import path from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
-import { CorruptError, DgclError, InternalError, UnavailableError } from '../errors.ts';
+import { CorruptError, DgclError, InternalError, PermissionDeniedError, UnavailableError } from '../errors.ts';
 import { errCode, fsyncPath } from '../fsutil.ts';
 import { CLAIMS_DIR } from '../log/layout.ts';
 import { checkObjectKey } from '../storage/location.ts';
@@ -74,11 +74,15 @@ function sqliteCode(e: unknown): number | undefined {
   return typeof c === 'number' ? c & 0xff : undefined; // primary result code
 }
 
-/** SQLITE_CORRUPT (11) and SQLITE_NOTADB (26) are CORRUPT; every other failure may pass. */
+/**
+ * SQLITE_CORRUPT (11) and SQLITE_NOTADB (26) are CORRUPT; SQLITE_PERM (3) and SQLITE_READONLY
+ * (8: a read-only file or folder) PERMISSION_DENIED; every other failure may pass.
+ */
 function failure(file: string, op: string, e: unknown): DgclError {
   if (e instanceof DgclError) return e;
   const code = sqliteCode(e);
   const msg = `coordination database ${file}: ${op} failed: ${(e as Error)?.message ?? e}`;
+  if (code === 3 || code === 8) return new PermissionDeniedError(`${msg}; check the permissions of the log's folder`, file, { cause: e });
   return code === 11 || code === 26 ? new CorruptError(msg, { cause: e }) : new UnavailableError(msg, { cause: e });
 }
 

@@ -19,14 +19,12 @@ import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { Env } from '../storage/location.ts';
 import type { BlobRef, EventRow, OutputValue } from '../types.ts';
 import { fieldColumns, type FieldColumn } from './columns.ts';
+import { EXPORT_FORMATS, EXPORT_STATUSES, type ExportFormat, type ExportStatus } from './formats.ts';
 import { formatTarget, openBlobFolder, parseTarget, writeTarget, type BlobFolder } from './output.ts';
 import { PLAN_COLUMNS, PlanVisitor, byteCompare, cutPoints } from './plan.ts';
 import { JsonlSink, ParquetSink, type ExportRow, type Sink } from './sinks.ts';
 
-export const EXPORT_STATUSES = ['completed', 'filtered', 'any'] as const;
-export type ExportStatus = (typeof EXPORT_STATUSES)[number];
-export const EXPORT_FORMATS = ['jsonl', 'parquet'] as const;
-export type ExportFormat = (typeof EXPORT_FORMATS)[number];
+export { EXPORT_FORMATS, EXPORT_STATUSES, type ExportFormat, type ExportStatus } from './formats.ts';
 
 export interface ExportOptions {
   /** A local path or `s3://bucket/key`. */
@@ -37,7 +35,11 @@ export interface ExportOptions {
   status?: ExportStatus;
   /** Field names to export (default: every field the log holds, by name). */
   fields?: readonly string[];
-  /** Write blob fields as files into this folder (local or s3:// prefix); rows then hold their paths. */
+  /**
+   * Write blob fields as files into this folder (local or s3:// prefix); rows then hold their
+   * paths, relative to the output file's folder (absolute when one is local and the other on S3,
+   * or they are in different buckets).
+   */
   blobs?: string;
   /** Events per item-id range read at once (default 50,000): the memory knob. */
   chunkEvents?: number;
@@ -122,7 +124,7 @@ export async function exportItems(log: LanceCheckpointLog, o: ExportOptions): Pr
   const env = o.env ?? process.env;
   // Every argument is checked before the first read or write.
   const target = parseTarget(o.out, 'out');
-  const blobFolder: BlobFolder | null = o.blobs !== undefined ? openBlobFolder(o.blobs, env) : null;
+  const blobFolder: BlobFolder | null = o.blobs !== undefined ? openBlobFolder(o.blobs, env, target) : null;
   try {
     const scan = log.scanEvents.bind(log);
     const plan = await scan({ columns: PLAN_COLUMNS }, () => new PlanVisitor());

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, PutObjectCommand, S3Client, UploadPartCommand } from '@aws-sdk/client-s3';
 import { InvalidInputError, UnavailableError } from '../errors.ts';
 import { checkObjectKey, joinKey, parseRoot, s3ClientConfig, type Env } from '../storage/location.ts';
+import { isPermissionError, permissionDenied } from '../fsutil.ts';
 
 export type Target = { kind: 'file'; path: string } | { kind: 's3'; bucket: string; key: string };
 
@@ -85,12 +86,15 @@ async function upload(client: S3Client, bucket: string, key: string, file: strin
  */
 export async function writeTarget<T>(t: Target, env: Env, write: (localPath: string) => Promise<T>): Promise<T> {
   if (t.kind === 'file') {
-    mkdirSync(path.dirname(t.path), { recursive: true });
     const tmp = `${t.path}.tmp-${process.pid}`;
     try {
+      mkdirSync(path.dirname(t.path), { recursive: true });
       const r = await write(tmp);
       renameSync(tmp, t.path);
       return r;
+    } catch (e) {
+      if (isPermissionError(e)) throw permissionDenied('writing', (e as { path?: string }).path ?? t.path, e);
+      throw e;
     } finally {
       rmSync(tmp, { force: true });
     }
@@ -110,13 +114,17 @@ export async function writeTarget<T>(t: Target, env: Env, write: (localPath: str
 
 /** A folder (local or s3:// prefix) that blob files are written into, by relative name. */
 export interface BlobFolder {
-  /** How a row refers to the file `rel` (the path or URI the export prints). */
+  /**
+   * How a row refers to the file `rel`: its path relative to the folder of the output file when
+   * both are local or in one bucket (the export and its blobs can be moved or copied together),
+   * else its absolute path or URI.
+   */
   ref(rel: string): string;
   put(rel: string, bytes: Uint8Array): Promise<void>;
   close(): void;
 }
 
-export function openBlobFolder(spec: string, env: Env): BlobFolder {
+export function openBlobFolder(spec: string, env: Env, out: Target): BlobFolder {
   let loc;
   try {
     loc = parseRoot(spec);
@@ -125,8 +133,9 @@ export function openBlobFolder(spec: string, env: Env): BlobFolder {
   }
   if (loc.kind === 'file') {
     const dir = loc.dir;
+    const from = out.kind === 'file' ? path.dirname(out.path) : null;
     return {
-      ref: (rel) => path.join(dir, rel),
+      ref: (rel) => (from !== null ? path.relative(from, path.join(dir, rel)).split(path.sep).join('/') : path.join(dir, rel)),
       put: async (rel, bytes) => {
         const p = path.join(dir, rel);
         mkdirSync(path.dirname(p), { recursive: true });
@@ -137,8 +146,10 @@ export function openBlobFolder(spec: string, env: Env): BlobFolder {
   }
   const { bucket, prefix } = loc;
   const client = s3(env);
+  // Keys as absolute paths: posix.relative would resolve relative ones against the working directory.
+  const from = out.kind === 's3' && out.bucket === bucket ? `/${path.posix.dirname(out.key)}` : null;
   return {
-    ref: (rel) => `s3://${bucket}/${joinKey(prefix, rel)}`,
+    ref: (rel) => (from !== null ? path.posix.relative(from, `/${joinKey(prefix, rel)}`) : `s3://${bucket}/${joinKey(prefix, rel)}`),
     put: async (rel, bytes) => {
       const key = joinKey(prefix, rel);
       try {

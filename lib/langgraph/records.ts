@@ -36,6 +36,8 @@ export const writesPrefix = (ns: string, checkpointId: string) => `w/${part(ns)}
 export const writeField = (ns: string, checkpointId: string, taskId: string, idx: number) => `${writesPrefix(ns, checkpointId)}${part(taskId)}/${idx}`;
 export const valueField = (ns: string, channel: string, version: string | number) => `v/${part(ns)}/${part(channel)}/${part(String(version))}`;
 export const THREAD_ID_FIELD = 'thread_id';
+/** The step a checkpoint's batch completes (instance = the checkpoint record's field name). */
+export const CHECKPOINT_STEP = 'checkpoint';
 
 /** Serialized bytes: as text when they are UTF-8 (JSON serde), else base64. */
 export type Serialized = { t: string; s: string } | { t: string; b: string };

@@ -30,9 +30,10 @@ import {
   type SerializerProtocol,
 } from '@langchain/langgraph-checkpoint';
 import { InvalidInputError } from '../errors.ts';
-import type { OpenLogOptions } from '../index.ts';
+import type { OpenLogOptions } from '../open.ts';
 import type { CheckpointBatchInput, OutputValue } from '../types.ts';
 import {
+  CHECKPOINT_STEP,
   THREAD_ID_FIELD,
   checkpointField,
   checkpointPrefix,
@@ -150,7 +151,7 @@ export class DgclCheckpointSaver extends BaseCheckpointSaver {
       set[valueField(ns, channel, version)] = vr;
     }
     if (itemId !== threadId) set[THREAD_ID_FIELD] = threadId;
-    await this.store.append({ itemId, runId: this.runId, step: { name: 'checkpoint', instanceId: name }, set });
+    await this.store.append({ itemId, runId: this.runId, step: { name: CHECKPOINT_STEP, instanceId: name }, set });
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 

@@ -7,8 +7,8 @@
  * 'ifMissing'`); deleting a thread deletes its item (hidden at once, purged by maintenance,
  * the thread id usable again).
  */
-import { openLog, type OpenLogOptions } from '../index.ts';
-import { NotFoundError } from '../errors.ts';
+import { openLog, type OpenLogOptions } from '../open.ts';
+import { LogNotFoundError, NotFoundError } from '../errors.ts';
 import type { LanceCheckpointLog } from '../log/log.ts';
 import type { CheckpointBatchInput, OutputValue } from '../types.ts';
 
@@ -68,7 +68,13 @@ export class ThreadStore {
     const log = await this.open();
     let after: string | undefined;
     for (;;) {
-      const page = await log.items({ limit: 100, ...(after !== undefined ? { after } : {}) });
+      let page;
+      try {
+        page = await log.items({ limit: 100, ...(after !== undefined ? { after } : {}) });
+      } catch (e) {
+        if (e instanceof LogNotFoundError) return; // no thread was ever written
+        throw e;
+      }
       for (const s of page.items) yield s.itemId;
       if (page.next === undefined) return;
       after = page.next;

@@ -5,16 +5,19 @@
  *
  * Layout of `dir` (h = sha256 of the key, hex; the key itself is inside the record, so any key
  * works and case-insensitive file systems cannot merge two keys):
- *   <h>.json         the record {v, key, owner, epoch, expiresAtMs, updatedAtMs, acquireToken?}
+ *   <h>.json         the record {v, key, owner, epoch, expiresAtMs, updatedAtMs, acquireToken?,
+ *                    pid?, host?, pidNs?, start?}: the process that took or last renewed it
+ *                    (lib/lease/holder.ts)
  *   <h>.lock         the mutex: a file created atomically with link(2), content
- *                    {pid, host, token, createdAtMs}; present only while someone holds it
+ *                    {pid, host, pidNs?, start?, token, createdAtMs}; present only while someone holds it
  *   <h>.lock.break   the breaker mutex, held only while a stale mutex is removed
  *   *.tmp-<token>    temp files (a process killed mid-write can leave one; harmless)
  *
  * Mutex rules. Taking it is `link(tmp, <h>.lock)`, which either creates the whole file or fails
- * with EEXIST. A held mutex is stale when its holder's pid is dead on this host (a process
- * killed with SIGKILL is detected at once), or when it is older than `lockStaleMs` (pid reused
- * in a restarted container, another host sharing the folder, a frozen process). Stale mutexes
+ * with EEXIST. A held mutex is stale when its holder is known gone (lib/lease/holder.ts: same
+ * host and pid namespace, pid dead or reused; a process killed with SIGKILL is detected at once),
+ * or when it is older than `lockStaleMs` (no /proc, another pid namespace or host sharing the
+ * folder, a frozen process). Stale mutexes
  * are removed only under the breaker mutex, after re-checking that the very same mutex file is
  * still there, so two waiters can never both "break" and then both take it. Before the commit
  * (the rename of the record) the holder checks its mutex is still its own, so a holder frozen
@@ -23,15 +26,21 @@
  * than `lockStaleMs` between that check and its rename (microseconds).
  *
  * The mutex uses real time (its staleness is an OS fact); the lease rules use the injected clock.
+ *
+ * A held lease whose holder process is known gone (lib/lease/holder.ts) is free at once, as if
+ * expired: a crashed or killed writer's slot is taken without waiting out the ttl. Safe for the
+ * same reason a takeover after expiry is: the new holder gets the next epoch, and the log fences
+ * and seals the old one before the new one writes, so a holder wrongly judged gone would lose its
+ * next ack, never an acked batch (docs/design/leases.md, "Dead holders").
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Clock, systemClock } from '../clock.ts';
-import { ConflictError, CorruptError, DgclError, UnavailableError } from '../errors.ts';
-import { errCode, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
+import { ConflictError, CorruptError, DgclError, PermissionDeniedError, UnavailableError } from '../errors.ts';
+import { errCode, isPermissionError, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
+import { HOLDER, holderGone, holderOf, type Holder } from './holder.ts';
 import {
   LeaseFencedError,
   type LeaseRecord,
@@ -76,9 +85,7 @@ export interface LocalLeaseStoreOptions {
   };
 }
 
-interface LockInfo {
-  pid: number;
-  host: string;
+interface LockInfo extends Holder {
   token: string;
   createdAtMs: number;
 }
@@ -93,7 +100,14 @@ interface LockSeen {
 
 const RECORD_VERSION = 1;
 const BREAKER_STALE_MS = 10_000;
-const HOST = hostname();
+/** A stored record: the lease, its acquire token, and the process holding it (if recorded). */
+interface LocalRecord extends LeaseRecord, Partial<Holder> {}
+
+/** Whether `r` is held (not released) by a process known to be gone (lib/lease/holder.ts). */
+function holderDead(r: LocalRecord | null): boolean {
+  if (r === null || r.owner === '' || r.pid === undefined || r.host === undefined) return false;
+  return holderGone(r as Holder);
+}
 
 export class LocalLeaseStore implements LeaseStore {
   readonly dir: string;
@@ -118,11 +132,11 @@ export class LocalLeaseStore implements LeaseStore {
     return this.withLock(key, async (lockToken) => {
       const record = await this.readRecord(key);
       const now = this.clock.nowMs();
-      if (!canAcquire(record, now)) throw leaseHeld(key, record as Lease, now);
+      if (!canAcquire(record, now) && !holderDead(record)) throw leaseHeld(key, record as Lease, now);
       const next = acquiredRecord(record, key, owner, now, ttlMs);
       const token = newAcquireToken();
       try {
-        await this.writeRecord({ ...next, acquireToken: token }, lockToken, now);
+        await this.writeRecord({ ...next, acquireToken: token, ...HOLDER }, lockToken, now);
         await this.faults.afterCommit?.(key);
       } catch (e) {
         // A step after the rename failed (e.g. the folder's fsync): the record is in place and
@@ -147,7 +161,7 @@ export class LocalLeaseStore implements LeaseStore {
       const next = renewedRecord(l, now, ttlMs);
       // the epoch is still the one that acquire made: keep its token (rules.isOwnAcquire)
       const kept = record?.acquireToken === undefined ? {} : { acquireToken: record.acquireToken };
-      await this.writeRecord({ ...next, ...kept }, token, now);
+      await this.writeRecord({ ...next, ...kept, ...HOLDER }, token, now);
       return next;
     });
   }
@@ -174,6 +188,12 @@ export class LocalLeaseStore implements LeaseStore {
     if (!isCurrent(record, l)) throw new LeaseFencedError(l, record && pick(record), { nowMs: this.clock.nowMs() });
   }
 
+  /** Whether the current holder of `key` is a process known to be gone (its lease is free). */
+  async holderIsGone(key: string): Promise<boolean> {
+    validateKey(key);
+    return holderDead(await this.readRecord(key));
+  }
+
   /** Nothing is held between calls. */
   async close(): Promise<void> {}
 
@@ -183,7 +203,7 @@ export class LocalLeaseStore implements LeaseStore {
     return join(this.dir, createHash('sha256').update(key, 'utf8').digest('hex'));
   }
 
-  private async readRecord(key: string): Promise<LeaseRecord | null> {
+  private async readRecord(key: string): Promise<LocalRecord | null> {
     const path = `${this.base(key)}.json`;
     let raw: string;
     try {
@@ -208,12 +228,15 @@ export class LocalLeaseStore implements LeaseStore {
     ) {
       throw new CorruptError(`lease record ${path} is not a record of key ${JSON.stringify(key)}`);
     }
-    const lease = { key, owner: r.owner, epoch: r.epoch as number, expiresAtMs: r.expiresAtMs };
-    return typeof r.acquireToken === 'string' ? { ...lease, acquireToken: r.acquireToken } : lease;
+    const lease: LocalRecord = { key, owner: r.owner, epoch: r.epoch as number, expiresAtMs: r.expiresAtMs };
+    if (typeof r.acquireToken === 'string') lease.acquireToken = r.acquireToken;
+    // Records written before holders were recorded have none: judged by expiry alone.
+    const holder = holderOf(r);
+    return holder ? { ...lease, ...holder } : lease;
   }
 
   /** Durable replace: temp file + fsync, ownership check of the mutex, rename, fsync dir. */
-  private async writeRecord(record: LeaseRecord, token: string, nowMs: number): Promise<void> {
+  private async writeRecord(record: LocalRecord, token: string, nowMs: number): Promise<void> {
     const base = this.base(record.key);
     const path = `${base}.json`;
     const tmp = `${path}.tmp-${randomUUID()}`;
@@ -264,7 +287,7 @@ export class LocalLeaseStore implements LeaseStore {
 
   private async lock(lockPath: string, key: string): Promise<string> {
     const token = randomUUID();
-    const body = JSON.stringify({ pid: process.pid, host: HOST, token, createdAtMs: systemClock.nowMs() });
+    const body = JSON.stringify({ ...HOLDER, token, createdAtMs: systemClock.nowMs() });
     const deadline = systemClock.nowMs() + this.lockTimeoutMs;
     let delay = 2;
     for (;;) {
@@ -305,15 +328,9 @@ async function readLock(path: string): Promise<LockSeen | null> {
     const raw = await fs.readFile(path, 'utf8');
     let info: LockInfo | null = null;
     try {
-      const j = JSON.parse(raw) as Partial<LockInfo>;
-      if (
-        typeof j.pid === 'number' &&
-        typeof j.host === 'string' &&
-        typeof j.token === 'string' &&
-        typeof j.createdAtMs === 'number'
-      ) {
-        info = j as LockInfo;
-      }
+      const j = JSON.parse(raw) as Record<string, unknown>;
+      const holder = j !== null && typeof j === 'object' ? holderOf(j) : null;
+      if (holder && typeof j.token === 'string' && typeof j.createdAtMs === 'number') info = { ...holder, token: j.token, createdAtMs: j.createdAtMs };
     } catch {
       info = null; // unreadable (e.g. truncated by a power loss): judged by age alone
     }
@@ -327,17 +344,8 @@ async function readLock(path: string): Promise<LockSeen | null> {
 function isStale(seen: LockSeen, staleMs: number): boolean {
   const now = systemClock.nowMs();
   if (seen.info === null) return now - seen.mtimeMs > staleMs;
-  if (seen.info.host === HOST && !pidAlive(seen.info.pid)) return true;
+  if (holderGone(seen.info)) return true;
   return now - seen.info.createdAtMs > staleMs;
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return errCode(e) === 'EPERM'; // exists, owned by someone else
-  }
 }
 
 function sameLock(a: LockSeen, b: LockSeen): boolean {
@@ -351,7 +359,7 @@ function sameLock(a: LockSeen, b: LockSeen): boolean {
 async function breakStale(lockPath: string, seen: LockSeen, staleMs: number): Promise<boolean> {
   const breaker = `${lockPath}.break`;
   const token = randomUUID();
-  const body = JSON.stringify({ pid: process.pid, host: HOST, token, createdAtMs: systemClock.nowMs() });
+  const body = JSON.stringify({ ...HOLDER, token, createdAtMs: systemClock.nowMs() });
   if (!(await createExclusive(breaker, body))) {
     // A breaker killed mid-break would block breaking forever: its own staleness is by pid or
     // a short age (breaking takes microseconds).
@@ -379,7 +387,9 @@ async function unlock(lockPath: string, token: string): Promise<void> {
   if (seen?.info?.token === token) await unlinkQuiet(lockPath);
 }
 
-function unavailable(message: string, cause: unknown): UnavailableError {
+/** A failed fs call of the store: refused by permissions (not retryable), else UNAVAILABLE. */
+function unavailable(message: string, cause: unknown): DgclError {
   const detail = cause instanceof Error ? `: ${cause.message}` : '';
+  if (isPermissionError(cause)) return new PermissionDeniedError(`${message}${detail}; check the permissions of the lease folder`, (cause as { path?: string }).path ?? message, { cause });
   return new UnavailableError(`${message}${detail}`, { cause });
 }

@@ -40,7 +40,28 @@ export interface AcquireWriterSlotOptions {
   waitMs?: number;
   /** Deadline and back-off sleeps (Clock.sleep); default the system clock. */
   clock?: Clock;
+  /** Told once, when every slot it may take is held and it starts to wait: who holds them, until when. */
+  onWait?: SlotWaitListener;
+  /** Asked before each wait: true ends it at once with LeaseHeldError (the writer is closing). */
+  stop?: () => boolean;
 }
+
+/** A writer waiting for a slot: every slot it may take is held. */
+export interface SlotWait {
+  pipeline: string;
+  experiment: string;
+  slots: number;
+  /** The pinned slot, or null when any slot will do. */
+  slot: number | null;
+  /** The holders, by slot; `expiresAtMs` is when each lease ends unless renewed. */
+  holders: Array<{ slot: number; owner: string; epoch: number; expiresAtMs: number }>;
+  /** When the first of them ends unless renewed (null: unknown). */
+  firstFreeAtMs: number | null;
+  /** When the writer gives up (LeaseHeldError). */
+  untilMs: number;
+}
+
+export type SlotWaitListener = (wait: SlotWait) => void;
 
 /** Back-off between passes over the slots: 50 ms doubling to 1 s, with jitter (x0.5..1.5). */
 export const SLOT_WAIT_FIRST_MS = 50;
@@ -115,6 +136,7 @@ export async function acquireWriterSlot(store: LeaseStore, options: AcquireWrite
   const startMs = clock.nowMs();
   const deadline = startMs + waitMs;
   let backoff = SLOT_WAIT_FIRST_MS;
+  let told = false;
   for (;;) {
     const start = pinned ?? Math.min(slots - 1, Math.floor(random() * slots));
     const held: Array<{ slot: number; error: LeaseHeldError }> = [];
@@ -130,7 +152,17 @@ export async function acquireWriterSlot(store: LeaseStore, options: AcquireWrite
     }
     held.sort((a, b) => (a.error.holder?.expiresAtMs ?? Infinity) - (b.error.holder?.expiresAtMs ?? Infinity));
     const now = clock.nowMs();
-    if (now >= deadline) throw allHeld(pipeline, experiment, slots, pinned, held, now - startMs);
+    const stopped = options.stop?.() === true;
+    if (now >= deadline || stopped) throw allHeld(pipeline, experiment, slots, pinned, held, now - startMs, stopped);
+    if (!told && options.onWait) {
+      told = true;
+      const holders = held.flatMap(({ slot, error }) => (error.holder ? [{ slot, owner: error.holder.owner, epoch: error.holder.epoch, expiresAtMs: error.holder.expiresAtMs }] : [])).sort((a, b) => a.slot - b.slot);
+      try {
+        options.onWait({ pipeline, experiment, slots, slot: pinned ?? null, holders, firstFreeAtMs: held[0]?.error.holder?.expiresAtMs ?? null, untilMs: deadline });
+      } catch {
+        // a throwing listener must not end the wait
+      }
+    }
     // Wake when the first holder expires if that is sooner than the back-off (a crashed writer's
     // slot is taken as soon as it frees), never before 1 ms, never past the deadline.
     const firstFree = held[0]?.error.holder?.expiresAtMs ?? Infinity;
@@ -148,6 +180,7 @@ function allHeld(
   pinned: number | undefined,
   held: Array<{ slot: number; error: LeaseHeldError }>,
   waitedMs: number,
+  stopped = false,
 ): LeaseHeldError {
   const first = held[0];
   const holders = held
@@ -162,7 +195,7 @@ function allHeld(
       ? `all ${slots} writer slots of ${pipeline}/${experiment} are held`
       : `writer slot ${pinned} of ${pipeline}/${experiment} is held`;
   return new LeaseHeldError(
-    `${what} (waited ${waitedMs} ms): ${holders}; the first frees at ${first?.error.holder?.expiresAtMs ?? 'unknown'}` +
+    `${what} (waited ${waitedMs} ms${stopped ? ', then stopped waiting: the log is closing; nothing was written' : ''}): ${holders}; the first frees at ${first?.error.holder?.expiresAtMs ?? 'unknown'}` +
       (first ? ` (slot ${first.slot})` : ''),
     first?.error.holder,
     { cause: first?.error },

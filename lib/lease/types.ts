@@ -33,5 +33,10 @@ export interface LeaseStore {
    * (expiry is not checked: a writer's commit is valid while nobody took over).
    */
   assertCurrent(lease: Lease): Promise<void>;
+  /**
+   * Optional: true when the store knows the current holder of `key` is gone before its expiry
+   * (the local store: its process is known gone, lib/lease/holder.ts), so its lease can be taken at once.
+   */
+  holderIsGone?(key: string): Promise<boolean>;
   close(): Promise<void>;
 }

@@ -5,26 +5,29 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
-import { verifyBlob } from '../codec.ts';
-import { InternalError, InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
+import { InternalError, InvalidInputError, LogNotFoundError, NotFoundError } from '../errors.ts';
 import { foldItem, trajectory } from '../fold.ts';
 import type { LeaseStore } from '../lease/types.ts';
-import { LIGHT_COLUMNS, rowsFromArrow, SUMMARY_COLUMNS } from '../schema.ts';
+import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { item, type DurableItem, type ItemOptions } from '../steps.ts';
 import type { Ack, BlobRef, EventRow, FieldsQuery, ItemFields, ItemQuery, ItemState, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
 import { checkDeleteOptions } from './delete-guard.ts';
-import { deletedThrough } from './deleted.ts';
 import { listItems, pageVisitor } from './listing.ts';
 import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
-import { maintain, type MaintainProgress } from './maintain.ts';
-import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
+import { emptyMaintenanceReport, maintain, type MaintainProgress } from './maintain.ts';
+import { listingShowsLog, logExistsAt } from './missing.ts';
+import { permissionOf } from './damage.ts';
+import type { CoordPreference } from '../coord/choose.ts';
+import { CoordHolder } from './coord-holder.ts';
 import type { CoordStore } from '../coord/types.ts';
-import { LogReader, type ShardListing } from './reader.ts';
+import { LogReader } from './reader.ts';
+import { statsOf } from './stats.ts';
+import { loadBlobOf } from './blob-read.ts';
 import { projectedAggregates, projectedItemRows, ProjectionCache, walkProjected } from './projection.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
 import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
-import { LanceTables, sqlString, type SyncWrapper, type Table, type TableWrapper } from './tables.ts';
+import { LanceTables, sqlString, type SyncWrapper, type TableWrapper } from './tables.ts';
 import { ShardWriter, type WriterOptions } from './writer.ts';
 
 /** The writer's options, plus where the log lives and what maintenance keeps. */
@@ -39,6 +42,16 @@ export interface LanceLogOptions extends WriterOptions {
   coordination?: CoordPreference;
   /** Called by close() after the log's own resources (e.g. to close a lease store it owns). */
   onClose?: () => Promise<void>;
+  /**
+   * The error of a read or maintenance of this log while it does not exist (lib/log/missing.ts:
+   * it names what exists near it); default: one naming the log's URI alone.
+   */
+  missingLog?: () => Promise<LogNotFoundError>;
+  /**
+   * Whether the log's folder exists, whatever it holds (lib/log/missing.ts `logFolderExists`);
+   * default: whether anything is stored under it.
+   */
+  logFolderExists?: () => Promise<boolean>;
   /** Wraps every Lance table handle (the simulation harness's fault and scheduling point). */
   wrapTable?: TableWrapper;
   /** Wraps every fsync of a dataset (the simulation harness's scheduling and fault point). */
@@ -56,10 +69,12 @@ export class LanceCheckpointLog implements CheckpointLog {
   private readonly reader: LogReader;
   private writer: ShardWriter | null = null;
   private closed = false;
+  private closing: Promise<void> | null = null;
+  /** Set once the base was found readable before the first append (baseReadable). */
+  private baseChecked: Promise<void> | null = null;
   private readonly projection: ProjectionCache;
-  /** The log's coordination store, once chosen (lib/coord/choose.ts); cleared if choosing failed. */
-  private coordStore: Promise<CoordStore> | null = null;
-  private coordReleased = false;
+  /** The log's coordination store (item markers, claims). */
+  private readonly coordination: CoordHolder;
   /** maintain() calls still running: close() waits for them before it releases what they use. */
   private readonly running = new Set<Promise<unknown>>();
   /** Read calls still running (track): close() waits for them too. */
@@ -69,57 +84,35 @@ export class LanceCheckpointLog implements CheckpointLog {
     this.uri = o.uri;
     this.tables = new LanceTables(o.uri, o.storageOptions, o.objects, o.wrapTable, o.wrapSync);
     this.projection = new ProjectionCache(o.objects);
+    this.coordination = new CoordHolder(o);
     this.reader = new LogReader(
       o.objects,
       this.tables,
       o.clock,
       (base, itemId) => projectedItemRows(this.projection, base, itemId),
       (gen, items) => this.writer?.ownItemRows(gen, items) ?? null,
+      // Public reads of a log that does not exist fail (a misspelt name must not read as an empty
+      // log); the writer's own reads of a log it is creating do not.
+      async (listing) => {
+        if (inRead.getStore() === this && !listingShowsLog(listing)) throw await this.missingLog();
+      },
     );
+  }
+
+  private missingLog(): Promise<LogNotFoundError> {
+    return this.o.missingLog?.() ?? Promise.resolve(new LogNotFoundError(`no log at ${this.uri}`, this.uri));
   }
 
   private ctx() {
-    return { tables: this.tables, objects: this.o.objects, reader: this.reader, leases: this.o.leases, coord: (o?: { create: boolean }) => this.coord(o) };
-  }
-
-  /**
-   * Chosen by the log's first write (reads never need it), then kept once the log's record says
-   * it. `create: false` (maintenance, a write's validation pass) never writes the record (see
-   * chooseCoordStore).
-   */
-  private coord(o: { create: boolean } = { create: true }): Promise<CoordStore> {
-    if (this.coordStore) return this.coordStore;
-    // Its store was released by close(): one opened now would never be. A backstop: every caller
-    // (the writer's loop, maintain()) has ended before close() releases it.
-    if (this.coordReleased) return Promise.reject(new InternalError('the log is closed: open it again'));
-    const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, { ...o, prefer: this.o.coordination ?? 'table', clock: this.o.clock }).then((c) =>
-      this.o.wrapCoord ? { ...c, store: this.o.wrapCoord(c.store) } : c,
-    );
-    const store: Promise<CoordStore> = chosen.then((c) => {
-      if (this.coordReleased) {
-        c.store.close?.(); // chosen while close() released the log's store
-        throw new InternalError('the log is closed: open it again');
-      }
-      // Kept only from a record: an unrecorded answer (no record yet) must never reach a writer.
-      if (!c.recorded) return c.store;
-      // Another call chose at the same time (maintain() and a first append(), both `create:
-      // false`) and its store is kept: this one is released, or its share of the database
-      // connection would never be (review18 F3).
-      const kept = this.coordStore;
-      if (kept && kept !== store) {
-        c.store.close?.();
-        return kept;
-      }
-      this.coordStore ??= Promise.resolve(c.store);
-      return c.store;
-    });
-    if (o.create) {
-      this.coordStore = store;
-      store.catch(() => {
-        if (this.coordStore === store) this.coordStore = null;
-      });
-    }
-    return store;
+    return {
+      tables: this.tables,
+      objects: this.o.objects,
+      reader: this.reader,
+      leases: this.o.leases,
+      coord: (o?: { create: boolean }) => this.coordination.get(o),
+      // Not part of a public read that queued the append (a missing log is the write's to make).
+      checkBase: () => inRead.exit(() => this.baseReadable()),
+    };
   }
 
   private getWriter(): ShardWriter {
@@ -137,7 +130,34 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   async append(batches: unknown[]): Promise<Ack[]> {
     const prepared = parseBatches(batches);
-    return this.getWriter().append(prepared);
+    // Queued at once (the base check runs in the writer's loop, before its commit): an append
+    // called before close() is served by it, never refused because close() ran meanwhile.
+    return this.getWriter()
+      .append(prepared)
+      .catch((e: unknown) => Promise.reject(permissionOf(e, this.uri) ?? e));
+  }
+
+  /**
+   * Before this log's first commit (the writer's loop calls it before each group; once it held,
+   * at no cost): its base opens and its metadata reads, in a consistent read (damage is CORRUPT
+   * there, lib/log/damage.ts). An append to a log whose base cannot be read is refused before
+   * anything is written, instead of acking into a shard no merge can take. Its damage probe only
+   * opens the datasets, as the check does: a scan of the log would hold the writer's loop.
+   */
+  private baseReadable(): Promise<void> {
+    this.baseChecked ??= this.reader
+      .read(
+        async (listing) => {
+          await (await this.tables.base(listing.baseExists))?.countRows();
+        },
+        undefined,
+        'open',
+      )
+      .catch((e: unknown) => {
+        this.baseChecked = null;
+        throw e;
+      });
+    return this.baseChecked;
   }
 
   /**
@@ -301,42 +321,9 @@ export class LanceCheckpointLog implements CheckpointLog {
     return this.loadBlob(ref.eventId);
   }
 
-  /**
-   * Locate the event by light columns, then take exactly its row's blob (the seed's two-step
-   * read). A consistent read (LogReader.read): if the row moved meanwhile (merge, retirement,
-   * compaction), it starts over.
-   */
+  /** A blob's bytes by its event id (lib/log/blob-read.ts). */
   loadBlob(eventId: string): Promise<Uint8Array> {
-    const filter = `event_id = ${sqlString(eventId)}`;
-    return this.track(() => this.reader.read(async (listing) => {
-      const tables: Table[] = [];
-      const base = await this.tables.base(listing.baseExists);
-      if (base) tables.push(base);
-      for (const v of listing.visible) tables.push(await this.reader.shardTable(v));
-      for (const t of tables) {
-        const hit = await t.query().where(filter).withRowId().select(['event_id', 'item_id', 'item_seq', 'payload_size', 'payload_checksum']).limit(1).toArrow();
-        if (hit.numRows === 0) continue;
-        // A deleted item's blobs are gone for readers like its other events.
-        // (rowsFromArrow, not get(): apache-arrow's get() drops a leading U+FEFF of an id.)
-        const [row] = rowsFromArrow(hit);
-        if (row!.item_seq <= deletedThrough(listing.tombstones, row!.item_id)) return null;
-        const rowId = hit.getChild('_rowid')!.get(0) as bigint;
-        const checksum = hit.getChild('payload_checksum')!.get(0) as string | null;
-        const size = hit.getChild('payload_size')!.get(0) as bigint | number | null;
-        if (checksum === null) throw new InvalidInputError(`event ${eventId} holds no blob`, { field: 'eventId' });
-        const taken = await t.takeRowIds([rowId]).select(['event_id', 'value_blob']).toArrow();
-        if (taken.numRows !== 1 || taken.getChild('event_id')!.get(0) !== eventId) {
-          throw new UnavailableError(`the row of event ${eventId} moved while it was read`);
-        }
-        const bytes = new Uint8Array(taken.getChild('value_blob')!.get(0) as Uint8Array);
-        verifyBlob(bytes, checksum, size === null ? null : Number(size), `blob of event ${eventId}`);
-        return bytes;
-      }
-      return null;
-    })).then((bytes) => {
-      if (bytes === null) throw new NotFoundError(`no event ${eventId} in ${this.uri}`);
-      return bytes;
-    });
+    return this.track(() => loadBlobOf({ reader: this.reader, tables: this.tables, uri: this.uri }, eventId));
   }
 
   async mergeOwnShard(): Promise<{ mergedRows: number; shards: string[] }> {
@@ -352,19 +339,31 @@ export class LanceCheckpointLog implements CheckpointLog {
   /** `onProgress` is told after each step (the CLI's progress bar). */
   async maintain(options: { onProgress?: MaintainProgress } = {}): Promise<MaintenanceReport> {
     if (this.closed) throw new InternalError('the log is closed: open it again to maintain it');
-    const run = maintain(this.ctx(), {
-      pipeline: this.o.pipeline,
-      experiment: this.o.experiment,
-      owner: this.o.owner,
-      slots: this.o.slots,
-      leaseTtlMs: this.o.leaseTtlMs,
-      versionRetentionMs: this.o.versionRetentionMs,
-      claimRetentionMs: this.o.claimRetentionMs,
-      deletionRetentionMs: this.o.deletionRetentionMs,
-      clock: this.o.clock,
-      ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
-      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-    });
+    const run = (async () => {
+      // Refused before anything is made (no lease, no folder): maintaining a misspelt log would
+      // report a clean pass over nothing. Part of the run: a close() meanwhile waits for it.
+      // A log folder whose meta folder shows nothing yet (a first writer that died before its
+      // first generation, or is writing it) is no typo: nothing to do, and no error for the
+      // scheduled maintenance, which picks experiments by that folder.
+      if (!(await logExistsAt(this.o.objects))) {
+        const folder = await (this.o.logFolderExists?.() ?? this.o.objects.list('').then((names) => names.length > 0));
+        if (!folder) throw await this.missingLog();
+        return { ...emptyMaintenanceReport(`${this.o.pipeline}/${this.o.experiment}`), empty: true as const };
+      }
+      return maintain(this.ctx(), {
+        pipeline: this.o.pipeline,
+        experiment: this.o.experiment,
+        owner: this.o.owner,
+        slots: this.o.slots,
+        leaseTtlMs: this.o.leaseTtlMs,
+        versionRetentionMs: this.o.versionRetentionMs,
+        claimRetentionMs: this.o.claimRetentionMs,
+        deletionRetentionMs: this.o.deletionRetentionMs,
+        clock: this.o.clock,
+        ...(this.o.hooks ? { hooks: this.o.hooks } : {}),
+        ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      });
+    })();
     this.running.add(run);
     try {
       return await run;
@@ -375,67 +374,41 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   stats(): Promise<LogStats> {
     // A consistent read: a generation retired under it makes it start over.
-    return this.track(() => this.reader.read((listing) => this.statsOf(listing)));
-  }
-
-  private async statsOf(listing: ShardListing): Promise<LogStats> {
-    const base = await this.tables.base(listing.baseExists);
-    const baseStats = base
-      ? await (async () => {
-          const s = await base.stats();
-          return {
-            version: await base.version(),
-            rows: s.numRows,
-            fragments: s.fragmentStats.numFragments,
-            indexes: (await base.listIndices()).map((i) => i.name),
-          };
-        })()
-      : { version: 0, rows: 0, fragments: 0, indexes: [] };
-    const shards = [];
-    for (const v of listing.visible) {
-      const t = await this.reader.shardTable(v);
-      shards.push({
-        name: v.name,
-        slot: v.slot,
-        epoch: v.epoch,
-        generation: v.generation,
-        version: await t.version(),
-        rows: await t.countRows(),
-        sealedAtVersion: v.sealed ? v.version : null,
-        retired: false,
-      });
-    }
-    for (const r of listing.retired) {
-      shards.push({ name: r.name, slot: r.slot, epoch: r.epoch, generation: r.generation, version: 0, rows: 0, sealedAtVersion: null, retired: true });
-    }
-    return { uri: this.uri, base: baseStats, shards };
+    const c = { uri: this.uri, pipeline: this.o.pipeline, experiment: this.o.experiment, tables: this.tables, reader: this.reader, leases: this.o.leases, clock: this.o.clock };
+    return this.track(() => this.reader.read((listing) => statsOf(c, listing)));
   }
 
   /**
    * Serves the appends queued before it, merges this writer's shard and releases its slot; waits
-   * for a maintain() and for reads still running; then releases the log's stores. Later calls fail.
+   * for a maintain() and for reads still running; then releases the log's stores. Later calls fail;
+   * a close() while one runs gets its promise (a signal handler and the caller may both close). A
+   * close() that failed (the writer's seal or its slot's release did not go through) keeps what
+   * the writer needs, and close() may be called again to retry it.
    */
-  async close(): Promise<void> {
+  close(): Promise<void> {
+    const closing = (this.closing ??= this.closeOnce().catch((e: unknown) => {
+      if (this.closing === closing) this.closing = null;
+      throw e;
+    }));
+    return closing;
+  }
+
+  private async closeOnce(): Promise<void> {
     this.closed = true;
-    try {
-      await this.writer?.close();
-    } finally {
-      // A maintenance run ends first (it may be compacting): closing its stores under it would
-      // fail it halfway, and its first use of the coordination store after the release below
-      // would open one nobody closes.
-      await Promise.allSettled([...this.running]);
-      // Reads started before close() end first, whole, on open tables (they would reopen them);
-      // none can start now (track refuses them), so this ends.
-      await Promise.allSettled([...this.calls]);
-      this.reader.close();
-      this.projection.clear();
-      this.tables.close();
-      // After the writer: its close() may still claim. A store that failed to open has nothing to close.
-      const coord = this.coordStore;
-      this.coordStore = null;
-      this.coordReleased = true;
-      await coord?.then((c) => c.close?.(), () => undefined);
-      await this.o.onClose?.();
-    }
+    // Failing, the writer keeps its ended epoch to seal and its lease to release; the stores stay
+    // open for the retry (released after a close that succeeds).
+    await this.writer?.close();
+    // A maintenance run ends first (it may be compacting): closing its stores under it would
+    // fail it halfway, and its first use of the coordination store after the release below
+    // would open one nobody closes.
+    await Promise.allSettled([...this.running]);
+    // Reads started before close() end first, whole, on open tables (they would reopen them);
+    // none can start now (track refuses them), so this ends.
+    await Promise.allSettled([...this.calls]);
+    this.reader.close();
+    this.projection.clear();
+    this.tables.close();
+    await this.coordination.release();
+    await this.o.onClose?.();
   }
 }

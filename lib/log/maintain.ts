@@ -255,8 +255,10 @@ async function takeOrphans(ctx: Ctx, o: MaintainOptions): Promise<void> {
   const listing = await ctx.reader.listShards();
   const orphanSlots = new Set([...listing.visible.filter((v) => !v.sealed), ...listing.pending].map((v) => v.slot));
   for (const slot of orphanSlots) {
-    const rec = await ctx.leases.read(slotKey(o.pipeline, o.experiment, slot));
-    if (rec && !isFree(rec, o.clock.nowMs())) continue;
+    const key = slotKey(o.pipeline, o.experiment, slot);
+    const rec = await ctx.leases.read(key);
+    // A holder known to be dead (a local process that died) frees its slot before the expiry.
+    if (rec && !isFree(rec, o.clock.nowMs()) && !(await ctx.leases.holderIsGone?.(key))) continue;
     try {
       const taken = await acquireWriterSlot(ctx.leases, {
         pipeline: o.pipeline,

@@ -34,7 +34,7 @@ export const PROJECTION_DIR = '_dgcl/projection';
 /** The index: which fragment documents make up the projection of which base version. */
 export const PROJECTION_KEY = `${PROJECTION_DIR}/items.json`;
 /** Bumped whenever ItemAggregate, its encoding, its layout or what it is computed from changes: older ones are ignored. */
-const FORMAT = 5;
+const FORMAT = 6;
 /** Aggregates per chunk document: a page reads one chunk (or two) per fragment, not the fragment's every item. */
 export const CHUNK_ITEMS = 1000;
 /**

@@ -20,7 +20,7 @@
 import { guard } from '../guards.ts';
 import type * as arrow from 'apache-arrow';
 import type { Clock } from '../clock.ts';
-import { CorruptError, DgclError, InternalError, UnavailableError } from '../errors.ts';
+import { CorruptError, DgclError, InternalError, PermissionDeniedError, UnavailableError } from '../errors.ts';
 import { COLUMN_NAMES, LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import type { EventRow } from '../types.ts';
@@ -34,6 +34,7 @@ import {
   type Seal,
   type ShardName,
 } from './layout.ts';
+import { damageKey, damaged, DAMAGE_MIN_MS, DAMAGE_REPEATS, permissionOf, type DamageProbe } from './damage.ts';
 import { withoutDeleted } from './deleted.ts';
 import { writeSeal } from './seal.ts';
 import { ShardItemIndex } from './shard-index.ts';
@@ -78,6 +79,11 @@ export interface ShardListing {
 
 /** Attempts of one read before it gives up on a layout that keeps changing under it. */
 const READ_ATTEMPTS = 10;
+/**
+ * Attempts a read may add while the same decoding failure repeats, so that one first seen near
+ * the end still gets DAMAGE_MIN_MS to show it lasts (the back-off is at most 400 ms).
+ */
+const DAMAGE_EXTRA_ATTEMPTS = Math.ceil(DAMAGE_MIN_MS / 400) + 1;
 /** Meta folder listings tried while seals they name vanish before their GET (listShards). */
 const LIST_ATTEMPTS = 5;
 /** Attempts that wait for a takeover to write its seal before the reader writes it itself. */
@@ -121,6 +127,8 @@ export class LogReader {
     private readonly clock: Clock,
     private readonly baseItemRows?: BaseItemRows,
     private readonly ownItemRows?: OwnItemRows,
+    /** Told each listing a read starts from; may refuse the read (a log that does not exist). */
+    private readonly checkListing?: (listing: ShardListing) => Promise<void>,
   ) {}
 
   async readSeal(writerEpoch: string, logId = this.logId): Promise<Seal | null> {
@@ -254,12 +262,17 @@ export class LogReader {
    * (with back-off) otherwise. `fn` reads the base and the listing's visible generations but
    * those in `skip` (whose rows the caller has in memory). Errors that are not about storage
    * (not found, corrupt data, bad input) are not retried, but thrown only once the layout is
-   * known to have held still (else the attempt starts over).
+   * known to have held still (else the attempt starts over). `probe`: how a decoding failure
+   * that keeps coming back is told to be damage (lib/log/damage.ts); the writer's reads pass
+   * `none`, so no scan of the log holds its appends.
    */
-  async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>): Promise<T> {
+  async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>, probe: DamageProbe = 'scan'): Promise<T> {
     if (this.closed) throw new InternalError('the log is closed: open it again to read');
     let lastError: unknown;
-    for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+    /** The decoding failure every attempt since `sinceMs` ended with, `times` in a row (damage?). */
+    let suspect = null as { key: string; times: number; sinceMs: number } | null;
+    let attempt = 0;
+    for (; attempt < READ_ATTEMPTS || (suspect !== null && attempt < READ_ATTEMPTS + DAMAGE_EXTRA_ATTEMPTS); attempt++) {
       if (attempt > 0) await this.clock.sleep(Math.min(400, 5 * 2 ** attempt));
       let listing: ShardListing;
       try {
@@ -267,14 +280,28 @@ export class LogReader {
       } catch (e) {
         if (!(e instanceof LayoutChangedError)) throw e;
         lastError = e;
+        suspect = null; // damage needs the same failure in a row, on reads that ran
         continue;
       }
+      await this.checkListing?.(listing);
       if (listing.pending.length > 0) {
+        suspect = null;
         // A takeover is between its fence and its seal. Give it a moment, then finish it: the
         // fence proves the old epoch can no longer be confirmed, so any version read now covers
         // everything it acknowledged.
         if (attempt < SEAL_WAITS) continue;
         await this.completeSeals(listing).catch((e: unknown) => {
+          // A reader that may not write (read-only credentials) cannot finish the seal, but the
+          // taker writes it in a moment: keep waiting for it, as for storage trouble.
+          const refused = e instanceof PermissionDeniedError ? e : permissionOf(e, this.objects.baseUri);
+          if (refused) {
+            const epochs = [...new Set(listing.pending.map((s) => s.writerEpoch))].join(', ');
+            lastError = new UnavailableError(
+              `a takeover of writer epoch ${epochs} is between its fence and its seal, and this process may not write the seal (${refused.message}); the taker, or a writer or maintenance with write access, writes it: retry`,
+              { cause: refused },
+            );
+            return;
+          }
           if (e instanceof DgclError && !(e instanceof UnavailableError)) throw e;
           lastError = e; // storage trouble: try again on the next attempt
         });
@@ -293,6 +320,7 @@ export class LogReader {
         failed = true;
         if (e instanceof DgclError && !(e instanceof UnavailableError)) definite = e;
         else lastError = e;
+        definite ??= permissionOf(e, this.objects.baseUri) ?? undefined; // a refusal: retrying cannot help
         if (definite !== undefined && !guard('errors-after-layout-check')) throw definite;
       }
       // Also before an error `fn` decided on (NotFound: the item's rows were not there): rows
@@ -301,6 +329,7 @@ export class LogReader {
       if (read.length > 0 && !stable(read, parseMetaNames(await this.objects.list(META_DIR)))) {
         for (const v of read) this.forget(v);
         lastError ??= new UnavailableError('the log layout changed during the read');
+        suspect = null; // damage needs the same failure with the layout unchanged, in a row
         continue;
       }
       if (definite !== undefined) throw definite;
@@ -310,9 +339,21 @@ export class LogReader {
       // restored at the same place) names that log's files, gone (review33 F2).
       for (const v of read) this.forget(v);
       this.tables.forgetBase();
+      // Unless it is the same decoding failure again and again, for a while: a damaged file, if
+      // a probe finds it (lib/log/damage.ts).
+      const key = damageKey(lastError);
+      const now = this.clock.nowMs();
+      suspect = key === null ? null : suspect?.key === key ? { ...suspect, times: suspect.times + 1 } : { key, times: 1, sinceMs: now };
+      if (suspect !== null && suspect.times >= DAMAGE_REPEATS && now - suspect.sinceMs >= DAMAGE_MIN_MS && probe !== 'none') {
+        const datasets = [...(listing.baseExists ? [{ name: 'base', open: async () => (await this.tables.base(true))! }] : []), ...read.map((v) => ({ name: v.name, open: () => this.shardTable(v) }))];
+        const corrupt = await damaged({ tables: this.tables, objects: this.objects }, datasets, lastError, { depth: probe, reads: suspect.times, spanMs: now - suspect.sinceMs });
+        if (corrupt) throw corrupt;
+        // Every dataset read without that failure: it passed, or is nowhere the probe can name.
+        suspect = null;
+      }
     }
     if (lastError instanceof DgclError) throw lastError;
-    throw new UnavailableError(`read of ${this.objects.baseUri} did not settle after ${READ_ATTEMPTS} attempts: ${errMsg(lastError)}`, { cause: lastError });
+    throw new UnavailableError(`read of ${this.objects.baseUri} did not settle after ${attempt} attempts: ${errMsg(lastError)}`, { cause: lastError });
   }
 
   /**

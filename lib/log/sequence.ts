@@ -77,6 +77,10 @@ export function sequence(
   if (t.terminal) {
     throw new ItemTerminalError(`item ${JSON.stringify(b.itemId)} is terminal: no event may follow a TERMINAL event`, b.itemId, { field: 'itemId' });
   }
+  // No step order check: a valid batch is always written or answered duplicate, also when it
+  // completes a step below one its item already completed (a retry after an unknown outcome, a
+  // redelivery, a standard queue). The cursor is chosen by step order (lib/step-order.ts), so
+  // such a batch does not move it back; durable steps refuse running a step out of order.
   const firstSeq = t.lastSeq + 1;
   const rows = toRows(b, {
     firstSeq,

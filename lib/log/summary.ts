@@ -3,7 +3,8 @@
  * status, cursor, last seq, attempts and last failure, without building a row object per event
  * or reading any value column. Equal to `summarize(foldItem(...))` of lib/fold.ts (a property
  * test holds them together), computed order-insensitively: every aspect is "the event with the
- * greatest (item_seq, event_id)" of some kind, or a maximum, so batches may arrive in any order
+ * greatest (item_seq, event_id)" of some kind (the cursor: greatest (iteration, step index,
+ * item_seq, event_id), lib/step-order.ts), or a maximum, so batches may arrive in any order
  * (base, then shards) as long as each event arrives once (lib/log/stream.ts).
  *
  * Memory: one small record per item (not per event); the value and blob columns are never read.
@@ -11,6 +12,7 @@
 import type * as arrow from 'apache-arrow';
 import type { FailureSummary, ItemSummary } from '../api.ts';
 import { CorruptError } from '../errors.ts';
+import { compareStepRank } from '../step-order.ts';
 import type { Cursor, Failure, ItemStatus } from '../types.ts';
 import { Int32Column, Int64Column, Utf8Column } from './columns.ts';
 import type { EventVisitor } from './stream.ts';
@@ -166,14 +168,17 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
             agg.parent = parents.get(r);
           }
           break;
-        case 'STEP_COMPLETED':
-          if (after(seq, eventIds, r, agg.cursorAt)) {
+        case 'STEP_COMPLETED': {
+          const stepIndex = new Int64Column(b, 'step_index').get(r);
+          const iteration = new Int64Column(b, 'iteration').get(r);
+          const rank = agg.cursor === null ? 1 : compareStepRank(iteration, stepIndex, agg.cursor.iteration, agg.cursor.stepIndex);
+          if (rank > 0 || (rank === 0 && after(seq, eventIds, r, agg.cursorAt))) {
             agg.cursorAt = posOf(seq, eventIds, r);
             agg.cursor = {
               stepName: str(b, 'step_name', r),
-              stepIndex: new Int64Column(b, 'step_index').get(r),
+              stepIndex,
               stepInstanceId: str(b, 'step_instance_id', r),
-              iteration: new Int64Column(b, 'iteration').get(r),
+              iteration,
               attempt,
               checkpointId: str(b, 'checkpoint_id', r) ?? '',
             };
@@ -183,6 +188,7 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
             agg.stepFailed = false;
           }
           break;
+        }
         case 'FAILED':
           if (after(seq, eventIds, r, agg.failureAt)) {
             agg.failureAt = posOf(seq, eventIds, r);
@@ -236,6 +242,14 @@ function later(b: Pos | null, a: Pos | null): boolean {
   return a === null || (b.seq !== a.seq ? b.seq > a.seq : b.id > a.id);
 }
 
+/** Whether `b`'s cursor is set and comes after `a`'s in step order (lib/step-order.ts). */
+function laterStep(b: ItemAggregate, a: ItemAggregate): boolean {
+  if (b.cursor === null) return false;
+  if (a.cursor === null) return true;
+  const rank = compareStepRank(b.cursor.iteration, b.cursor.stepIndex, a.cursor.iteration, a.cursor.stepIndex);
+  return rank > 0 || (rank === 0 && later(b.cursorAt, a.cursorAt));
+}
+
 /**
  * The aggregate of an item's events in `a` and in `b` together (two disjoint sets of rows, e.g.
  * two base fragments): each aspect is the earliest or latest of both, as the visitor would pick.
@@ -244,7 +258,7 @@ export function mergeAggregates(a: ItemAggregate, b: ItemAggregate): ItemAggrega
   const m: ItemAggregate = { ...a, lastSeq: Math.max(a.lastSeq, b.lastSeq), attempts: Math.max(a.attempts, b.attempts) };
   if (earlier(b.first, a.first)) Object.assign(m, { first: b.first, firstRoot: b.firstRoot, firstParent: b.firstParent });
   if (earlier(b.created, a.created)) Object.assign(m, { created: b.created, root: b.root, parent: b.parent });
-  if (later(b.cursorAt, a.cursorAt)) Object.assign(m, { cursorAt: b.cursorAt, cursor: b.cursor });
+  if (laterStep(b, a)) Object.assign(m, { cursorAt: b.cursorAt, cursor: b.cursor });
   if (later(b.stepAt, a.stepAt)) Object.assign(m, { stepAt: b.stepAt, stepFailed: b.stepFailed });
   if (later(b.failureAt, a.failureAt)) Object.assign(m, { failureAt: b.failureAt, failure: b.failure });
   if (later(b.terminalAt, a.terminalAt)) Object.assign(m, { terminalAt: b.terminalAt, terminal: b.terminal });

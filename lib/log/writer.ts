@@ -14,8 +14,9 @@
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
 import { startTimer, type Clock } from '../clock.ts';
-import { CorruptError, DgclError, FencedError, InternalError, UnavailableError } from '../errors.ts';
-import { acquireWriterSlot, LeaseKeeper } from '../lease/slots.ts';
+import { CorruptError, DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../errors.ts';
+import { permissionOf } from './damage.ts';
+import { acquireWriterSlot, LeaseKeeper, type SlotWaitListener } from '../lease/slots.ts';
 import { randomUUID } from 'node:crypto';
 import { guard } from '../guards.ts';
 import type { CoordStore } from '../coord/types.ts';
@@ -56,6 +57,8 @@ export interface WriterOptions {
   claimRetentionMs: number;
   clock: Clock;
   hooks?: WriterHooks;
+  /** Told when the writer starts waiting for a slot (every one it may take is held). */
+  onSlotWait?: SlotWaitListener;
 }
 
 export interface WriterHooks extends MergeHooks {
@@ -139,6 +142,8 @@ export class ShardWriter {
   private closed = false;
   /** An epoch ended by a failed commit whose seal is not written yet: sealed before any new commit. */
   private unsealed: SlotState | null = null;
+  /** The lease of the epoch close() sealed, until released (a close() whose release failed is run again). */
+  private unreleased: Lease | null = null;
   /** Frozen generations waiting for their merge (a failed merge is retried after later commits). */
   private frozen: Frozen[] = [];
   /** Tells this writer's claims from another's (a retried claim PUT may find its own body). */
@@ -191,7 +196,15 @@ export class ShardWriter {
   private retiring = new Set<Promise<void>>();
 
   constructor(
-    private readonly ctx: { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore; coord: (o?: { create: boolean }) => Promise<CoordStore> },
+    private readonly ctx: {
+      tables: LanceTables;
+      objects: ObjectStore;
+      reader: LogReader;
+      leases: LeaseStore;
+      coord: (o?: { create: boolean }) => Promise<CoordStore>;
+      /** Resolves once the log's base is known readable; refuses a group otherwise (nothing written). */
+      checkBase?: () => Promise<void>;
+    },
     private readonly opts: WriterOptions,
   ) {}
 
@@ -258,6 +271,7 @@ export class ShardWriter {
       }
       if (group.length === 0) continue;
       try {
+        await this.ctx.checkBase?.();
         await this.commitGroup(group);
       } catch (e) {
         // Taking a slot (its takeover's seals) may fail on Lance's plain errors: storage trouble.
@@ -354,14 +368,17 @@ export class ShardWriter {
     // Claims: the first writer of a checkpoint to claim it defines its ack; a concurrent
     // duplicate (another writer committed the same batch) reports that ack as a duplicate.
     // A claim that fails fails only its own request: the data is durable, and a retry is
-    // answered from the log as a duplicate.
+    // answered from the log as a duplicate. So a refused claim PUT is UNAVAILABLE, not
+    // PERMISSION_DENIED, which would say a retry cannot help.
     await Promise.all(
       plans.map(async (p) => {
         try {
           if (guard('claims') && guard('claim-after-epoch-check')) await Promise.all(p.fresh.map((ack) => this.claim(ack, st.writerEpoch)));
           p.req.resolve(p.acks);
         } catch (e) {
-          p.req.reject(e instanceof DgclError ? e : new UnavailableError(`claim failed: ${errMsg(e)}`, { cause: e }));
+          const refused = e instanceof PermissionDeniedError ? e : permissionOf(e, this.ctx.objects.baseUri);
+          if (refused) p.req.reject(new UnavailableError(`the batch is written (durable), but its claim was refused: ${refused.message}; a retry is answered from the log (duplicate: true)`, { cause: refused }));
+          else p.req.reject(e instanceof DgclError ? e : new UnavailableError(`claim failed: ${errMsg(e)}`, { cause: e }));
         }
       }),
     );
@@ -581,12 +598,14 @@ export class ShardWriter {
     await this.sealUnsealed().catch(() => undefined);
   }
 
-  private async sealUnsealed(): Promise<void> {
+  /** `release: 'later'`: keep the sealed epoch's lease in `unreleased` for the caller (close()). */
+  private async sealUnsealed(release: 'quietly' | 'later' = 'quietly'): Promise<void> {
     const st = this.unsealed;
     if (!st) return;
     await sealOwnEpoch(this.ctx, st.writerEpoch, this.opts.clock);
     this.unsealed = null;
-    await this.ctx.leases.release(st.lease).catch(() => undefined);
+    if (release === 'later') this.unreleased = st.lease;
+    else await this.ctx.leases.release(st.lease).catch(() => undefined);
   }
 
   private async plan(group: Request[], writerEpoch: string) {
@@ -633,6 +652,8 @@ export class ShardWriter {
           visible: new Set(listing.visible.map((v) => v.name)),
         }),
         skip,
+        // No damage probe here: it would scan the log while every append waits (a read names it).
+        'none',
       );
       for (const [, mine] of ownVisible(own, visible)) for (const id of wanted) for (const r of mine.get(id) ?? []) if (r.item_seq > deletedThrough(tombstones, id)) existing.push(r);
       // A deleted item keeps its deleted seqs after the purge dropped its tombstone: a new
@@ -688,6 +709,8 @@ export class ShardWriter {
       // lease runs out within one ttl.
       waitMs: this.opts.leaseTtlMs,
       clock: this.opts.clock,
+      ...(this.opts.onSlotWait ? { onWait: this.opts.onSlotWait } : {}),
+      stop: () => this.closing, // close() (a signal) must not wait out the holders' leases
     });
     const keeper = new LeaseKeeper(this.ctx.leases, lease, { ttlMs: this.opts.leaseTtlMs, clock: this.opts.clock });
     try {
@@ -741,6 +764,7 @@ export class ShardWriter {
           visible: new Set(listing.visible.map((v) => v.name)),
         }),
         skip,
+        'none',
       );
       const gone = deletedThrough(tombstones, itemId);
       for (const [, mine] of ownVisible(own, visible)) for (const r of mine.get(itemId) ?? []) if (r.item_seq > gone) rows.push(r);
@@ -1033,7 +1057,17 @@ export class ShardWriter {
       this.frozen = [];
       this.retireAbandoned();
       await Promise.allSettled([...this.retiring]);
-      await this.sealUnsealed();
+      await this.sealUnsealed('later');
+      // The slot is free for the next writer now rather than when its lease expires: a release
+      // that fails fails the close, and a close() again (this job again) retries it.
+      const lease = this.unreleased;
+      if (lease) {
+        await this.ctx.leases.release(lease).catch((e: unknown) => {
+          if (e instanceof DgclError && !e.retryable) throw e;
+          throw new UnavailableError(`releasing writer slot lease ${lease.key} (epoch ${lease.epoch}) failed: ${errMsg(e)}; close() again to retry, or the slot frees when the lease expires`, { cause: e });
+        });
+        this.unreleased = null;
+      }
     });
     this.closed = true;
   }

@@ -4,15 +4,24 @@
  * item for the items table. Order-insensitive like lib/log/summary.ts: every "last" is the event
  * with the greatest (item_seq, event_id), so batches may come in any order, each event once.
  *
- * Memory: one record per item (a few numbers, its last error type and the (seq, time, kind)
- * triples of its step events, for durations), one per step name and per error type; never one
- * per event beyond the batch being read.
+ * Step durations (STEP_TIME, shown on the page): a completion's event time minus that of the
+ * item's previous step event or creation, only when both belong to one run (same run_id), the
+ * previous one is not a FAILED (the wait before a retry is not step time) and was committed
+ * earlier (the events of one batch, or one commit, share their time: a step whose batch created
+ * the item has nothing to be measured from). Other completions are counted as not measured.
+ *
+ * Memory: one record per item (a few numbers, its last error type and the (seq, time, kind, run)
+ * of its step events, for durations), one per step name, per error type and per run id, and the
+ * time of each FAILED event; never one per event beyond the batch being read.
  */
 import type * as arrow from 'apache-arrow';
 import { CorruptError } from '../errors.ts';
 import { Int32Column, Int64Column, Utf8Column } from '../log/columns.ts';
 import type { EventVisitor } from '../log/stream.ts';
+import { checkpointLabel, isThreadCursor } from '../langgraph/view.ts';
+import { compareStepRank } from '../step-order.ts';
 import type { ItemStatus } from '../types.ts';
+import { progressSeries, stepStats, type StepAgg } from './figures.ts';
 import type { FailureGroup, ItemRow, ProgressSeries, StatusCounts, StepStats } from './model.ts';
 
 /** What the pass reads: light columns only. */
@@ -23,8 +32,10 @@ export const REPORT_COLUMNS = [
   'event_type',
   'step_name',
   'step_index',
+  'step_instance_id',
   'iteration',
   'attempt',
+  'run_id',
   'terminal',
   'error_type',
   'traceback',
@@ -34,10 +45,19 @@ export const REPORT_COLUMNS = [
 const TYPES = ['FIELD_SET', 'FIELD_APPEND', 'ITEM_CREATED', 'STEP_COMPLETED', 'FAILED', 'TERMINAL'] as const;
 const TYPE_BYTES = TYPES.map((t) => Buffer.from(t, 'utf8'));
 
-/** Kinds of the step-event triples kept per item. */
+/** How the page says step durations are measured (aggregate.ts's header, in the user's words). */
+export const STEP_TIME =
+  "A step's duration is the time from the item's previous event (its previous step's completion, or its creation) to the step's completion, " +
+  'when both are of the same run and the previous event was written earlier. Not measured: a step written together with the item\'s creation ' +
+  '(as a first durable step is) or with the step before it, a retry after a FAILED (waiting to retry is not step time), and a step whose ' +
+  'previous event is from another run (a resume after a crash or a rerun: the time between runs is not step time).';
+
+/** Kinds of the step events kept per item. */
 const K_CREATED = 0;
 const K_COMPLETED = 1;
 const K_FAILED = 2;
+/** Numbers per trace entry: seq, ms, kind * 65536 + step id, run. */
+const TRACE = 4;
 
 interface Pos {
   seq: number;
@@ -56,7 +76,7 @@ interface ItemAgg {
   lastMs: number;
   createdMs: number | null;
   cursorAt: Pos | null;
-  cursor: { step: string | null; index: number | null; iteration: number | null; attempt: number } | null;
+  cursor: { step: string | null; index: number | null; instance: string | null; iteration: number | null; attempt: number } | null;
   stepAt: Pos | null;
   stepFailed: boolean;
   stepMs: number;
@@ -68,21 +88,10 @@ interface ItemAgg {
   /** Step ids this item completed (bit k = step k; steps past 30 in `moreSteps`). */
   stepBits: number;
   moreSteps: Set<number> | null;
-  /** (seq, ms, kind * 65536 + step id) per ITEM_CREATED / STEP_COMPLETED / FAILED. */
+  /** (seq, ms, kind * 65536 + step id, run) per ITEM_CREATED / STEP_COMPLETED / FAILED. */
   trace: number[];
 }
 
-interface StepAgg {
-  name: string;
-  index: number | null;
-  itemsPassed: number;
-  completions: number;
-  failures: number;
-  retriedCompletions: number;
-  firstMs: number | null;
-  lastMs: number | null;
-  durations: number[];
-}
 
 interface ErrorAgg {
   errorType: string;
@@ -105,14 +114,15 @@ export interface Aggregate {
 }
 
 const UNNAMED = '(unnamed)';
-/** Time points of the progress chart. */
-const PROGRESS_POINTS = 240;
 
 export class ReportVisitor implements EventVisitor<Aggregate> {
   private readonly items = new Map<string, ItemAgg>();
   private readonly steps: StepAgg[] = [];
   private readonly stepIds = new Map<string, number>();
   private readonly errors = new Map<string, ErrorAgg>();
+  private readonly runs = new Map<string, number>();
+  /** Event time of every FAILED event (the failures-over-time line). */
+  private readonly failureMs: number[] = [];
   private events = 0;
 
   constructor(private readonly maxItems: number) {}
@@ -123,11 +133,18 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
     if (id === undefined) {
       id = this.steps.length;
       this.stepIds.set(key, id);
-      this.steps.push({ name: key, index, itemsPassed: 0, completions: 0, failures: 0, retriedCompletions: 0, firstMs: null, lastMs: null, durations: [] });
+      this.steps.push({ name: key, index, itemsPassed: 0, completions: 0, failures: 0, retriedCompletions: 0, firstMs: null, lastMs: null, durations: [], unmeasured: 0 });
     }
     const s = this.steps[id]!;
     if (index !== null && (s.index === null || index < s.index)) s.index = index;
     return id;
+  }
+
+  private runOf(runId: string | null): number {
+    const key = runId ?? '';
+    let n = this.runs.get(key);
+    if (n === undefined) this.runs.set(key, (n = this.runs.size));
+    return n;
   }
 
   batch(b: arrow.RecordBatch, keep: (row: number) => boolean): void {
@@ -139,6 +156,7 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
     const tss = new Int64Column(b, 'event_ts');
     const stepNames = new Utf8Column(b, 'step_name');
     const stepIndexes = new Int64Column(b, 'step_index');
+    const runIds = new Utf8Column(b, 'run_id');
     let item: ItemAgg | null = null;
     let itemRow = -1;
     for (let r = 0; r < b.numRows; r++) {
@@ -167,7 +185,7 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
           break;
         case 2:
           if (item.createdMs === null || ms < item.createdMs) item.createdMs = ms;
-          item.trace.push(seq, ms, K_CREATED * 65536);
+          item.trace.push(seq, ms, K_CREATED * 65536, this.runOf(runIds.get(r)));
           break;
         case 3: {
           const sid = this.stepId(stepNames.get(r), stepIndexes.get(r));
@@ -180,10 +198,15 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
             addStep(item, sid);
             s.itemsPassed++;
           }
-          item.trace.push(seq, ms, K_COMPLETED * 65536 + sid);
-          if (later(seq, id, item.cursorAt)) {
+          item.trace.push(seq, ms, K_COMPLETED * 65536 + sid, this.runOf(runIds.get(r)));
+          // The cursor as the fold chooses it (lib/step-order.ts).
+          const index = stepIndexes.get(r);
+          const iteration = new Int64Column(b, 'iteration').get(r);
+          const rank = item.cursor === null ? 1 : compareStepRank(iteration, index, item.cursor.iteration, item.cursor.index);
+          if (rank > 0 || (rank === 0 && later(seq, id, item.cursorAt))) {
             item.cursorAt = { seq, id: id() };
-            item.cursor = { step: stepNames.get(r), index: stepIndexes.get(r), iteration: new Int64Column(b, 'iteration').get(r), attempt };
+            const instance = new Utf8Column(b, 'step_instance_id').get(r);
+            item.cursor = { step: stepNames.get(r), index, instance, iteration, attempt };
           }
           if (later(seq, id, item.stepAt)) {
             item.stepAt = { seq, id: id() };
@@ -196,7 +219,8 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
           const stepName = stepNames.get(r);
           const sid = this.stepId(stepName, stepIndexes.get(r));
           this.steps[sid]!.failures++;
-          item.trace.push(seq, ms, K_FAILED * 65536 + sid);
+          item.trace.push(seq, ms, K_FAILED * 65536 + sid, this.runOf(runIds.get(r)));
+          this.failureMs.push(ms);
           const errorType = new Utf8Column(b, 'error_type').get(r) ?? '(no error type)';
           let e = this.errors.get(errorType);
           if (!e) this.errors.set(errorType, (e = { errorType, events: 0, items: new Set(), steps: new Set(), latestAt: null, latest: null }));
@@ -239,7 +263,7 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
   done(): Aggregate {
     const status: StatusCounts = { in_progress: 0, failed: 0, completed: 0, filtered: 0 };
     const created: number[] = [];
-    const ends: Record<'completed' | 'filtered' | 'failed', number[]> = { completed: [], filtered: [], failed: [] };
+    const ends: Record<'completed' | 'filtered', number[]> = { completed: [], filtered: [] };
     const failedNow = new Map<string, number>();
     const rows: ItemRow[] = [];
     for (const it of this.items.values()) {
@@ -248,7 +272,6 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
       created.push(it.createdMs ?? it.lastMs);
       if (st === 'completed' || st === 'filtered') ends[st].push(it.terminalMs);
       else if (st === 'failed') {
-        ends.failed.push(it.stepMs);
         const et = it.failure?.errorType;
         if (et !== undefined) failedNow.set(et, (failedNow.get(et) ?? 0) + 1);
       }
@@ -259,7 +282,7 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
     return {
       events: this.events,
       status,
-      progress: progressSeries(created, ends),
+      progress: progressSeries(created, ends, this.failureMs),
       steps: this.steps.map(stepStats).sort((a, b) => (a.index ?? Infinity) - (b.index ?? Infinity) || (a.firstMs ?? 0) - (b.firstMs ?? 0)),
       failures: [...this.errors.values()]
         .map((e) => ({
@@ -277,16 +300,22 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
     };
   }
 
-  /** Each completion's time since the item's previous step event (or creation), then forget the trace. */
+  /** Each completion's duration where it can be measured (STEP_TIME), then forget the trace. */
   private durations(it: ItemAgg): void {
-    const n = it.trace.length / 3;
-    const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => it.trace[a * 3]! - it.trace[b * 3]! || it.trace[a * 3 + 1]! - it.trace[b * 3 + 1]!);
-    let prevMs: number | null = null;
+    const t = it.trace;
+    const n = t.length / TRACE;
+    const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => t[a * TRACE]! - t[b * TRACE]! || t[a * TRACE + 1]! - t[b * TRACE + 1]!);
+    let prev: number | null = null;
     for (const i of order) {
-      const ms = it.trace[i * 3 + 1]!;
-      const code = it.trace[i * 3 + 2]!;
-      if (code >> 16 === K_COMPLETED && prevMs !== null) this.steps[code & 0xffff]!.durations.push(Math.max(0, ms - prevMs));
-      prevMs = ms;
+      const code = t[i * TRACE + 2]!;
+      if (code >> 16 === K_COMPLETED) {
+        const step = this.steps[code & 0xffff]!;
+        const ms = t[i * TRACE + 1]!;
+        if (prev !== null && t[prev * TRACE + 2]! >> 16 !== K_FAILED && t[prev * TRACE + 3] === t[i * TRACE + 3] && t[prev * TRACE + 1]! < ms) {
+          step.durations.push(ms - t[prev * TRACE + 1]!);
+        } else step.unmeasured++;
+      }
+      prev = i;
     }
     it.trace = [];
   }
@@ -341,12 +370,14 @@ function resumeText(it: ItemAgg, st: ItemStatus): string {
 
 function cursorText(c: ItemAgg['cursor']): string | null {
   if (c === null) return null;
+  if (isThreadCursor({ stepName: c.step, stepInstanceId: c.instance })) return `LangGraph ${checkpointLabel(c.instance)}`;
   return `${c.index !== null ? `${c.index}:` : ''}${c.step ?? '?'}${c.iteration !== null ? `#${c.iteration}` : ''} (attempt ${c.attempt})`;
 }
 
 function rowOf(it: ItemAgg, st: ItemStatus): ItemRow {
   return {
     id: it.id,
+    name: isThreadCursor(it.cursor && { stepName: it.cursor.step, stepInstanceId: it.cursor.instance }) ? 'LangGraph thread' : null,
     status: st,
     cursor: cursorText(it.cursor),
     attempts: it.attempts,
@@ -367,62 +398,4 @@ function chooseRows(rows: ItemRow[], max: number): ItemRow[] {
     .sort((a, b) => RANK[a.status] - RANK[b.status] || byId(a, b))
     .slice(0, max)
     .sort(byId);
-}
-
-function quantile(sorted: number[], q: number): number | null {
-  if (sorted.length === 0) return null;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-}
-
-function stepStats(s: StepAgg): StepStats {
-  const d = s.durations.sort((a, b) => a - b);
-  const span = s.firstMs !== null && s.lastMs !== null ? s.lastMs - s.firstMs : 0;
-  return {
-    name: s.name,
-    index: s.index,
-    itemsPassed: s.itemsPassed,
-    completions: s.completions,
-    failures: s.failures,
-    retriedCompletions: s.retriedCompletions,
-    firstMs: s.firstMs,
-    lastMs: s.lastMs,
-    perMinute: s.completions >= 2 && span > 0 ? (s.completions * 60_000) / span : null,
-    durationMs: {
-      count: d.length,
-      mean: d.length ? d.reduce((a, b) => a + b, 0) / d.length : null,
-      p50: quantile(d, 0.5),
-      p95: quantile(d, 0.95),
-      max: d.length ? d[d.length - 1]! : null,
-    },
-  };
-}
-
-/** Cumulative items created / ending completed, filtered, failed, at evenly spaced times. */
-export function progressSeries(created: number[], ends: Record<'completed' | 'filtered' | 'failed', number[]>): ProgressSeries {
-  const all = [created, ends.completed, ends.filtered, ends.failed];
-  let lo = Infinity;
-  let hi = -Infinity;
-  for (const a of all) {
-    a.sort((x, y) => x - y);
-    if (a.length) {
-      lo = Math.min(lo, a[0]!);
-      hi = Math.max(hi, a[a.length - 1]!);
-    }
-  }
-  const out: ProgressSeries = { t: [], created: [], completed: [], filtered: [], failed: [] };
-  if (lo === Infinity) return out;
-  const n = hi > lo ? PROGRESS_POINTS : 1;
-  const idx = [0, 0, 0, 0];
-  for (let p = 0; p <= n; p++) {
-    const t = p === n ? hi : lo + ((hi - lo) * p) / n;
-    all.forEach((a, k) => {
-      while (idx[k]! < a.length && a[idx[k]!]! <= t) idx[k]!++;
-    });
-    out.t.push(t);
-    out.created.push(idx[0]!);
-    out.completed.push(idx[1]!);
-    out.filtered.push(idx[2]!);
-    out.failed.push(idx[3]!);
-  }
-  return out;
 }

@@ -3,7 +3,7 @@
  * lib/report/aggregate.ts and lib/report/trajectories.ts; rendered by lib/report/render.ts and
  * the page's own script (lib/report/assets/page.js).
  */
-import type { LogStats } from '../api.ts';
+import type { LogStats, ShardStats } from '../api.ts';
 import type { ItemStatus } from '../types.ts';
 
 export interface StatusCounts {
@@ -16,10 +16,13 @@ export interface StatusCounts {
 /** Cumulative counts at each time point (ms since the Unix epoch). */
 export interface ProgressSeries {
   t: number[];
+  /** Items created. */
   created: number[];
+  /** Items whose TERMINAL is `completed` / `filtered`. */
   completed: number[];
   filtered: number[];
-  failed: number[];
+  /** FAILED events (each a retry or a final failure), not items failed now. */
+  failures: number[];
 }
 
 export interface StepStats {
@@ -37,8 +40,11 @@ export interface StepStats {
   lastMs: number | null;
   /** Completions per minute between the step's first and last completion (null below 2). */
   perMinute: number | null;
-  /** Time from the item's previous step event (or its creation) to this step's completion. */
-  durationMs: { count: number; mean: number | null; p50: number | null; p95: number | null; max: number | null };
+  /**
+   * Step durations where they can be measured (lib/report/aggregate.ts, STEP_TIME): `count`
+   * measured, `unmeasured` completions without one.
+   */
+  durationMs: { count: number; unmeasured: number; mean: number | null; p50: number | null; p95: number | null; max: number | null };
 }
 
 export interface FailureGroup {
@@ -55,6 +61,8 @@ export interface FailureGroup {
 
 export interface ItemRow {
   id: string;
+  /** A display name where the id alone does not say what the item is (a LangGraph thread). */
+  name: string | null;
   status: ItemStatus;
   /** `index:name#iteration (attempt n)` of the last STEP_COMPLETED, or null. */
   cursor: string | null;
@@ -81,10 +89,14 @@ export interface TrajectoryRow {
   errorType: string | null;
   atMs: number;
   writerEpoch: string;
+  /** What the field holds, in words, where its name does not say (a LangGraph thread's fields). */
+  label: string | null;
 }
 
 export interface ReportData {
   title: string;
+  /** How step durations are measured, in words (shown with them). */
+  stepTime: string;
   uri: string;
   generatedAtMs: number;
   events: number;
@@ -97,5 +109,6 @@ export interface ReportData {
   items: ItemRow[];
   itemsOmitted: number;
   trajectories: Record<string, TrajectoryRow[]>;
-  stats: LogStats;
+  /** `stats()`, each shard generation with its state in words (as `dgcl stats` prints it). */
+  stats: LogStats & { shards: Array<ShardStats & { label: string }> };
 }

@@ -6,11 +6,14 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { systemClock, type Clock } from '../clock.ts';
-import { InvalidInputError } from '../errors.ts';
+import { InvalidInputError, NotFoundError } from '../errors.ts';
 import type { LanceCheckpointLog } from '../log/log.ts';
+import { shardLabel } from '../log/stats.ts';
 import type { Env } from '../storage/location.ts';
 import { formatTarget, parseTarget, writeTarget } from '../export/output.ts';
-import { REPORT_COLUMNS, ReportVisitor } from './aggregate.ts';
+import { isHashedThreadItem } from '../langgraph/view.ts';
+import { THREAD_ID_FIELD } from '../langgraph/records.ts';
+import { REPORT_COLUMNS, ReportVisitor, STEP_TIME } from './aggregate.ts';
 import type { ReportData } from './model.ts';
 import { renderHtml } from './render.ts';
 import { lightTrajectories } from './trajectories.ts';
@@ -45,10 +48,22 @@ export async function report(log: LanceCheckpointLog, o: ReportOptions = {}): Pr
   const clock = o.clock ?? systemClock;
   const scan = log.scanEvents.bind(log);
   const agg = await scan({ columns: REPORT_COLUMNS }, () => new ReportVisitor(maxItems));
-  const trajectories = await lightTrajectories(scan, agg.items.map((i) => i.id));
+  const threads = agg.items.filter((i) => i.name !== null);
+  const trajectories = await lightTrajectories(scan, agg.items.map((i) => i.id), new Set(threads.map((i) => i.id)));
+  // A thread whose id could not be its item's id: its name says the thread id (field thread_id).
+  for (const t of threads) {
+    if (!isHashedThreadItem(t.id)) continue;
+    const got = await log.fields(t.id, { names: [THREAD_ID_FIELD] }).catch((e: unknown) => {
+      if (e instanceof NotFoundError) return null; // deleted since the pass
+      throw e;
+    });
+    const threadId = got?.fields[THREAD_ID_FIELD];
+    if (typeof threadId === 'string') t.name = `LangGraph thread ${JSON.stringify(threadId)}`;
+  }
   const stats = await log.stats();
   const data: ReportData = {
     title: o.title ?? titleOf(log.uri),
+    stepTime: STEP_TIME,
     uri: log.uri,
     generatedAtMs: clock.nowMs(),
     events: agg.events,
@@ -60,7 +75,7 @@ export async function report(log: LanceCheckpointLog, o: ReportOptions = {}): Pr
     items: agg.items,
     itemsOmitted: agg.itemsOmitted,
     trajectories,
-    stats,
+    stats: { ...stats, shards: stats.shards.map((s) => ({ ...s, label: shardLabel(s) })) },
   };
   const html = renderHtml(data);
   if (!target) return { html, data };

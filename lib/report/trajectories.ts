@@ -6,6 +6,7 @@ import type * as arrow from 'apache-arrow';
 import { Int32Column, Int64Column, Utf8Column } from '../log/columns.ts';
 import type { EventVisitor, ScanOptions } from '../log/stream.ts';
 import { sqlIn } from '../log/tables.ts';
+import { describeThreadField } from '../langgraph/view.ts';
 import type { TrajectoryRow } from './model.ts';
 
 export const TRAJECTORY_COLUMNS = [
@@ -34,6 +35,8 @@ type Scan = <T>(o: ScanOptions, make: () => EventVisitor<T>) => Promise<T>;
 class TrajectoryVisitor implements EventVisitor<Map<string, (TrajectoryRow & { id: string })[]>> {
   private readonly out = new Map<string, (TrajectoryRow & { id: string })[]>();
 
+  constructor(private readonly threads: ReadonlySet<string>) {}
+
   batch(b: arrow.RecordBatch, keep: (row: number) => boolean): void {
     const c = {
       item: new Utf8Column(b, 'item_id'),
@@ -58,6 +61,7 @@ class TrajectoryVisitor implements EventVisitor<Map<string, (TrajectoryRow & { i
       let list = this.out.get(item);
       if (!list) this.out.set(item, (list = []));
       const kind = c.kind.get(r);
+      const field = c.field.get(r);
       list.push({
         id: c.id.get(r)!,
         seq: c.seq.get(r)!,
@@ -66,7 +70,7 @@ class TrajectoryVisitor implements EventVisitor<Map<string, (TrajectoryRow & { i
         stepIndex: c.stepIndex.get(r),
         iteration: c.iteration.get(r),
         attempt: c.attempt.get(r) ?? 0,
-        field: c.field.get(r),
+        field,
         valueKind: kind,
         // Only blobs carry a size worth showing (their bytes are never read here).
         size: kind === 'blob' ? c.size.get(r) : null,
@@ -74,6 +78,7 @@ class TrajectoryVisitor implements EventVisitor<Map<string, (TrajectoryRow & { i
         errorType: c.error.get(r),
         atMs: (c.ts.get(r) ?? 0) / 1000,
         writerEpoch: c.epoch.get(r)!,
+        label: field !== null && this.threads.has(item) ? describeThreadField(field) : null,
       });
     }
   }
@@ -83,12 +88,12 @@ class TrajectoryVisitor implements EventVisitor<Map<string, (TrajectoryRow & { i
   }
 }
 
-/** The trajectories of `itemIds`, each in (item_seq, event_id) order. */
-export async function lightTrajectories(scan: Scan, itemIds: readonly string[]): Promise<Record<string, TrajectoryRow[]>> {
+/** The trajectories of `itemIds`, each in (item_seq, event_id) order; the fields of `threads` (LangGraph) labelled. */
+export async function lightTrajectories(scan: Scan, itemIds: readonly string[], threads: ReadonlySet<string> = new Set()): Promise<Record<string, TrajectoryRow[]>> {
   const out: Record<string, TrajectoryRow[]> = Object.create(null) as Record<string, TrajectoryRow[]>;
   for (let i = 0; i < itemIds.length; i += CHUNK) {
     const part = itemIds.slice(i, i + CHUNK);
-    const found = await scan({ columns: TRAJECTORY_COLUMNS, filter: sqlIn('item_id', part) }, () => new TrajectoryVisitor());
+    const found = await scan({ columns: TRAJECTORY_COLUMNS, filter: sqlIn('item_id', part) }, () => new TrajectoryVisitor(threads));
     for (const id of part) {
       const rows = found.get(id) ?? [];
       rows.sort((a, b) => a.seq - b.seq || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));

@@ -25,8 +25,8 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, fstatSync, promises as fs, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { InvalidInputError, UnavailableError } from '../errors.ts';
-import { errCode, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
+import { type DgclError, InvalidInputError, UnavailableError } from '../errors.ts';
+import { errCode, isPermissionError, permissionDenied, syncDir, unlinkQuiet, writeDurably } from '../fsutil.ts';
 import { checkObjectKey } from './location.ts';
 import { checkRange, type ByteRange, type ObjectStore, type PutOptions } from './objects.ts';
 
@@ -225,8 +225,9 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  private fail(op: string, key: string, cause: unknown): UnavailableError {
+  private fail(op: string, key: string, cause: unknown): DgclError {
     const where = key === '' ? this.dir : path.join(this.dir, key);
+    if (isPermissionError(cause)) return permissionDenied(`local store ${op}`, where, cause);
     return new UnavailableError(`local store ${op} ${where} failed: ${(cause as Error)?.message ?? cause}`, {
       cause,
     });

@@ -3,9 +3,10 @@
  * standard S3 API calls: conditional PutObject (`If-None-Match: *`), GetObject,
  * ListObjectsV2 with a `/` delimiter, DeleteObject and DeleteObjects.
  *
- * Errors: "not found" answers become null / no-op; every other failure becomes an
- * UnavailableError (retryable) whose message names the operation, the object and the server's
- * error, with the SDK error as `cause`.
+ * Errors: "not found" answers become null / no-op; a missing bucket is LogNotFoundError (no log
+ * can be there), a refusal (AccessDenied, HTTP 403) PermissionDeniedError (a retry cannot help);
+ * every other failure becomes an UnavailableError (retryable). Each message names the
+ * operation, the object and the server's error, with the SDK error as `cause`.
  */
 import { guard } from '../guards.ts';
 import { sendOnce } from './send-once.ts';
@@ -18,7 +19,7 @@ import {
   PutObjectCommand,
   type S3Client,
 } from '@aws-sdk/client-s3';
-import { UnavailableError } from '../errors.ts';
+import { type DgclError, LogNotFoundError, PermissionDeniedError, UnavailableError } from '../errors.ts';
 import { checkObjectKey, joinKey, type S3Location } from './location.ts';
 import { checkRange, type ByteRange, type ObjectStore, type PutOptions } from './objects.ts';
 
@@ -297,7 +298,14 @@ export class S3ObjectStore implements ObjectStore {
     return `s3://${this.bucket}/${fullKey}`;
   }
 
-  private fail(op: string, fullKey: string, cause: unknown): UnavailableError {
+  private fail(op: string, fullKey: string, cause: unknown): DgclError {
+    const name = errName(cause);
+    if (name === 'NoSuchBucket') {
+      return new LogNotFoundError(`S3 bucket ${JSON.stringify(this.bucket)} does not exist (${op} ${this.uri(fullKey)}: ${describe(cause)})`, this.baseUri, { cause });
+    }
+    if (name === 'AccessDenied' || name === 'AllAccessDisabled' || (meta(cause).httpStatusCode === 403 && name !== 'RequestTimeTooSkewed')) {
+      return new PermissionDeniedError(`S3 ${op} ${this.uri(fullKey)} was refused: ${describe(cause)}; check the credentials and the bucket policy`, this.uri(fullKey), { cause });
+    }
     return new UnavailableError(`S3 ${op} ${this.uri(fullKey)} failed: ${describe(cause)}`, { cause });
   }
 }

@@ -130,7 +130,8 @@ export function stepsConformance(name: string, target: LogTarget): void {
         }),
       ).rejects.toBeInstanceOf(InvalidInputError);
       expect(called).toBe(false);
-      await expect(log.trajectory('doc-b')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+      // Nothing was written: not even the log exists.
+      await expect(log.trajectory('doc-b')).rejects.toMatchObject({ code: 'LOG_NOT_FOUND' });
       await log.close();
     });
 

@@ -64,7 +64,8 @@ describe('append handler: direct invocation', () => {
     expect(err.message).toContain('batches[1].set.bad');
     const log = await reader(e);
     try {
-      expect((await log.items()).items).toEqual([]);
+      // Nothing was written: not even the log exists.
+      await expect(log.items()).rejects.toMatchObject({ code: 'LOG_NOT_FOUND' });
     } finally {
       await log.close();
     }
@@ -77,7 +78,8 @@ describe('append handler: direct invocation', () => {
     expect(err.code).toBe('ITEM_NOT_FOUND');
     const log = await reader(e);
     try {
-      expect((await log.items()).items).toEqual([]);
+      // Nothing was written: not even the log exists.
+      await expect(log.items()).rejects.toMatchObject({ code: 'LOG_NOT_FOUND' });
     } finally {
       await log.close();
     }

@@ -13,7 +13,12 @@ export interface Proc {
 
 /** Start a TypeScript script of this repo in its own node process (tsx loader). */
 export function startTs(script: string, args: string[] = [], env: Record<string, string> = {}, stdin?: string): Proc {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+  return startNode(script, args, env, stdin, ['--import', 'tsx']);
+}
+
+/** Start a script of this repo in its own node process. */
+export function startNode(script: string, args: string[] = [], env: Record<string, string> = {}, stdin?: string, nodeArgs: string[] = []): Proc {
+  const child = spawn(process.execPath, [...nodeArgs, script, ...args], {
     cwd: REPO,
     env: { ...process.env, ...env },
     stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
@@ -35,9 +40,9 @@ export function startTs(script: string, args: string[] = [], env: Record<string,
   return { child, lines, exit, onLine: (f) => listeners.push(f) };
 }
 
-/** Run the CLI to completion. */
+/** Run the CLI as a user does, in its own process: the compiled bin (bin/dgcl.js, `npm run build`). */
 export async function dgcl(args: string[], opts: { stdin?: string; env?: Record<string, string> } = {}) {
-  const p = startTs('cli/main.ts', args, opts.env ?? {}, opts.stdin);
+  const p = startNode('bin/dgcl.js', args, opts.env ?? {}, opts.stdin);
   const r = await p.exit;
   return { code: r.code, stdout: p.lines.join('\n'), stderr: r.stderr };
 }

@@ -357,7 +357,8 @@ export async function eventsOf(log: LanceCheckpointLog, itemId: string): Promise
   try {
     traj = await log.trajectory(itemId);
   } catch (e) {
-    if ((e as { code?: string }).code === 'NOT_FOUND') return new Map();
+    const code = (e as { code?: string }).code;
+    if (code === 'NOT_FOUND' || code === 'LOG_NOT_FOUND') return new Map();
     throw e;
   }
   return new Map(traj.map((t) => [t.eventId, t.itemSeq]));

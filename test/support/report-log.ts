@@ -47,6 +47,11 @@ export async function buildExperiment(root: string, items = 12): Promise<LanceCh
     batches.push({ itemId: id(k), runId: 'r2', terminal: k % 8 === 4 ? 'filtered' : 'completed' });
     await log.append(batches);
   }
+  // An item whose step 0 (a second attempt) arrived after its step 1 (a late delivery): its
+  // cursor stays at step 1.
+  await log.append([{ itemId: 'late-step', runId: 'r2', create: {}, step: { name: 'load', index: 0 } }]);
+  await log.append([{ itemId: 'late-step', runId: 'r2', step: { name: 'generate', index: 1 } }]);
+  await log.append([{ itemId: 'late-step', runId: 'r2', step: { name: 'load', index: 0 }, attempt: 2 }]);
   // A child item, completed.
   await log.append([{ itemId: `${id(0)}.c0`, runId: 'r2', create: { rootItemId: id(0), parentItemId: id(0) }, step: { name: 'score', index: 0 }, set: { score: 0.5 }, terminal: 'completed' }]);
   return log;

@@ -153,6 +153,34 @@ describe('foldItem', () => {
     expect(s.lastSeq).toBe(6);
   });
 
+  it('the cursor is the completed step last in step order: a step written late does not move it back', () => {
+    const log = new Log();
+    log.write({ itemId: 'a', create: {} });
+    log.write({ itemId: 'a', step: { name: 'gen', index: 0 } });
+    const [judged] = log.write({ itemId: 'a', step: { name: 'judge', index: 2 } });
+    // Step 1 delivered late (a retry, a redelivery): written after step 2.
+    log.write({ itemId: 'a', step: { name: 'score', index: 1 } });
+    expect(foldItem('a', log.rows).cursor).toMatchObject({ stepName: 'judge', stepIndex: 2, checkpointId: judged!.checkpoint_id });
+    // The same step again (a later attempt) is the cursor: of equal rank, the latest.
+    const [again] = log.write({ itemId: 'a', step: { name: 'judge', index: 2 }, attempt: 2 });
+    expect(foldItem('a', log.rows).cursor).toMatchObject({ stepIndex: 2, attempt: 2, checkpointId: again!.checkpoint_id });
+    // A new iteration outranks every step of the earlier ones (and of none), whatever its index.
+    log.write({ itemId: 'a', step: { name: 'gen', index: 0, iteration: 1 } });
+    expect(foldItem('a', log.rows).cursor).toMatchObject({ stepIndex: 0, iteration: 1 });
+    log.write({ itemId: 'a', step: { name: 'judge', index: 2 }, attempt: 3 });
+    expect(foldItem('a', log.rows).cursor).toMatchObject({ stepIndex: 0, iteration: 1 });
+    // A step without an index ranks below the indexed steps of its iteration.
+    log.write({ itemId: 'a', step: { name: 'note', iteration: 1 } });
+    expect(foldItem('a', log.rows).cursor).toMatchObject({ stepName: 'gen', iteration: 1 });
+
+    // Steps named only (no index, no iteration) order by the log: the last one.
+    const named = new Log();
+    named.write({ itemId: 'n', create: {} });
+    named.write({ itemId: 'n', step: { name: 'second' } });
+    named.write({ itemId: 'n', step: { name: 'first' } });
+    expect(foldItem('n', named.rows).cursor).toMatchObject({ stepName: 'first' });
+  });
+
   it('reports terminal statuses', () => {
     for (const kind of ['completed', 'filtered'] as const) {
       const log = new Log();

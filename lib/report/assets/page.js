@@ -54,7 +54,7 @@
 
   // Progress and status.
   var g1 = el('div', { cls: 'grid2' });
-  var sProg = section('Progress over time (items, cumulative)');
+  var sProg = section('Progress over time (cumulative)');
   var sStat = section('Status');
   g1.appendChild(sProg); g1.appendChild(sStat);
   main.appendChild(g1);
@@ -62,8 +62,8 @@
   function series(name, key) { return { label: name, data: p.t.map(function (t, i) { return { x: t, y: p[key][i] }; }), borderColor: COLORS[key], backgroundColor: COLORS[key], pointRadius: p.t.length > 2 ? 0 : 3, borderWidth: 2, stepped: true }; }
   chart(sProg, 'chart-progress', {
     type: 'line',
-    data: { datasets: [series('created', 'created'), series('completed', 'completed'), series('filtered', 'filtered'), series('failed', 'failed')] },
-    options: { parsing: false, scales: { x: { type: 'linear', ticks: { maxTicksLimit: 6, callback: function (v) { return new Date(v).toISOString().slice(11, 19); } }, title: { display: true, text: 'event time (UTC)' } }, y: { beginAtZero: true, title: { display: true, text: 'items' } } },
+    data: { datasets: [series('items created', 'created'), series('items completed', 'completed'), series('items filtered', 'filtered'), Object.assign(series('FAILED events', 'failures'), { borderColor: COLORS.failed, backgroundColor: COLORS.failed })] },
+    options: { parsing: false, scales: { x: { type: 'linear', ticks: { maxTicksLimit: 6, callback: function (v) { return new Date(v).toISOString().slice(11, 19); } }, title: { display: true, text: 'event time (UTC)' } }, y: { beginAtZero: true, title: { display: true, text: 'items / FAILED events' } } },
       plugins: { tooltip: { callbacks: { title: function (it) { return fmtTime(it[0].parsed.x); } } } } },
   });
   chart(sStat, 'chart-status', {
@@ -91,14 +91,16 @@
   chart(c2, 'chart-durations', {
     type: 'bar',
     data: { labels: names, datasets: [
-      { label: 'p50 duration (ms)', data: data.steps.map(function (s) { return s.durationMs.p50 || 0; }), backgroundColor: COLORS.created },
-      { label: 'p95 duration (ms)', data: data.steps.map(function (s) { return s.durationMs.p95 || 0; }), backgroundColor: '#9db4dc' },
+      // null (no bar) where no duration could be measured, never 0
+      { label: 'p50 duration (ms)', data: data.steps.map(function (s) { return s.durationMs.p50; }), backgroundColor: COLORS.created },
+      { label: 'p95 duration (ms)', data: data.steps.map(function (s) { return s.durationMs.p95; }), backgroundColor: '#9db4dc' },
     ] },
-    options: { scales: { y: { beginAtZero: true, title: { display: true, text: 'ms since the previous step event' } } } },
+    options: { scales: { y: { beginAtZero: true, title: { display: true, text: 'step duration (ms), measured steps' } } } },
   });
+  sSteps.appendChild(el('p', { cls: 'muted', id: 'step-time', text: data.stepTime }));
   sSteps.appendChild(el('div', { cls: 'scroll', style: 'margin-top:10px' }, [table('steps-table',
-    [['step'], ['items passed', 'num'], ['completions', 'num'], ['per minute', 'num'], ['failures', 'num'], ['retried', 'num'], ['duration p50', 'num'], ['p95', 'num'], ['max', 'num']],
-    data.steps.map(function (s, i) { return tr([[names[i]], [fmtNum(s.itemsPassed), 'num'], [fmtNum(s.completions), 'num'], [fmtNum(s.perMinute, 1), 'num'], [fmtNum(s.failures), 'num'], [fmtNum(s.retriedCompletions), 'num'], [fmtMs(s.durationMs.p50), 'num'], [fmtMs(s.durationMs.p95), 'num'], [fmtMs(s.durationMs.max), 'num']]); }))]));
+    [['step'], ['items passed', 'num'], ['completions', 'num'], ['per minute', 'num'], ['failures', 'num'], ['retried', 'num'], ['durations measured', 'num'], ['duration p50', 'num'], ['p95', 'num'], ['max', 'num']],
+    data.steps.map(function (s, i) { return tr([[names[i]], [fmtNum(s.itemsPassed), 'num'], [fmtNum(s.completions), 'num'], [fmtNum(s.perMinute, 1), 'num'], [fmtNum(s.failures), 'num'], [fmtNum(s.retriedCompletions), 'num'], [fmtNum(s.durationMs.count) + ' of ' + fmtNum(s.completions), 'num'], [fmtMs(s.durationMs.p50), 'num'], [fmtMs(s.durationMs.p95), 'num'], [fmtMs(s.durationMs.max), 'num']]); }))]));
   main.appendChild(sSteps);
 
   // Failures by error type.
@@ -132,10 +134,11 @@
   sItems.appendChild(el('div', { cls: 'controls' }, [search, filter, count]));
   if (data.itemsOmitted > 0) sItems.appendChild(el('p', { cls: 'muted', text: data.itemsOmitted + ' more items not listed here (failed and in-progress items come first); dgcl items lists all.' }));
   var rows = data.items.map(function (it) {
-    var row = tr([[it.id], [badge(it.status)], [it.cursor], [it.attempts, 'num'], [it.events, 'num'], [fmtTime(it.lastMs)], [it.resume]]);
+    var idCell = it.name ? el('span', null, [it.id, el('div', { cls: 'muted', text: it.name })]) : it.id;
+    var row = tr([[idCell], [badge(it.status)], [it.cursor], [it.attempts, 'num'], [it.events, 'num'], [fmtTime(it.lastMs)], [it.resume]]);
     row.setAttribute('data-item', it.id);
     row.setAttribute('data-status', it.status);
-    row._text = (it.id + ' ' + it.status + ' ' + (it.cursor || '') + ' ' + (it.lastError || '')).toLowerCase();
+    row._text = (it.id + ' ' + (it.name || '') + ' ' + it.status + ' ' + (it.cursor || '') + ' ' + (it.lastError || '')).toLowerCase();
     row.addEventListener('click', function () { drill(it, row); });
     return row;
   });
@@ -165,12 +168,12 @@
     selected = row; row.classList.add('selected');
     var events = data.trajectories[it.id] || [];
     drillBox.textContent = '';
-    drillBox.appendChild(el('h3', null, ['Item ', el('code', { text: it.id }), ' ', badge(it.status)]));
+    drillBox.appendChild(el('h3', null, ['Item ', el('code', { text: it.id }), ' ', badge(it.status), it.name ? ' ' + it.name : null]));
     drillBox.appendChild(el('div', { cls: 'resume', id: 'drill-resume', text: 'Resumes: ' + it.resume + (it.cursor ? '  (cursor ' + it.cursor + ')' : '') }));
     drillBox.appendChild(el('div', { cls: 'scroll' }, [table('trajectory-table', [['seq', 'num'], ['event'], ['step'], ['attempt', 'num'], ['detail'], ['time (UTC)'], ['writer']],
       events.map(function (e) {
         var step = e.step == null ? null : (e.stepIndex != null ? e.stepIndex + ':' : '') + e.step + (e.iteration != null ? '#' + e.iteration : '');
-        var detail = e.field != null ? e.field + ' (' + e.valueKind + (e.size != null ? ', ' + fmtNum(e.size) + ' bytes' : '') + ')'
+        var detail = e.field != null ? (e.label || e.field) + ' (' + e.valueKind + (e.size != null ? ', ' + fmtNum(e.size) + ' bytes' : '') + ')'
           : e.type === 'FAILED' ? (e.errorType || 'error') : e.type === 'TERMINAL' ? e.terminal : '';
         var r = tr([[e.seq, 'num'], [e.type], [step], [e.attempt, 'num'], [detail], [fmtTime(e.atMs)], [e.writerEpoch]]);
         r.setAttribute('data-seq', e.seq);
@@ -178,13 +181,14 @@
       }))]));
   }
 
-  // Writers and shards (dgcl stats).
+  // Writers and shards (dgcl stats), each generation's state in the CLI's words (s.label).
   var st = data.stats;
   var sShards = section('Writers and shards', 'shards');
   sShards.appendChild(el('p', null, ['Base: version ' + st.base.version + ', ' + fmtNum(st.base.rows) + ' rows, ' + st.base.fragments + ' fragments, indexes: ' + (st.base.indexes.join(', ') || 'none') + '. ',
     (st.shards.filter(function (s) { return !s.retired; }).length) + ' unmerged shard generations.']));
+  if (st.hint) sShards.appendChild(el('p', { cls: 'shards-hint' }, [st.hint]));
   if (st.shards.length) sShards.appendChild(table('shards-table', [['generation'], ['slot', 'num'], ['epoch', 'num'], ['gen', 'num'], ['version', 'num'], ['rows', 'num'], ['state']],
-    st.shards.map(function (s) { return tr([[s.name], [s.slot, 'num'], [s.epoch, 'num'], [s.generation, 'num'], [s.version, 'num'], [fmtNum(s.rows), 'num'], [s.retired ? 'retired' : s.sealedAtVersion != null ? 'sealed at v' + s.sealedAtVersion : 'live']]); })));
+    st.shards.map(function (s) { return tr([[s.name], [s.slot, 'num'], [s.epoch, 'num'], [s.generation, 'num'], [s.version, 'num'], [fmtNum(s.rows), 'num'], [s.label]]); })));
   main.appendChild(sShards);
 
   window.dgclReport = { charts: charts, data: data };

@@ -1,0 +1,163 @@
+/**
+ * The log commands of `dgcl` (cli/main.ts defines their options and loads this module when one
+ * runs). Each opens the log, does one thing, closes it, and prints. What only some commands need
+ * (the report, the export, the progress bar, the stdin reader) is loaded by those commands.
+ */
+import { fstatSync } from 'node:fs';
+import type { ItemStatus } from '../lib/types.ts';
+import type { ExportFormat, ExportStatus } from '../lib/export/formats.ts';
+import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import { openLog, type OpenLogOptions } from '../lib/open.ts';
+import { MaintenanceFailed } from './exit-codes.ts';
+import { formatFailures, formatFold, formatItems, formatSlotWait, formatStats, formatTrajectory } from './format.ts';
+import type { Io, Output } from './io.ts';
+import { threadNames } from './threads.ts';
+
+/** Which log (checked by cli/main.ts before this module is loaded), and the output form. */
+export interface LogFlags {
+  root: string;
+  pipeline: string;
+  experiment: string;
+  json?: boolean;
+}
+
+/** What a command prints to and reads from. */
+export interface Ctx {
+  io: Io;
+  out: Output;
+  err: Output;
+}
+
+async function using<T>(ctx: Ctx, flags: LogFlags, fn: (log: LanceCheckpointLog) => Promise<T>, extra: Partial<OpenLogOptions> = {}): Promise<T> {
+  const log = await openLog({ ...extra, root: flags.root, pipeline: flags.pipeline, experiment: flags.experiment, env: ctx.io.env });
+  try {
+    return await fn(log);
+  } finally {
+    await log.close();
+  }
+}
+
+/** The progress bar of a long command (stderr; nothing with --json or off a terminal). */
+async function progressOf(ctx: Ctx, flags: LogFlags) {
+  const { progress } = await import('./progress.ts');
+  return progress({ json: flags.json, stream: ctx.io.stderr, env: ctx.io.env });
+}
+
+/** Size of stdin when it is a regular file (`< batches.jsonl`); null for a pipe, a terminal or a test's stream. */
+function stdinSize(ctx: Ctx): number | null {
+  if (ctx.io.stdin !== process.stdin) return null;
+  try {
+    const st = fstatSync(0);
+    return st.isFile() ? st.size : null;
+  } catch {
+    return null;
+  }
+}
+
+export async function append(ctx: Ctx, flags: LogFlags): Promise<void> {
+  const { readBatchLines } = await import('./input.ts');
+  const bar = await progressOf(ctx, flags);
+  let acks;
+  try {
+    // Lines typed at a terminal would be drawn over: no bar while a person types them.
+    const typed = ctx.io.stdin.isTTY === true;
+    if (!typed) bar.stage('reading stdin', stdinSize(ctx), 'bytes');
+    const batches = await readBatchLines(ctx.io.stdin, typed ? undefined : (n) => bar.update(n));
+    // One request, all or nothing: the acks arrive together when its commit is confirmed.
+    bar.stage('appending', batches.length, 'batches');
+    // A writer holds a slot: Ctrl-C or a kill gives it up at once (the queued batches are
+    // served and merged first), and a wait for one says who holds them.
+    acks = await using(ctx, flags, (log) => log.append(batches), {
+      closeOnSignals: true,
+      onSlotWait: (w) => {
+        bar.stop();
+        ctx.err.raw(`dgcl: ${formatSlotWait(w, Date.now())}\n`);
+      },
+    });
+    bar.update(acks.length);
+  } finally {
+    bar.stop();
+  }
+  for (const a of acks) ctx.out.json(a);
+}
+
+export async function fold(ctx: Ctx, flags: LogFlags & { item: string }): Promise<void> {
+  if (flags.json) {
+    ctx.out.json(await using(ctx, flags, (log) => log.fold(flags.item)));
+    return;
+  }
+  ctx.out.line(formatFold(await using(ctx, flags, (log) => log.fold(flags.item))));
+}
+
+export async function items(ctx: Ctx, flags: LogFlags & { status?: ItemStatus }): Promise<void> {
+  await using(ctx, flags, async (log) => {
+    const page = await log.items(flags.status ? { status: flags.status } : {});
+    if (flags.json) for (const i of page.items) ctx.out.json(i);
+    else ctx.out.line(formatItems(page.items, await threadNames(log, page.items)));
+  });
+}
+
+export async function trajectory(ctx: Ctx, flags: LogFlags & { item: string }): Promise<void> {
+  const events = await using(ctx, flags, (log) => log.trajectory(flags.item));
+  if (flags.json) for (const e of events) ctx.out.json(e);
+  else ctx.out.line(formatTrajectory(events));
+}
+
+export async function blob(ctx: Ctx, flags: LogFlags & { item: string; field: string }): Promise<void> {
+  const bytes = await using(ctx, flags, (log) => log.blob(flags.item, flags.field));
+  await ctx.out.bytes(bytes);
+}
+
+export async function failures(ctx: Ctx, flags: LogFlags): Promise<void> {
+  const list = await using(ctx, flags, (log) => log.failures());
+  if (flags.json) for (const f of list) ctx.out.json(f);
+  else ctx.out.line(formatFailures(list));
+}
+
+export async function maintain(ctx: Ctx, flags: LogFlags): Promise<void> {
+  const bar = await progressOf(ctx, flags);
+  let report;
+  try {
+    // The number of steps is known once the pass has listed the generations it merges.
+    bar.stage('maintaining', null, 'steps');
+    report = await using(ctx, flags, (log) => log.maintain({ onProgress: (step, done, total) => bar.update(done, total, step) }));
+  } finally {
+    bar.stop();
+  }
+  ctx.out.json(report, !flags.json);
+  // The report is printed either way; a failed step must not read as a clean pass.
+  if (report.failures.length > 0) throw new MaintenanceFailed(report.failures);
+}
+
+export async function stats(ctx: Ctx, flags: LogFlags): Promise<void> {
+  const s = await using(ctx, flags, (log) => log.stats());
+  if (flags.json) ctx.out.json(s);
+  else ctx.out.line(formatStats(s));
+}
+
+export async function report(ctx: Ctx, flags: LogFlags & { out: string; maxItems: number }): Promise<void> {
+  const { report: write } = await import('../lib/report/report.ts');
+  const r = await using(ctx, flags, (log) => write(log, { out: flags.out, maxItems: flags.maxItems, env: ctx.io.env }));
+  const summary = { out: r.out!, items: r.data.itemCount, listed: r.data.items.length, events: r.data.events, status: r.data.status };
+  if (flags.json) ctx.out.json(summary);
+  else ctx.out.line(`report written to ${r.out!} (${r.data.itemCount} items, ${r.data.events} events)`);
+}
+
+export async function exportCmd(
+  ctx: Ctx,
+  flags: LogFlags & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string },
+): Promise<void> {
+  const { exportItems } = await import('../lib/export/export.ts');
+  const r = await using(ctx, flags, (log) =>
+    exportItems(log, {
+      out: flags.out,
+      status: flags.status,
+      env: ctx.io.env,
+      ...(flags.format ? { format: flags.format } : {}),
+      ...(flags.fields ? { fields: flags.fields } : {}),
+      ...(flags.blobs !== undefined ? { blobs: flags.blobs } : {}),
+    }),
+  );
+  if (flags.json) ctx.out.json(r);
+  else ctx.out.line(`exported ${r.rows} items (${r.format}) to ${r.out}${r.blobFiles ? `, ${r.blobFiles} blob files` : ''}`);
+}

@@ -1,0 +1,77 @@
+/**
+ * A log object's coordination store (item markers and claims: lib/coord/choose.ts), chosen by the
+ * log's first write (reads never need it), then kept once the log's record says it, and released
+ * by close().
+ */
+import type { Clock } from '../clock.ts';
+import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
+import type { CoordStore } from '../coord/types.ts';
+import { InternalError } from '../errors.ts';
+import type { LeaseStore } from '../lease/types.ts';
+import type { ObjectStore } from '../storage/objects.ts';
+
+export interface CoordHolderOptions {
+  objects: ObjectStore;
+  leases: LeaseStore;
+  pipeline: string;
+  experiment: string;
+  coordination?: CoordPreference;
+  clock: Clock;
+  wrapCoord?: (store: CoordStore) => CoordStore;
+}
+
+export class CoordHolder {
+  /** The store, once chosen; cleared if choosing failed. */
+  private store: Promise<CoordStore> | null = null;
+  private released = false;
+
+  constructor(private readonly o: CoordHolderOptions) {}
+
+  /**
+   * The log's store. `create: false` (maintenance, a write's validation pass) never writes the
+   * record (see chooseCoordStore).
+   */
+  get(o: { create: boolean } = { create: true }): Promise<CoordStore> {
+    if (this.store) return this.store;
+    // Released by close(): one opened now would never be. A backstop: every caller (the
+    // writer's loop, maintain()) has ended before close() releases it.
+    if (this.released) return Promise.reject(new InternalError('the log is closed: open it again'));
+    const chosen = chooseCoordStore(this.o.objects, coordTableOf(this.o.leases), `${this.o.pipeline}/${this.o.experiment}`, { ...o, prefer: this.o.coordination ?? 'table', clock: this.o.clock }).then((c) =>
+      this.o.wrapCoord ? { ...c, store: this.o.wrapCoord(c.store) } : c,
+    );
+    const store: Promise<CoordStore> = chosen.then((c) => {
+      if (this.released) {
+        c.store.close?.(); // chosen while close() released the log's store
+        throw new InternalError('the log is closed: open it again');
+      }
+      // Kept only from a record: an unrecorded answer (no record yet) must never reach a writer.
+      if (!c.recorded) return c.store;
+      // Another call chose at the same time (maintain() and a first append(), both `create:
+      // false`) and its store is kept: this one is released, or its share of the database
+      // connection would never be (review18 F3).
+      const kept = this.store;
+      if (kept && kept !== store) {
+        c.store.close?.();
+        return kept;
+      }
+      this.store ??= Promise.resolve(c.store);
+      return c.store;
+    });
+    if (o.create) {
+      this.store = store;
+      store.catch(() => {
+        if (this.store === store) this.store = null;
+      });
+    }
+    return store;
+  }
+
+  /** Close the store (after the writer: its close() may still claim); later `get` calls fail. */
+  async release(): Promise<void> {
+    const store = this.store;
+    this.store = null;
+    this.released = true;
+    // A store that failed to open has nothing to close.
+    await store?.then((c) => c.close?.(), () => undefined);
+  }
+}
