@@ -97,12 +97,9 @@ async function runItem(log: LanceCheckpointLog, itemId: string, n: number, runId
       } else index = (cur.stepIndex ?? -1) + 1;
     }
     if (index === 1 && iteration === undefined) iteration = 0;
-    // The steps after the loop run in its last iteration: the cursor is the completed step with
-    // the highest iteration, so one without an iteration would order below generate's last.
-    if (index > 1) iteration = LOOP_ITERATIONS - 1;
     const name = STEPS[index]!;
     const attempt = st?.status === 'failed' ? st.failures.at(-1)!.attempt + 1 : 1;
-    const step = { name, index, instanceId: index === 1 ? `${name}#${iteration}` : name, ...(iteration !== undefined ? { iteration } : {}) };
+    const step = { name, index, instanceId: iteration === undefined ? name : `${name}#${iteration}`, ...(iteration !== undefined ? { iteration } : {}) };
     const base = { itemId, runId, step, attempt };
 
     const failP = name === 'generate' ? 0.2 : name === 'render' ? 0.15 : 0;

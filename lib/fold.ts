@@ -13,11 +13,11 @@
  *    current value is a list (from earlier appends, or a json array that was set) it is pushed at
  *    the end; to a missing field it starts a one-element list; to a field whose current value is
  *    not a list it starts a list holding the previous value first, then the new element.
- *  - cursor = the STEP_COMPLETED last in step order: highest iteration, then highest step index,
- *    then the latest (lib/step-order.ts), so a step batch that arrives late (a retry, a
- *    redelivery) never moves it back. attempts = the largest attempt of any event.
+ *  - cursor = the STEP_COMPLETED last in step order, then the latest (lib/step-order.ts), so a
+ *    step batch that arrives late (a retry, a redelivery) never moves it back. attempts = the largest attempt of any event.
  *  - status: the kind of the last TERMINAL if any (completed/filtered); else `failed` when the
- *    last step event (STEP_COMPLETED or FAILED) is a FAILED; else `in_progress`.
+ *    step event (STEP_COMPLETED or FAILED) last in step order, then in the log, is a FAILED (a
+ *    late step event of an earlier step does not change it); else `in_progress`.
  *  - failures: every FAILED, in order.
  *  - violations, one per finding, in seq order:
  *      seq_conflict          two or more different event_ids at one item_seq (all ids named);
@@ -28,7 +28,7 @@
 import { decodeValue } from './codec.ts';
 import { CorruptError, NotFoundError } from './errors.ts';
 import type { ItemSummary } from './api.ts';
-import { compareStepRank } from './step-order.ts';
+import { StepChooser } from './step-order.ts';
 import type { Cursor, EventRow, Failure, ItemState, ItemStatus, JsonValue, OutputValue, TerminalKind, TrajectoryEvent, Violation } from './types.ts';
 
 /** (item_seq, event_id, writer_epoch): the first of equal (seq, id) copies has the smallest epoch. */
@@ -193,10 +193,11 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
   const fields = new Map<string, OutputValue>();
   const failures: Failure[] = [];
   const violations: Violation[] = [];
-  let cursor: Cursor | null = null;
+  const cursors = new StepChooser<{ iteration: number | null; index: number | null; cursor: Cursor }>();
   let terminalKind: TerminalKind | null = null;
   let terminalEvent: EventRow | null = null;
-  let lastStepWasFailure = false;
+  // The step event last in step order (then in the log) decides between failed and in progress.
+  const stepEvents = new StepChooser<{ iteration: number | null; index: number | null; failed: boolean }>();
   let attempts = 0;
   let seenCreate = false;
 
@@ -263,17 +264,19 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
       }
       case 'STEP_COMPLETED':
         // Events come in log order: of equal rank, the later one wins.
-        if (cursor === null || compareStepRank(e.iteration, e.step_index, cursor.iteration, cursor.stepIndex) >= 0) {
-          cursor = {
+        cursors.offer({
+          iteration: e.iteration,
+          index: e.step_index,
+          cursor: {
             stepName: e.step_name,
             stepIndex: e.step_index,
             stepInstanceId: e.step_instance_id,
             iteration: e.iteration,
             attempt: e.attempt,
             checkpointId: e.checkpoint_id,
-          };
-        }
-        lastStepWasFailure = false;
+          },
+        });
+        stepEvents.offer({ iteration: e.iteration, index: e.step_index, failed: false });
         break;
       case 'FAILED':
         failures.push({
@@ -284,7 +287,7 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
           traceback: e.traceback,
           seq,
         });
-        lastStepWasFailure = true;
+        stepEvents.offer({ iteration: e.iteration, index: e.step_index, failed: true });
         break;
       case 'TERMINAL':
         if (e.terminal !== 'completed' && e.terminal !== 'filtered') {
@@ -298,7 +301,7 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
     }
   }
 
-  const status: ItemStatus = terminalKind ?? (lastStepWasFailure ? 'failed' : 'in_progress');
+  const status: ItemStatus = terminalKind ?? (stepEvents.chosen?.failed ? 'failed' : 'in_progress');
   const origin = created ?? first;
   return {
     itemId,
@@ -307,7 +310,7 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
     status,
     // fromEntries defines own properties, so a field called "__proto__" stays a field.
     fields: Object.fromEntries(fields) as Record<string, OutputValue>,
-    cursor,
+    cursor: cursors.chosen?.cursor ?? null,
     lastSeq: events[events.length - 1]!.item_seq,
     attempts,
     failures,

@@ -1,8 +1,15 @@
 /**
- * Which completed step is an item's cursor (where it resumes): the STEP_COMPLETED that comes last
- * in step order, i.e. the highest iteration, then the highest step index within it, then the
- * latest in the log (item_seq, event_id). A missing iteration or step index counts below any
- * number, so steps named only (no index, no iteration) order by the log alone.
+ * Which completed step is an item's cursor (where it resumes), and which step event decides
+ * whether it is failed: the one last in step order, then the latest in the log (item_seq,
+ * event_id).
+ *
+ * Step order: steps of a loop (with an `iteration`) order by iteration, then step index; steps
+ * outside loops (no iteration) by step index. The last of each kind, then: the one with the higher
+ * step index (a missing one counts lowest; equal, the loop's). So a step after a loop without an
+ * iteration comes after every iteration of it (its index is higher), a step before it comes
+ * before, and steps named only (no index, no iteration) order by the log alone. Choosing the last
+ * of each kind first makes the choice one function of the set of steps, whatever order they are
+ * met in (the listing aggregates merge parts in any order and must agree with the fold).
  *
  * Not simply the latest in the log: appends of valid batches are always written or answered
  * duplicate, and a batch can arrive after a later step of its item (a retry after an unknown
@@ -13,10 +20,46 @@
  * (lib/report/aggregate.ts) and durable steps (lib/steps.ts): they must agree.
  */
 
-/** Sign of (iteration, stepIndex) of a against b, nulls lowest; 0 when both are equal (then the log order decides). */
-export function compareStepRank(aIteration: number | null, aIndex: number | null, bIteration: number | null, bIndex: number | null): number {
-  const it = compareNullable(aIteration, bIteration);
-  return it !== 0 ? it : compareNullable(aIndex, bIndex);
+export interface StepRank {
+  iteration: number | null;
+  index: number | null;
+}
+
+/** Whether a step is one of a loop's (it carries an iteration). */
+export function inLoop(r: StepRank): boolean {
+  return r.iteration !== null;
+}
+
+/** Sign of a against b, two steps of one kind (both in a loop, or both not); 0: the log decides. */
+export function compareInKind(a: StepRank, b: StepRank): number {
+  if (inLoop(a) && inLoop(b)) {
+    const it = compareNullable(a.iteration, b.iteration);
+    if (it !== 0) return it;
+  }
+  return compareNullable(a.index, b.index);
+}
+
+/** The later of the last loop step and the last step outside loops (each null when none). */
+export function laterOfKinds<T extends StepRank>(loop: T | null, plain: T | null): T | null {
+  if (loop === null || plain === null) return loop ?? plain;
+  return compareNullable(loop.index, plain.index) >= 0 ? loop : plain;
+}
+
+/** Chooses the step last in step order among steps offered in log order. */
+export class StepChooser<T extends StepRank> {
+  private loop: T | null = null;
+  private plain: T | null = null;
+
+  /** Offer the next step event in log order: of equal rank, the later wins. */
+  offer(step: T): void {
+    if (inLoop(step)) {
+      if (this.loop === null || compareInKind(step, this.loop) >= 0) this.loop = step;
+    } else if (this.plain === null || compareInKind(step, this.plain) >= 0) this.plain = step;
+  }
+
+  get chosen(): T | null {
+    return laterOfKinds(this.loop, this.plain);
+  }
 }
 
 function compareNullable(a: number | null, b: number | null): number {

@@ -32,7 +32,7 @@ import type { CheckpointLog } from './api.ts';
 import { parseBatch } from './batch.ts';
 import { decodeValue, valueColumns } from './codec.ts';
 import { InvalidInputError, ItemTerminalError, NotFoundError } from './errors.ts';
-import { compareStepRank } from './step-order.ts';
+import { StepChooser } from './step-order.ts';
 import type { CheckpointBatchInput, EventRow, OutputValue, PreparedBatch, TerminalKind, TrajectoryEvent } from './types.ts';
 
 /** What a step function returns: the fields its checkpoint batch sets and appends. */
@@ -98,7 +98,8 @@ export class DurableItem {
   private readonly completed: Map<string, Recorded>;
   /** Highest attempt recorded per step (failed or not). */
   private readonly attempts: Map<string, number>;
-  private cursor: StepMark | null;
+  /** Completed steps, for the cursor. */
+  private readonly marks: StepChooser<StepMark>;
 
   constructor(
     private readonly log: Pick<CheckpointLog, 'append'>,
@@ -111,7 +112,11 @@ export class DurableItem {
     this.terminalKind = s.terminal;
     this.completed = s.completed;
     this.attempts = s.attempts;
-    this.cursor = s.cursor;
+    this.marks = s.marks;
+  }
+
+  private get cursor(): StepMark | null {
+    return this.marks.chosen;
   }
 
   /** The item's terminal kind, or null while it is open. */
@@ -170,8 +175,7 @@ export class DurableItem {
     this.attempts.set(key, attempt);
     const rec: Recorded = { ...outputsOf(prepared), attempt, checkpointId: ack!.checkpointId };
     this.completed.set(key, rec);
-    const now = this.cursor;
-    if (now === null || compareStepRank(null, index, now.iteration, now.index) >= 0) this.cursor = { name, index, iteration: null };
+    this.marks.offer({ name, index, iteration: null });
     return { ...rec, replayed: false };
   }
 
@@ -232,7 +236,7 @@ function scanEvents(events: readonly TrajectoryEvent[]) {
   const attempts = new Map<string, number>();
   const byCheckpoint = new Map<string, { set: Record<string, OutputValue>; append: Record<string, OutputValue[]> }>();
   let terminal: TerminalKind | null = null;
-  let cursor: StepMark | null = null;
+  const marks = new StepChooser<StepMark>();
   for (const e of events) {
     let out = byCheckpoint.get(e.checkpointId);
     if (!out) byCheckpoint.set(e.checkpointId, (out = { set: {}, append: {} }));
@@ -245,11 +249,9 @@ function scanEvents(events: readonly TrajectoryEvent[]) {
     // A batch's STEP_COMPLETED comes after its field events (lib/batch.ts), so `out` is whole.
     if (e.eventType === 'STEP_COMPLETED' && !completed.has(key)) completed.set(key, { ...out, attempt: e.attempt, checkpointId: e.checkpointId });
     // Events come in log order: of equal rank, the later one is the cursor (as the fold chooses).
-    if (e.eventType === 'STEP_COMPLETED' && (cursor === null || compareStepRank(e.iteration ?? null, e.stepIndex ?? null, cursor.iteration, cursor.index) >= 0)) {
-      cursor = { name: e.stepName, index: e.stepIndex ?? null, iteration: e.iteration ?? null };
-    }
+    if (e.eventType === 'STEP_COMPLETED') marks.offer({ name: e.stepName, index: e.stepIndex ?? null, iteration: e.iteration ?? null });
   }
-  return { completed, attempts, terminal, cursor };
+  return { completed, attempts, terminal, marks };
 }
 
 /** The output values of a prepared batch, exactly as a read of its events would decode them. */

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openLog } from '../lib/index.ts';
+import { resumePoint } from '../lib/resume.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 
 describe('redelivery of a batch that was never written', () => {
@@ -43,6 +44,37 @@ describe('redelivery of a batch that was never written', () => {
       const r = await log.append([late]).then((acks) => ({ acks }), (e: unknown) => ({ error: e as Error & { code?: string } }));
       expect('error' in r ? `${r.error.code}: ${r.error.message}` : 'ok').toBe('ok');
       expect((await log.fold('y')).cursor).toMatchObject({ stepIndex: 2, iteration: 1 });
+    } finally {
+      await log.close();
+    }
+  });
+
+  it('a late completion of an earlier step leaves a later failed step failed (status, failures(), items(), resume attempt)', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'dgcl-late-status-'));
+    const log = await openLog({ root, pipeline: 'p', experiment: 'e' });
+    try {
+      await log.append([createBatch('x')]);
+      const abandoned = stepBatch('x', 1);
+      await log.append([stepBatch('x', 1, { attempt: 2 })]);
+      await log.append([stepBatch('x', 2)]);
+      await log.append([{ itemId: 'x', runId: 'r1', step: { name: 'step3', index: 3 }, attempt: 1, failed: { errorType: 'Boom', errorDump: 'boom' } }]);
+      await log.append([abandoned]);
+      const st = await log.fold('x');
+      expect(st.status).toBe('failed');
+      expect(st.cursor).toMatchObject({ stepIndex: 2 });
+      expect(resumePoint(st)).toMatchObject({ nextStepIndex: 3, attempt: 2 });
+      expect((await log.failures()).map((f) => [f.itemId, f.errorType])).toEqual([['x', 'Boom']]);
+      expect((await log.items()).items.map((i) => i.status)).toEqual(['failed']);
+      // The same through the listing projection maintenance builds.
+      await log.close();
+      const again = await openLog({ root, pipeline: 'p', experiment: 'e' });
+      try {
+        await again.maintain();
+        expect((await again.items()).items.map((i) => i.status)).toEqual(['failed']);
+        expect((await again.failures()).map((f) => f.errorType)).toEqual(['Boom']);
+      } finally {
+        await again.close();
+      }
     } finally {
       await log.close();
     }

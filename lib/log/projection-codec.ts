@@ -5,12 +5,11 @@
  * throws on anything else (the caller then ignores the stored projection).
  */
 import type { Cursor, Failure } from '../types.ts';
-import type { ItemAggregate, Pos } from './summary.ts';
+import type { ItemAggregate, Pos, StepPos } from './summary.ts';
 
 type J = unknown;
 
 export function encodeAggregate(a: ItemAggregate): J[] {
-  const c = a.cursor;
   const f = a.failure;
   return [
     a.itemId,
@@ -23,17 +22,21 @@ export function encodeAggregate(a: ItemAggregate): J[] {
     a.root,
     a.parent,
     pos(a.cursorAt),
-    c && [c.stepName, c.stepIndex, c.stepInstanceId, c.iteration, c.attempt, c.checkpointId],
-    pos(a.stepAt),
-    a.stepFailed,
+    cursor(a.cursor),
+    stepPos(a.stepAt),
+    stepPos(a.loopStepAt),
     pos(a.failureAt),
     f && [f.stepName, f.attempt, f.errorType, f.errorDump, f.traceback, f.seq],
     pos(a.terminalAt),
     a.terminal,
+    pos(a.loopCursorAt),
+    cursor(a.loopCursor),
   ];
 }
 
 const pos = (p: Pos | null): J => p && [p.seq, p.id];
+const stepPos = (p: StepPos | null): J => p && [pos(p.at), p.iteration, p.index, p.failed];
+const cursor = (c: Cursor | null): J => c && [c.stepName, c.stepIndex, c.stepInstanceId, c.iteration, c.attempt, c.checkpointId];
 
 export class ProjectionFormatError extends Error {}
 
@@ -91,10 +94,9 @@ function decodeFailure(x: J): Failure | null {
  * parts are frozen.
  */
 export function decodeAggregate(x: J): ItemAggregate {
-  const v = arr(x, 17, 'item');
+  const v = arr(x, 19, 'item');
   const terminal = v[16];
   if (terminal !== null && terminal !== 'completed' && terminal !== 'filtered') bad('terminal');
-  if (typeof v[12] !== 'boolean') bad('stepFailed');
   const itemId = str(v[0], 'itemId');
   const sameId = (s: string | null): string | null => (s === itemId ? itemId : s);
   const seen: Pos[] = [];
@@ -105,6 +107,12 @@ export function decodeAggregate(x: J): ItemAggregate {
     if (had) return had;
     seen.push(p);
     return p;
+  };
+  const stepPosition = (y: J, what: string): StepPos | null => {
+    if (y === null) return null;
+    const [at, iteration, index, failed] = arr(y, 4, what);
+    if (typeof failed !== 'boolean') bad(what);
+    return { at: position(at, what) ?? bad(what), iteration: numOrNull(iteration, what), index: numOrNull(index, what), failed };
   };
   return {
     itemId,
@@ -118,11 +126,13 @@ export function decodeAggregate(x: J): ItemAggregate {
     parent: strOrNull(v[8], 'parent'),
     cursorAt: position(v[9], 'cursorAt'),
     cursor: decodeCursor(v[10]),
-    stepAt: position(v[11], 'stepAt'),
-    stepFailed: v[12],
+    stepAt: stepPosition(v[11], 'stepAt'),
+    loopStepAt: stepPosition(v[12], 'loopStepAt'),
     failureAt: position(v[13], 'failureAt'),
     failure: decodeFailure(v[14]),
     terminalAt: position(v[15], 'terminalAt'),
     terminal: terminal as ItemAggregate['terminal'],
+    loopCursorAt: position(v[17], 'loopCursorAt'),
+    loopCursor: decodeCursor(v[18]),
   };
 }

@@ -34,7 +34,7 @@ export const PROJECTION_DIR = '_dgcl/projection';
 /** The index: which fragment documents make up the projection of which base version. */
 export const PROJECTION_KEY = `${PROJECTION_DIR}/items.json`;
 /** Bumped whenever ItemAggregate, its encoding, its layout or what it is computed from changes: older ones are ignored. */
-const FORMAT = 6;
+const FORMAT = 7;
 /** Aggregates per chunk document: a page reads one chunk (or two) per fragment, not the fragment's every item. */
 export const CHUNK_ITEMS = 1000;
 /**
@@ -151,7 +151,7 @@ export async function fragmentRows(base: Table): Promise<Map<number, number>> {
 }
 
 function freezeAggregate(a: ItemAggregate): ItemAggregate {
-  for (const v of [a.first, a.created, a.cursorAt, a.cursor, a.stepAt, a.failureAt, a.failure, a.terminalAt]) if (v) Object.freeze(v);
+  for (const v of [a.first, a.created, a.cursorAt, a.cursor, a.loopCursorAt, a.loopCursor, a.stepAt, a.stepAt?.at, a.loopStepAt, a.loopStepAt?.at, a.failureAt, a.failure, a.terminalAt]) if (v) Object.freeze(v);
   return Object.freeze(a);
 }
 

@@ -12,7 +12,7 @@
 import type * as arrow from 'apache-arrow';
 import type { FailureSummary, ItemSummary } from '../api.ts';
 import { CorruptError } from '../errors.ts';
-import { compareStepRank } from '../step-order.ts';
+import { compareInKind, inLoop, laterOfKinds, type StepRank } from '../step-order.ts';
 import type { Cursor, Failure, ItemStatus } from '../types.ts';
 import { Int32Column, Int64Column, Utf8Column } from './columns.ts';
 import type { EventVisitor } from './stream.ts';
@@ -65,6 +65,21 @@ function before(seq: number, ids: Utf8Column, r: number, than: Pos | null): bool
   return (ids.get(r) ?? '') < than.id;
 }
 
+/** A step event's position: its step rank (lib/step-order.ts), its place in the log, its kind. */
+export interface StepPos extends StepRank {
+  at: Pos;
+  failed: boolean;
+}
+
+/** Whether a step event (rank, at) comes after (thanRank, thanAt) of its kind, then in the log. */
+function laterInKind(rank: StepRank, at: Pos, thanRank: StepRank | null, thanAt: Pos | null): boolean {
+  if (thanRank === null) return true;
+  const c = compareInKind(rank, thanRank);
+  return c !== 0 ? c > 0 : later(at, thanAt);
+}
+
+const rankOf = (c: Cursor): StepRank => ({ iteration: c.iteration, index: c.stepIndex });
+
 function posOf(seq: number, ids: Utf8Column, r: number): Pos {
   return { seq, id: ids.get(r) ?? '' };
 }
@@ -80,11 +95,19 @@ export interface ItemAggregate {
   created: Pos | null;
   root: string | null;
   parent: string | null;
+  /** The STEP_COMPLETED last in step order of the steps outside loops (no iteration). */
   cursorAt: Pos | null;
   cursor: Cursor | null;
-  /** The last STEP_COMPLETED or FAILED, and whether it was a FAILED. */
-  stepAt: Pos | null;
-  stepFailed: boolean;
+  /** ... and of the steps of loops: the cursor is the later of both (lib/step-order.ts). */
+  loopCursorAt: Pos | null;
+  loopCursor: Cursor | null;
+  /**
+   * The STEP_COMPLETED or FAILED last in step order (then in the log) outside loops and in loops:
+   * the later of both decides whether the item is failed, so a step event that arrives late (a
+   * retry, a redelivery of an earlier step) does not turn a failed item back in progress.
+   */
+  stepAt: StepPos | null;
+  loopStepAt: StepPos | null;
   failureAt: Pos | null;
   failure: Failure | null;
   terminalAt: Pos | null;
@@ -92,13 +115,20 @@ export interface ItemAggregate {
 }
 
 export function statusOf(a: ItemAggregate): ItemStatus {
-  return a.terminal ?? (a.stepFailed ? 'failed' : 'in_progress');
+  return a.terminal ?? (laterOfKinds(a.loopStepAt, a.stepAt)?.failed ? 'failed' : 'in_progress');
+}
+
+/** The item's cursor: the later of the last loop step and the last step outside loops. */
+export function cursorOf(a: ItemAggregate): Cursor | null {
+  if (a.loopCursor === null || a.cursor === null) return a.loopCursor ?? a.cursor;
+  return laterOfKinds({ ...rankOf(a.loopCursor), c: a.loopCursor }, { ...rankOf(a.cursor), c: a.cursor })!.c;
 }
 
 export function summaryOf(a: ItemAggregate): ItemSummary {
   // The cursor is copied: an aggregate may be the process's cached projection's
   // (lib/log/projection.ts), and a caller changing its page must not change later listings.
-  return { itemId: a.itemId, status: statusOf(a), cursor: a.cursor && { ...a.cursor }, lastSeq: a.lastSeq };
+  const cursor = cursorOf(a);
+  return { itemId: a.itemId, status: statusOf(a), cursor: cursor && { ...cursor }, lastSeq: a.lastSeq };
 }
 
 export function failureOf(a: ItemAggregate): FailureSummary | null {
@@ -169,27 +199,26 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
           }
           break;
         case 'STEP_COMPLETED': {
-          const stepIndex = new Int64Column(b, 'step_index').get(r);
-          const iteration = new Int64Column(b, 'iteration').get(r);
-          const rank = agg.cursor === null ? 1 : compareStepRank(iteration, stepIndex, agg.cursor.iteration, agg.cursor.stepIndex);
-          if (rank > 0 || (rank === 0 && after(seq, eventIds, r, agg.cursorAt))) {
-            agg.cursorAt = posOf(seq, eventIds, r);
-            agg.cursor = {
+          const rank = { iteration: new Int64Column(b, 'iteration').get(r), index: new Int64Column(b, 'step_index').get(r) };
+          const at = posOf(seq, eventIds, r);
+          const loop = inLoop(rank);
+          const now = loop ? agg.loopCursor : agg.cursor;
+          if (laterInKind(rank, at, now && rankOf(now), loop ? agg.loopCursorAt : agg.cursorAt)) {
+            const cursor: Cursor = {
               stepName: str(b, 'step_name', r),
-              stepIndex,
+              stepIndex: rank.index,
               stepInstanceId: str(b, 'step_instance_id', r),
-              iteration,
+              iteration: rank.iteration,
               attempt,
               checkpointId: str(b, 'checkpoint_id', r) ?? '',
             };
+            if (loop) Object.assign(agg, { loopCursorAt: at, loopCursor: cursor });
+            else Object.assign(agg, { cursorAt: at, cursor });
           }
-          if (after(seq, eventIds, r, agg.stepAt)) {
-            agg.stepAt = posOf(seq, eventIds, r);
-            agg.stepFailed = false;
-          }
+          stepEvent(agg, { ...rank, at, failed: false });
           break;
         }
-        case 'FAILED':
+        case 'FAILED': {
           if (after(seq, eventIds, r, agg.failureAt)) {
             agg.failureAt = posOf(seq, eventIds, r);
             agg.failure = {
@@ -201,11 +230,10 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
               seq,
             };
           }
-          if (after(seq, eventIds, r, agg.stepAt)) {
-            agg.stepAt = posOf(seq, eventIds, r);
-            agg.stepFailed = true;
-          }
+          const rank = { iteration: new Int64Column(b, 'iteration').get(r), index: new Int64Column(b, 'step_index').get(r) };
+          stepEvent(agg, { ...rank, at: posOf(seq, eventIds, r), failed: true });
           break;
+        }
         case 'TERMINAL': {
           const kind = str(b, 'terminal', r);
           if (kind !== 'completed' && kind !== 'filtered') {
@@ -242,12 +270,21 @@ function later(b: Pos | null, a: Pos | null): boolean {
   return a === null || (b.seq !== a.seq ? b.seq > a.seq : b.id > a.id);
 }
 
-/** Whether `b`'s cursor is set and comes after `a`'s in step order (lib/step-order.ts). */
-function laterStep(b: ItemAggregate, a: ItemAggregate): boolean {
-  if (b.cursor === null) return false;
-  if (a.cursor === null) return true;
-  const rank = compareStepRank(b.cursor.iteration, b.cursor.stepIndex, a.cursor.iteration, a.cursor.stepIndex);
-  return rank > 0 || (rank === 0 && later(b.cursorAt, a.cursorAt));
+/** Keeps a step event if it is the last of its kind so far (step order, then the log). */
+function stepEvent(agg: ItemAggregate, e: StepPos): void {
+  if (inLoop(e)) {
+    if (laterInKind(e, e.at, agg.loopStepAt, agg.loopStepAt?.at ?? null)) agg.loopStepAt = e;
+  } else if (laterInKind(e, e.at, agg.stepAt, agg.stepAt?.at ?? null)) agg.stepAt = e;
+}
+
+/** Whether step event `b` is set and comes after `a` (of one kind) in step order, then in the log. */
+function laterStepPos(b: StepPos | null, a: StepPos | null): boolean {
+  return b !== null && laterInKind(b, b.at, a, a?.at ?? null);
+}
+
+/** Whether cursor `b` (at `bAt`) is set and comes after `a` (of one kind) in step order, then in the log. */
+function laterCursor(b: Cursor | null, bAt: Pos | null, a: Cursor | null, aAt: Pos | null): boolean {
+  return b !== null && bAt !== null && laterInKind(rankOf(b), bAt, a && rankOf(a), aAt);
 }
 
 /**
@@ -258,8 +295,10 @@ export function mergeAggregates(a: ItemAggregate, b: ItemAggregate): ItemAggrega
   const m: ItemAggregate = { ...a, lastSeq: Math.max(a.lastSeq, b.lastSeq), attempts: Math.max(a.attempts, b.attempts) };
   if (earlier(b.first, a.first)) Object.assign(m, { first: b.first, firstRoot: b.firstRoot, firstParent: b.firstParent });
   if (earlier(b.created, a.created)) Object.assign(m, { created: b.created, root: b.root, parent: b.parent });
-  if (laterStep(b, a)) Object.assign(m, { cursorAt: b.cursorAt, cursor: b.cursor });
-  if (later(b.stepAt, a.stepAt)) Object.assign(m, { stepAt: b.stepAt, stepFailed: b.stepFailed });
+  if (laterCursor(b.cursor, b.cursorAt, a.cursor, a.cursorAt)) Object.assign(m, { cursorAt: b.cursorAt, cursor: b.cursor });
+  if (laterCursor(b.loopCursor, b.loopCursorAt, a.loopCursor, a.loopCursorAt)) Object.assign(m, { loopCursorAt: b.loopCursorAt, loopCursor: b.loopCursor });
+  if (laterStepPos(b.stepAt, a.stepAt)) m.stepAt = b.stepAt;
+  if (laterStepPos(b.loopStepAt, a.loopStepAt)) m.loopStepAt = b.loopStepAt;
   if (later(b.failureAt, a.failureAt)) Object.assign(m, { failureAt: b.failureAt, failure: b.failure });
   if (later(b.terminalAt, a.terminalAt)) Object.assign(m, { terminalAt: b.terminalAt, terminal: b.terminal });
   return m;
@@ -283,8 +322,10 @@ function newAggregate(itemId: string): ItemAggregate {
     parent: null,
     cursorAt: null,
     cursor: null,
+    loopCursorAt: null,
+    loopCursor: null,
     stepAt: null,
-    stepFailed: false,
+    loopStepAt: null,
     failureAt: null,
     failure: null,
     terminalAt: null,

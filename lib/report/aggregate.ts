@@ -19,7 +19,7 @@ import { CorruptError } from '../errors.ts';
 import { Int32Column, Int64Column, Utf8Column } from '../log/columns.ts';
 import type { EventVisitor } from '../log/stream.ts';
 import { checkpointLabel, isThreadCursor } from '../langgraph/view.ts';
-import { compareStepRank } from '../step-order.ts';
+import { compareInKind, inLoop, laterOfKinds, type StepRank } from '../step-order.ts';
 import type { ItemStatus } from '../types.ts';
 import { progressSeries, stepStats, type StepAgg } from './figures.ts';
 import type { FailureGroup, ItemRow, ProgressSeries, StatusCounts, StepStats } from './model.ts';
@@ -69,17 +69,34 @@ function later(seq: number, id: () => string, than: Pos | null): boolean {
   return seq !== than.seq ? seq > than.seq : id() > than.id;
 }
 
+/** A step event's rank (lib/step-order.ts) and position; the last of each kind is kept. */
+interface StepAt extends StepRank, Pos {}
+
+interface ByKind<T extends StepAt> {
+  loop: T | null;
+  plain: T | null;
+}
+
+/** Keeps `e` if it is the last of its kind so far: step order, then the log (any order of offers). */
+function offer<T extends StepAt>(kinds: ByKind<T>, e: T): void {
+  const k = inLoop(e) ? 'loop' : 'plain';
+  const now = kinds[k];
+  const c = now === null ? 1 : compareInKind(e, now);
+  if (c > 0 || (c === 0 && later(e.seq, () => e.id, now))) kinds[k] = e;
+}
+
+type ReportCursor = { step: string | null; index: number | null; instance: string | null; iteration: number | null; attempt: number };
+
 interface ItemAgg {
   id: string;
   events: number;
   attempts: number;
   lastMs: number;
   createdMs: number | null;
-  cursorAt: Pos | null;
-  cursor: { step: string | null; index: number | null; instance: string | null; iteration: number | null; attempt: number } | null;
-  stepAt: Pos | null;
-  stepFailed: boolean;
-  stepMs: number;
+  /** The STEP_COMPLETED last in step order of each kind: the later of both is the cursor. */
+  cursors: ByKind<StepAt & { cursor: ReportCursor }>;
+  /** The STEP_COMPLETED or FAILED last in step order of each kind: the later of both decides failed. */
+  steps: ByKind<StepAt & { failed: boolean }>;
   failureAt: Pos | null;
   failure: { step: string | null; attempt: number; errorType: string } | null;
   terminalAt: Pos | null;
@@ -202,17 +219,10 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
           // The cursor as the fold chooses it (lib/step-order.ts).
           const index = stepIndexes.get(r);
           const iteration = new Int64Column(b, 'iteration').get(r);
-          const rank = item.cursor === null ? 1 : compareStepRank(iteration, index, item.cursor.iteration, item.cursor.index);
-          if (rank > 0 || (rank === 0 && later(seq, id, item.cursorAt))) {
-            item.cursorAt = { seq, id: id() };
-            const instance = new Utf8Column(b, 'step_instance_id').get(r);
-            item.cursor = { step: stepNames.get(r), index, instance, iteration, attempt };
-          }
-          if (later(seq, id, item.stepAt)) {
-            item.stepAt = { seq, id: id() };
-            item.stepFailed = false;
-            item.stepMs = ms;
-          }
+          const instance = new Utf8Column(b, 'step_instance_id').get(r);
+          const at = { seq, id: id(), iteration, index };
+          offer(item.cursors, { ...at, cursor: { step: stepNames.get(r), index, instance, iteration, attempt } });
+          offer(item.steps, { ...at, failed: false });
           break;
         }
         case 4: {
@@ -231,15 +241,13 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
             e.latestAt = { ms, id: id() };
             e.latest = { itemId: item.id, stepName, attempt, atMs: ms, traceback: new Utf8Column(b, 'traceback').get(r) };
           }
+          const index = stepIndexes.get(r);
+          const iteration = new Int64Column(b, 'iteration').get(r);
           if (later(seq, id, item.failureAt)) {
             item.failureAt = { seq, id: id() };
             item.failure = { step: stepName, attempt, errorType };
           }
-          if (later(seq, id, item.stepAt)) {
-            item.stepAt = { seq, id: id() };
-            item.stepFailed = true;
-            item.stepMs = ms;
-          }
+          offer(item.steps, { seq, id: id(), iteration, index, failed: true });
           break;
         }
         case 5: {
@@ -328,11 +336,8 @@ function newItem(id: string): ItemAgg {
     attempts: 0,
     lastMs: 0,
     createdMs: null,
-    cursorAt: null,
-    cursor: null,
-    stepAt: null,
-    stepFailed: false,
-    stepMs: 0,
+    cursors: { loop: null, plain: null },
+    steps: { loop: null, plain: null },
     failureAt: null,
     failure: null,
     terminalAt: null,
@@ -353,33 +358,39 @@ function addStep(it: ItemAgg, sid: number): void {
   else (it.moreSteps ??= new Set()).add(sid);
 }
 
-/** fold's rule (lib/fold.ts): the last TERMINAL's kind; else failed when the last step event failed. */
+/** fold's rule (lib/fold.ts): the last TERMINAL's kind; else failed when the step event last in step order failed. */
 function statusOf(it: ItemAgg): ItemStatus {
-  return it.terminal ?? (it.stepFailed ? 'failed' : 'in_progress');
+  return it.terminal ?? (laterOfKinds(it.steps.loop, it.steps.plain)?.failed ? 'failed' : 'in_progress');
+}
+
+/** fold's cursor: the later of the last loop step and the last step outside loops. */
+function cursorOf(it: ItemAgg): ReportCursor | null {
+  return laterOfKinds(it.cursors.loop, it.cursors.plain)?.cursor ?? null;
 }
 
 /** lib/resume.ts's rule, in words. */
 function resumeText(it: ItemAgg, st: ItemStatus): string {
   if (st === 'completed' || st === 'filtered') return `not resumed (${st})`;
   if (st === 'failed') return `retry ${it.failure?.step ?? 'the failed step'} with attempt ${(it.failure?.attempt ?? 0) + 1}`;
-  const c = it.cursor;
+  const c = cursorOf(it);
   if (c === null) return 'from the start: step index 0';
   if (c.index !== null) return `step index ${c.index + 1}, after ${c.step ?? '?'}`;
   return `the step after ${c.step ?? '?'}${c.iteration !== null ? ` (iteration ${c.iteration})` : ''}`;
 }
 
-function cursorText(c: ItemAgg['cursor']): string | null {
+function cursorText(c: ReportCursor | null): string | null {
   if (c === null) return null;
   if (isThreadCursor({ stepName: c.step, stepInstanceId: c.instance })) return `LangGraph ${checkpointLabel(c.instance)}`;
   return `${c.index !== null ? `${c.index}:` : ''}${c.step ?? '?'}${c.iteration !== null ? `#${c.iteration}` : ''} (attempt ${c.attempt})`;
 }
 
 function rowOf(it: ItemAgg, st: ItemStatus): ItemRow {
+  const cursor = cursorOf(it);
   return {
     id: it.id,
-    name: isThreadCursor(it.cursor && { stepName: it.cursor.step, stepInstanceId: it.cursor.instance }) ? 'LangGraph thread' : null,
+    name: isThreadCursor(cursor && { stepName: cursor.step, stepInstanceId: cursor.instance }) ? 'LangGraph thread' : null,
     status: st,
-    cursor: cursorText(it.cursor),
+    cursor: cursorText(cursor),
     attempts: it.attempts,
     events: it.events,
     lastMs: it.lastMs,

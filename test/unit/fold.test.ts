@@ -164,14 +164,27 @@ describe('foldItem', () => {
     // The same step again (a later attempt) is the cursor: of equal rank, the latest.
     const [again] = log.write({ itemId: 'a', step: { name: 'judge', index: 2 }, attempt: 2 });
     expect(foldItem('a', log.rows).cursor).toMatchObject({ stepIndex: 2, attempt: 2, checkpointId: again!.checkpoint_id });
-    // A new iteration outranks every step of the earlier ones (and of none), whatever its index.
-    log.write({ itemId: 'a', step: { name: 'gen', index: 0, iteration: 1 } });
-    expect(foldItem('a', log.rows).cursor).toMatchObject({ stepIndex: 0, iteration: 1 });
-    log.write({ itemId: 'a', step: { name: 'judge', index: 2 }, attempt: 3 });
-    expect(foldItem('a', log.rows).cursor).toMatchObject({ stepIndex: 0, iteration: 1 });
-    // A step without an index ranks below the indexed steps of its iteration.
-    log.write({ itemId: 'a', step: { name: 'note', iteration: 1 } });
-    expect(foldItem('a', log.rows).cursor).toMatchObject({ stepName: 'gen', iteration: 1 });
+
+    // Steps of a loop (each with an iteration) order by iteration, then by index.
+    const loop = new Log();
+    loop.write({ itemId: 'l', create: {}, step: { name: 'load', index: 0 } });
+    loop.write({ itemId: 'l', step: { name: 'gen', index: 1, iteration: 0 } });
+    loop.write({ itemId: 'l', step: { name: 'crit', index: 2, iteration: 0 } });
+    loop.write({ itemId: 'l', step: { name: 'gen', index: 1, iteration: 1 } });
+    expect(foldItem('l', loop.rows).cursor).toMatchObject({ stepName: 'gen', iteration: 1 });
+    loop.write({ itemId: 'l', step: { name: 'crit', index: 2, iteration: 0 }, attempt: 2 });
+    expect(foldItem('l', loop.rows).cursor).toMatchObject({ stepName: 'gen', iteration: 1 });
+    // A step after the loop, without an iteration, comes after every iteration of it (by index).
+    const [fanout] = loop.write({ itemId: 'l', step: { name: 'fanout', index: 3 } });
+    expect(foldItem('l', loop.rows).cursor).toMatchObject({ stepName: 'fanout', checkpointId: fanout!.checkpoint_id });
+    loop.write({ itemId: 'l', step: { name: 'crit', index: 2, iteration: 1 } });
+    loop.write({ itemId: 'l', step: { name: 'load', index: 0 }, attempt: 2 });
+    expect(foldItem('l', loop.rows).cursor).toMatchObject({ stepName: 'fanout' });
+    // A step without an index ranks below the indexed steps.
+    loop.write({ itemId: 'l', step: { name: 'note', iteration: 1 } });
+    expect(foldItem('l', loop.rows).cursor).toMatchObject({ stepName: 'fanout' });
+    loop.write({ itemId: 'l', step: { name: 'render', index: 4 } });
+    expect(foldItem('l', loop.rows).cursor).toMatchObject({ stepName: 'render' });
 
     // Steps named only (no index, no iteration) order by the log: the last one.
     const named = new Log();
