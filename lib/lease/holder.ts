@@ -10,8 +10,9 @@
  * So a holder is judged gone only when all of this is known: same host, same pid namespace as
  * this process, and its pid does not exist here or names a process started at another time.
  * Without /proc (macOS, Windows), or for a record without a namespace (written before it was
- * recorded, or by a process that could not read /proc), nobody is judged gone: the lease frees
- * by its expiry, as every lease did before (docs/design/leases.md, "Dead holders").
+ * recorded, or by a process that could not read /proc), and for another user's process that
+ * /proc hides (`hidepid`), nobody is judged gone: the lease frees by its expiry, as every lease
+ * did before (docs/design/leases.md, "Dead holders").
  */
 import { readFileSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -79,18 +80,23 @@ export function holderOf(r: Record<string, unknown>): Holder | null {
 export function holderGone(h: Holder): boolean {
   if (h.host !== HOLDER.host || HOLDER.pidNs === undefined || h.pidNs !== HOLDER.pidNs) return false;
   if (h.pid === HOLDER.pid) return h.start !== undefined && HOLDER.start !== undefined && h.start !== HOLDER.start;
-  if (!pidAlive(h.pid)) return true;
+  const alive = pidState(h.pid);
+  if (alive === 'gone') return true;
   if (h.start === undefined) return false;
   const now = startTime(h.pid);
-  // Gone between the two looks (null), or the pid names a process started later (reused).
-  return now === null || (now !== undefined && now !== h.start);
+  // The pid names a process started later (reused); or it is gone between the two looks (null),
+  // which only a process of our own user proves: another user's may be hidden from /proc
+  // (`hidepid`), so its missing entry says nothing.
+  if (now === null) return alive === 'ours';
+  return now !== undefined && now !== h.start;
 }
 
-function pidAlive(pid: number): boolean {
+/** Whether `pid` runs as a process we may signal, one of another user's, or none. */
+function pidState(pid: number): 'ours' | 'other user' | 'gone' {
   try {
     process.kill(pid, 0);
-    return true;
+    return 'ours';
   } catch (e) {
-    return errCode(e) === 'EPERM'; // exists, owned by someone else
+    return errCode(e) === 'EPERM' ? 'other user' : 'gone';
   }
 }
