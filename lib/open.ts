@@ -75,8 +75,8 @@ export interface OpenLogOptions {
    * in the lease table when it is DynamoDB, in one SQLite file beside a log on a local root; or
    * 'objects': one object (file) per record beside the log, what versions before 0.2.0 (S3) and
    * 0.3.0 (local roots) do, for while such processes still write the log (on S3 one request per
-   * batch more). A log keeps what its first writer chose (README "Leases"); this only decides
-   * for a new log.
+   * batch more). A log keeps what its first writer chose (docs/design/leases.md, "Other records
+   * in the table: item markers and claims"); this only decides for a new log.
    */
   coordination?: CoordPreference;
   clock?: Clock;

@@ -1,10 +1,10 @@
 /**
  * The seed's 33 columns as an Arrow schema, and the conversion between EventRow and Arrow.
  *
- * Deviation (README): the seed's large_string/large_binary columns are Utf8/Binary here, because
- * LanceDB 0.39's JS API rejects LargeUtf8/LargeBinary on every write path (notes/lancedb-0.39-
- * facts.md). Utf8/Binary use 32-bit offsets: one Arrow batch holds at most 2 GiB per column,
- * which bounds a single checkpoint batch, not the log.
+ * Deviation (docs/design/seed-deviations.md): the seed's large_string/large_binary columns are
+ * Utf8/Binary here, because LanceDB 0.39's JS API rejects LargeUtf8/LargeBinary on every write
+ * path (notes/lancedb-0.39-facts.md). Utf8/Binary use 32-bit offsets: one Arrow batch holds at
+ * most 2 GiB per column, which bounds a single checkpoint batch, not the log.
  */
 import * as arrow from 'apache-arrow';
 import './arrow-fix.ts';

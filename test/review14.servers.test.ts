@@ -8,7 +8,8 @@
  *     `table`, the old writer never reads it, and one checkpoint gets two `duplicate: false`
  *     acks (I4), and an item written by both, one after the other, gets two events at one seq
  *     (I5: no ownership breach by the caller). An old binary cannot be made to look; the fix is
- *     `coordination: 'objects'` (DGCL_COORDINATION) while old processes run (README), shown here.
+ *     `coordination: 'objects'` (DGCL_COORDINATION) while old processes run (docs/operations.md,
+ *     "Upgrades and migrations"), shown here.
  * F3 (performance): a new log whose slot lease already has an epoch (a log deleted and made
  *     again under the same names, or a first writer that died before it chose) gets a seal of
  *     the previous epoch in `_dgcl/meta` before it chooses, so it is recorded `objects` for

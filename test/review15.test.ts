@@ -2,8 +2,8 @@
  * review15: adversarial review of the review14 fixes (HEAD f21a460, 0.2.0).
  *
  * F1 (rolling upgrade, I4): 0.2.0 writes claims without event ids (`events`: the count). The
- *     version before lib/coord (2d9ee09, the "old process" README "Limits" tells to run beside
- *     0.2.0 with `coordination: 'objects'`) still reads claims as whole acks: when it loses a
+ *     version before lib/coord (2d9ee09, the "old process" docs/operations.md "Upgrades and
+ *     migrations" tells to run beside 0.2.0 with `coordination: 'objects'`) still reads claims as whole acks: when it loses a
  *     claim race to a 0.2.0 writer it answers `{duplicate: true, eventIds: undefined}`. Shown
  *     with the real old code (git archive of 2d9ee09 into a temp folder), not a stand-in: the
  *     review14 F1 test's `BeforeChoiceObjects` runs today's claim code, so it cannot see this.

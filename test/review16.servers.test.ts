@@ -6,8 +6,8 @@
  *     maintainer lease) only stops a maintainer on another lease table when the log keeps its
  *     records in the table: the sentinel is the only thing that ties a log to a table. A log kept
  *     on objects (every log with data from before 0.2.0, and every log created while the fleet
- *     runs with DGCL_COORDINATION=objects, as README "Limits" tells an upgrade to do) has no
- *     sentinel: `ctx.coord()` answers the objects store whatever table the maintainer has. The
+ *     runs with DGCL_COORDINATION=objects, as docs/operations.md "Upgrades and migrations" tells an
+ *     upgrade to do) has no sentinel: `ctx.coord()` answers the objects store whatever table the maintainer has. The
  *     maintainer then takes the "orphan" slot in ITS table (free there), seals the live writer's
  *     epoch in the log, and the writer, whose epoch check reads the right table, acks a batch
  *     committed above the seal that no read ever shows. A writer opened with another table does
@@ -42,7 +42,7 @@ describe('review16 (servers)', () => {
       const experiment = `e-${randomUUID().slice(0, 8)}`;
       const logs: LanceCheckpointLog[] = [];
       try {
-        // On objects: an upgrade in progress, the fleet writes new logs on objects (README "Limits").
+        // On objects: an upgrade in progress, the fleet writes new logs on objects (docs/operations.md "Upgrades and migrations").
         const w = await openLog({ root, pipeline: 'p', experiment, owner: 'w', leases: t.leases, slots: 1, coordination });
         logs.push(w);
         const [a1] = await w.append([createBatch('i1')]);

@@ -44,7 +44,7 @@ traceback large_string?
 event_ts timestamp(us, UTC)
 schema_version int32`;
 
-// Deviation (README): large_string -> Utf8, large_binary -> Binary.
+// Deviation (docs/design/seed-deviations.md): large_string -> Utf8, large_binary -> Binary.
 const ARROW_OF: Record<string, (t: arrow.DataType) => boolean> = {
   string: (t) => arrow.DataType.isUtf8(t),
   large_string: (t) => arrow.DataType.isUtf8(t),
