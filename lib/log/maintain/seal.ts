@@ -9,13 +9,13 @@
  * that no fence appeared; if none did, the versions any sealer reads later are at least the ones
  * it saw, so the rows it returned stay visible forever.
  */
-import { guard } from '../guards.ts';
-import type { Clock } from '../clock.ts';
-import { CorruptError, DgclError, UnavailableError } from '../errors.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import { fenceKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, sealKey, type Seal } from './layout.ts';
-import type { LogReader } from './reader.ts';
-import type { LanceTables } from './tables.ts';
+import { guard } from '../../guards.ts';
+import type { Clock } from '../../clock.ts';
+import { CorruptError, DgclError, UnavailableError } from '../../errors.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import { fenceKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, sealKey, type Seal } from '../layout.ts';
+import type { LogReader } from '../read/reader.ts';
+import type { LanceTables } from '../tables.ts';
 
 type SealCtx = { objects: ObjectStore; reader: LogReader; tables: LanceTables };
 

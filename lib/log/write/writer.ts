@@ -13,26 +13,26 @@
  * writer seals it at whatever landed, forgets its memory, and continues under a new epoch, so a
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
-import { startTimer, type Clock } from '../clock.ts';
-import { CorruptError, DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../errors.ts';
-import { permissionOf } from './damage.ts';
-import { acquireWriterSlot, LeaseKeeper, type SlotWaitListener } from '../lease/slots.ts';
+import { startTimer, type Clock } from '../../clock.ts';
+import { CorruptError, DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
+import { permissionOf } from '../read/damage.ts';
+import { acquireWriterSlot, LeaseKeeper, type SlotWaitListener } from '../../lease/slots.ts';
 import { randomUUID } from 'node:crypto';
-import { guard } from '../guards.ts';
-import type { CoordStore } from '../coord/types.ts';
-import type { Lease, LeaseStore } from '../lease/types.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import type { Ack, EventRow, PreparedBatch } from '../types.ts';
+import { guard } from '../../guards.ts';
+import type { CoordStore } from '../../coord/types.ts';
+import type { Lease, LeaseStore } from '../../lease/types.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
 import { guardDecision } from './delete-guard.ts';
-import { deletedThrough } from './deleted.ts';
-import { claimKey, floorDir, floorKey, genKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
-import { sealOwnEpoch, sealPredecessors } from './seal.ts';
+import { deletedThrough } from '../deleted.ts';
+import { claimKey, floorDir, floorKey, genKey, itemKey, shardName, tombKey, type Tombstone } from '../layout.ts';
+import { sealOwnEpoch, sealPredecessors } from '../maintain/seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
 import { commitData, committedBytes, committedTable, mergeData } from './lance-add.ts';
-import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
-import type { LogReader } from './reader.ts';
-import { failedBeforeMarker, sqlIn, type LanceTables, type Table } from './tables.ts';
+import { mergeGeneration, retireGeneration, type MergeHooks } from '../maintain/merge.ts';
+import type { LogReader } from '../read/reader.ts';
+import { failedBeforeMarker, sqlIn, type LanceTables, type Table } from '../tables.ts';
 
 export interface WriterOptions {
   pipeline: string;
@@ -170,7 +170,7 @@ export class ShardWriter {
    * decoding and encoding them again on the event loop (a 46 MB generation: ~2 s). The first
    * commits are kept as rows while they take at most COPY_ROWS_MAX_BYTES, the rest as the Arrow
    * tables they were encoded from (columnar: the retained heap is about what they wrote); the
-   * merge hands them to Lance encoded once (lib/log/lance-add.ts `mergeData`). Kept and dropped
+   * merge hands them to Lance encoded once (lib/log/write/lance-add.ts `mergeData`). Kept and dropped
    * with ownRows.
    */
   private mergeCopies = new Map<string, { rows: EventRow[]; tables: ArrowTable[]; count: number; bytes: number } | null>();
@@ -747,7 +747,7 @@ export class ShardWriter {
    * hiding its events up to it. Writes no Lance row and takes no slot. An item without visible
    * events is not deleted (`deleted: false`), so a retried delete is harmless, unless the item
    * was created again meanwhile: `guardSeq` (the last seq the caller saw, checked by
-   * checkDeleteOptions) then decides (lib/log/delete-guard.ts); a refused delete writes no
+   * checkDeleteOptions) then decides (lib/log/write/delete-guard.ts); a refused delete writes no
    * tombstone and no deleted-seq record (the marker PUT only makes writers re-read the item).
    */
   deleteItem(itemId: string, guardSeq?: number): Promise<{ itemId: string; deleted: boolean; throughSeq: number }> {

@@ -10,16 +10,16 @@
  * (after `versionRetentionMs`). The `item_id` index is rebuilt after a purge that removed rows,
  * since its files hold the ids of the rows it indexed.
  */
-import { guard } from '../guards.ts';
+import { guard } from '../../guards.ts';
 import { Index } from '@lancedb/lancedb';
-import type { Clock } from '../clock.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import { claimKey, META_DIR, parseMetaNames, PURGED_DIR, purgedDir, tombKey, type Tombstone } from './layout.ts';
-import { CorruptError } from '../errors.ts';
-import type { CoordStore } from '../coord/types.ts';
-import type { LogReader } from './reader.ts';
-import { sqlString, type LanceTables, type Table } from './tables.ts';
-import { dropStaleDocs } from './projection.ts';
+import type { Clock } from '../../clock.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import { claimKey, META_DIR, parseMetaNames, PURGED_DIR, purgedDir, tombKey, type Tombstone } from '../layout.ts';
+import { CorruptError } from '../../errors.ts';
+import type { CoordStore } from '../../coord/types.ts';
+import type { LogReader } from '../read/reader.ts';
+import { sqlString, type LanceTables, type Table } from '../tables.ts';
+import { dropStaleDocs } from '../projection/projection.ts';
 
 export interface PurgeResult {
   purgedItems: number;

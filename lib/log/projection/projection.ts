@@ -11,24 +11,24 @@
  * Exact, not approximate: fragments are immutable but for deletions, which only lower a
  * fragment's live row count, and fragment ids are never reused; so a fragment present with the
  * counted number of rows holds the rows that were counted. The aggregates are order-insensitive
- * maxima (lib/log/summary.ts): counting the remaining rows onto them gives the scan's answer.
+ * maxima (lib/log/read/summary.ts): counting the remaining rows onto them gives the scan's answer.
  */
-import { guard } from '../guards.ts';
+import { guard } from '../../guards.ts';
 import { randomBytes } from 'node:crypto';
 import type * as arrow from 'apache-arrow';
-import { DgclError, UnavailableError } from '../errors.ts';
-import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import type { EventRow } from '../types.ts';
+import { DgclError, UnavailableError } from '../../errors.ts';
+import { LIGHT_COLUMNS, rowsFromArrow } from '../../schema.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import type { EventRow } from '../../types.ts';
 import { LoadCache } from './load-cache.ts';
 import { assembleRowsFile, encodeItem, LeftOutError, ROWS_NAME, rowsName, RowsDirectories, RowsFileError } from './fold-rows.ts';
-import { itemHash } from './layout.ts';
-import type { LogReader } from './reader.ts';
-import { releaseBatch } from './release.ts';
-import { pinnedBase, stream, streamListing } from './stream.ts';
+import { itemHash } from '../layout.ts';
+import type { LogReader } from '../read/reader.ts';
+import { releaseBatch } from '../read/release.ts';
+import { pinnedBase, stream, streamListing } from '../read/stream.ts';
 import { decodeAggregate, encodeAggregate, ProjectionFormatError } from './projection-codec.ts';
-import { compareUtf8, mergeAggregates, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
-import { projection, sqlIn, sqlString, type LanceTables, type Table } from './tables.ts';
+import { compareUtf8, mergeAggregates, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from '../read/summary.ts';
+import { projection, sqlIn, sqlString, type LanceTables, type Table } from '../tables.ts';
 
 export const PROJECTION_DIR = '_dgcl/projection';
 /** The index: which fragment documents make up the projection of which base version. */
@@ -59,7 +59,7 @@ const ALL = (): boolean => true;
 export const fragmentKey = (nonce: string, fragment: number, rows: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-n${nonce}-${fragment}-${rows}.json`;
 /** The `chunk`-th part of a fragment's aggregates (CHUNK_ITEMS each, in item order). */
 export const chunkKey = (nonce: string, fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-n${nonce}-${fragment}-${rows}-${chunk}.json`;
-/** A fragment's rows file for chunk `chunk` (the fold projection: lib/log/fold-rows.ts). */
+/** A fragment's rows file for chunk `chunk` (the fold projection: lib/log/projection/fold-rows.ts). */
 export const rowsKey = (nonce: string, fragment: number, rows: number, chunk: number) => `${PROJECTION_DIR}/${rowsName(nonce, fragment, rows, chunk)}`;
 /**
  * Each fragment's documents carry a nonce in their names, new each time maintenance counts the
@@ -374,7 +374,7 @@ async function holdsItem(dirs: RowsDirectories, base: Table, nonce: string, f: n
 }
 
 /**
- * The fold projection's files of fragment `f` (lib/log/fold-rows.ts): chunk k's items (`ids`, in
+ * The fold projection's files of fragment `f` (lib/log/projection/fold-rows.ts): chunk k's items (`ids`, in
  * item order, CHUNK_ITEMS a chunk) with all their rows in the fragment. Queried by item ranges
  * within the fragment, streamed, each item's rows gzipped as its range is read. A query holds
  * FIRST_QUERY_ITEMS items, then as many as make about ROWS_JSON_PER_QUERY bytes of rows by what
@@ -471,7 +471,7 @@ export class ProjectionCache {
   private counted: { base: Table; counts: Promise<ReadonlyMap<number, number>> } | null = null;
   /** Parsed chunks by key (immutable: the name says what they hold), in order of last use. */
   private readonly chunks = new LoadCache<readonly ItemAggregate[]>(CACHED_CHUNKS);
-  /** The rows files' directories folds read (lib/log/fold-rows.ts). */
+  /** The rows files' directories folds read (lib/log/projection/fold-rows.ts). */
   readonly rowsDirs: RowsDirectories;
   /** The index as last read: its text, parsed (null: not an index this version reads). */
   private lastIndex: { body: string; index: ProjectionIndex | null } | null = null;
@@ -736,7 +736,7 @@ export function projectedAggregates(reader: LogReader, tables: LanceTables, cach
 
 /**
  * The base rows of one item (LIGHT_COLUMNS, as a Lance query returns them) through the fold
- * projection (lib/log/fold-rows.ts), or null when it does not describe `base`'s current version
+ * projection (lib/log/projection/fold-rows.ts), or null when it does not describe `base`'s current version
  * or one of its files cannot be read: the caller queries Lance. `base` is the latest handle; the
  * version it reports is the one a query would have read at that moment. The index is read at
  * the same time (a log whose base moved on since maintenance pays that GET on top of the query).

@@ -18,9 +18,9 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Table, tableToIPC } from 'apache-arrow';
-import { rowsToArrow } from '../schema.ts';
-import { InternalError } from '../errors.ts';
-import type { EventRow } from '../types.ts';
+import { rowsToArrow } from '../../schema.ts';
+import { InternalError } from '../../errors.ts';
+import type { EventRow } from '../../types.ts';
 
 /**
  * Marks an EncodedRows for the patched add. A brand in the global symbol registry, not

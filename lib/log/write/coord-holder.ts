@@ -3,12 +3,12 @@
  * log's first write (reads never need it), then kept once the log's record says it, and released
  * by close().
  */
-import type { Clock } from '../clock.ts';
-import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
-import type { CoordStore } from '../coord/types.ts';
-import { InternalError } from '../errors.ts';
-import type { LeaseStore } from '../lease/types.ts';
-import type { ObjectStore } from '../storage/objects.ts';
+import type { Clock } from '../../clock.ts';
+import { chooseCoordStore, coordTableOf, type CoordPreference } from '../../coord/choose.ts';
+import type { CoordStore } from '../../coord/types.ts';
+import { InternalError } from '../../errors.ts';
+import type { LeaseStore } from '../../lease/types.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
 
 export interface CoordHolderOptions {
   objects: ObjectStore;

@@ -5,22 +5,22 @@
  * versions, and delete stale claims, seals and fences. Steps are independent: one that fails is
  * reported and the others still run (each is idempotent; the next pass retries it).
  */
-import { guard } from '../guards.ts';
+import { guard } from '../../guards.ts';
 import { Index } from '@lancedb/lancedb';
-import type { Clock } from '../clock.ts';
-import { CorruptError, DgclError, FencedError, LeaseHeldError, UnavailableError } from '../errors.ts';
-import { acquireMaintainer, acquireWriterSlot, LeaseKeeper, slotKey } from '../lease/slots.ts';
-import { isFree } from '../lease/rules.ts';
-import type { LeaseStore } from '../lease/types.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import type { MaintenanceReport, MaintenanceStep } from '../api.ts';
-import { fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from './layout.ts';
+import type { Clock } from '../../clock.ts';
+import { CorruptError, DgclError, FencedError, LeaseHeldError, UnavailableError } from '../../errors.ts';
+import { acquireMaintainer, acquireWriterSlot, LeaseKeeper, slotKey } from '../../lease/slots.ts';
+import { isFree } from '../../lease/rules.ts';
+import type { LeaseStore } from '../../lease/types.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import type { MaintenanceReport, MaintenanceStep } from '../../api.ts';
+import { fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from '../layout.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
-import { refreshProjection } from './projection.ts';
+import { refreshProjection } from '../projection/projection.ts';
 import { purgeDeleted, sweepRecords } from './purge.ts';
-import type { CoordStore } from '../coord/types.ts';
-import type { LogReader, ShardListing } from './reader.ts';
-import type { LanceTables } from './tables.ts';
+import type { CoordStore } from '../../coord/types.ts';
+import type { LogReader, ShardListing } from '../read/reader.ts';
+import type { LanceTables } from '../tables.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 
 export interface MaintainOptions {
@@ -284,7 +284,7 @@ async function takeOrphans(ctx: Ctx, o: MaintainOptions): Promise<void> {
  * generation was deleted, or a writer that died between creating a generation and marking it.
  * "Over" means the epoch has its seal (a generation the seal does not list stays invisible
  * whatever lands later), or a later epoch of its slot is sealed (a seal of this epoch written
- * after that lists no generation: lib/log/seal.ts). Not an epoch that is only fenced: a takeover
+ * after that lists no generation: lib/log/maintain/seal.ts). Not an epoch that is only fenced: a takeover
  * is between fence and seal, the marker may still land, and the seal then lists the generation
  * (with whatever the zombie committed); deleting the folder would leave a visible generation
  * without data and every read failing (review5). A live epoch's folder without a marker is a
