@@ -26,7 +26,7 @@ export const GUARDS = [
   'blob-copied-at-validation',
   'deleted-seq-records',
   'delete-guard',
-  // seals and takeovers (lib/log/maintain/seal.ts)
+  // seals and takeovers (lib/log/write-seal.ts, lib/log/maintain/seal.ts)
   'fence-before-seal',
   'seal-lists-after-fence',
   'superseded-epoch-seals-nothing',

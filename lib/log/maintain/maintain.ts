@@ -284,7 +284,7 @@ async function takeOrphans(ctx: Ctx, o: MaintainOptions): Promise<void> {
  * generation was deleted, or a writer that died between creating a generation and marking it.
  * "Over" means the epoch has its seal (a generation the seal does not list stays invisible
  * whatever lands later), or a later epoch of its slot is sealed (a seal of this epoch written
- * after that lists no generation: lib/log/maintain/seal.ts). Not an epoch that is only fenced: a takeover
+ * after that lists no generation: lib/log/write-seal.ts). Not an epoch that is only fenced: a takeover
  * is between fence and seal, the marker may still land, and the seal then lists the generation
  * (with whatever the zombie committed); deleting the folder would leave a visible generation
  * without data and every read failing (review5). A live epoch's folder without a marker is a

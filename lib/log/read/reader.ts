@@ -36,7 +36,7 @@ import {
 } from '../layout.ts';
 import { damageKey, damaged, DAMAGE_MIN_MS, DAMAGE_REPEATS, permissionOf, type DamageProbe } from './damage.ts';
 import { withoutDeleted } from '../deleted.ts';
-import { writeSeal } from '../maintain/seal.ts';
+import { writeSeal } from '../write-seal.ts';
 import { ShardItemIndex } from './shard-index.ts';
 import { TailCache } from './tail-cache.ts';
 import { projection, type LanceTables, type Table } from '../tables.ts';
