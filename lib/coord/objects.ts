@@ -7,7 +7,7 @@ import { UnavailableError } from '../errors.ts';
 import { syncDir } from '../fsutil.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { LocalObjectStore } from '../storage/local.ts';
-import { CLAIMS_DIR } from '../log/layout.ts';
+import { CLAIMS_DIR } from './keys.ts';
 import type { CoordKind, CoordStore } from './types.ts';
 
 export class ObjectCoordStore implements CoordStore {

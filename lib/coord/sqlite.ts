@@ -26,7 +26,7 @@ import path from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { CorruptError, DgclError, InternalError, PermissionDeniedError, UnavailableError } from '../errors.ts';
 import { errCode, fsyncPath } from '../fsutil.ts';
-import { CLAIMS_DIR } from '../log/layout.ts';
+import { CLAIMS_DIR } from './keys.ts';
 import { checkObjectKey } from '../storage/location.ts';
 import type { CoordKind, CoordStore } from './types.ts';
 

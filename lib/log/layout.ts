@@ -24,10 +24,12 @@
  * `<shard>` is `<writerEpoch>-g<generation>`, e.g. `s03-e000007-g000002`.
  */
 import { createHash } from 'node:crypto';
+import { CLAIMS_DIR } from '../coord/keys.ts';
+
+export { CLAIMS_DIR };
 
 export const SHARDS_DIR = '_dgcl/shards';
 export const META_DIR = '_dgcl/meta';
-export const CLAIMS_DIR = '_dgcl/claims';
 export const ITEMS_DIR = '_dgcl/items';
 /**
  * Per deleted item, one empty object per delete named by the seq it deleted through (kept after
