@@ -10,7 +10,7 @@ import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { decodeRow, decodeRowsFile, encodeRow, encodeRowsFile, RowsDirectories, RowsFileError } from '../lib/log/projection/fold-rows.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
-import { PROJECTION_DIR, PROJECTION_KEY } from '../lib/log/projection/projection.ts';
+import { PROJECTION_DIR, PROJECTION_KEY } from '../lib/log/projection/stored.ts';
 import { LIGHT_COLUMNS } from '../lib/schema.ts';
 import type { ByteRange } from '../lib/storage/objects.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';

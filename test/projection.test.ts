@@ -9,7 +9,9 @@
 import { describe, expect, it } from 'vitest';
 import { summarize } from '../lib/fold.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
-import { CHUNK_ITEMS, chunkKey, fragmentRows, PROJECTION_DIR, PROJECTION_KEY, ProjectionCache, refreshProjection } from '../lib/log/projection/projection.ts';
+import { refreshProjection } from '../lib/log/projection/build.ts';
+import { ProjectionCache } from '../lib/log/projection/projection.ts';
+import { CHUNK_ITEMS, chunkKey, fragmentRows, PROJECTION_DIR, PROJECTION_KEY } from '../lib/log/projection/stored.ts';
 import { decodeRowsFile } from '../lib/log/projection/fold-rows.ts';
 import { decodeAggregate } from '../lib/log/projection/projection-codec.ts';
 import { mergeAggregates, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from '../lib/log/read/summary.ts';

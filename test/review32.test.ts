@@ -28,7 +28,7 @@ import { promises as fs } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { UnavailableError } from '../lib/errors.ts';
 import { decodeRowsFile, MAX_ITEM_JSON } from '../lib/log/projection/fold-rows.ts';
-import { PROJECTION_DIR } from '../lib/log/projection/projection.ts';
+import { PROJECTION_DIR } from '../lib/log/projection/stored.ts';
 import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/read/summary.ts';
 import { createBatch } from './support/batches.ts';
 import { raceFixture, type TableTap } from './support/race-kit.ts';

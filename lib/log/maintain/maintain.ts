@@ -16,7 +16,7 @@ import type { ObjectStore } from '../../storage/objects.ts';
 import type { MaintenanceReport, MaintenanceStep } from '../../api.ts';
 import { fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from '../layout.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
-import { refreshProjection } from '../projection/projection.ts';
+import { refreshProjection } from '../projection/build.ts';
 import { purgeDeleted, sweepRecords } from './purge.ts';
 import type { CoordStore } from '../../coord/types.ts';
 import type { LogReader, ShardListing } from '../read/reader.ts';

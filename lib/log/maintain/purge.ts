@@ -19,7 +19,7 @@ import { CorruptError } from '../../errors.ts';
 import type { CoordStore } from '../../coord/types.ts';
 import type { LogReader } from '../read/reader.ts';
 import { sqlString, type LanceTables, type Table } from '../tables.ts';
-import { dropStaleDocs } from '../projection/projection.ts';
+import { dropStaleDocs } from '../projection/build.ts';
 
 export interface PurgeResult {
   purgedItems: number;

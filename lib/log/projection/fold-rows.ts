@@ -50,7 +50,7 @@ const DIR_ENTRY = 8;
 const READS = { objectStore: { tailBytes: 256 * 1024, cachedDirs: 32 }, local: { tailBytes: 32 * 1024, cachedDirs: 256 } } as const;
 
 const ROWS_PREFIX = 'rows-v1-';
-/** The rows of the `chunk`-th listing chunk's items in a fragment (name below the projection folder; `nonce`: the fragment documents', lib/log/projection/projection.ts). */
+/** The rows of the `chunk`-th listing chunk's items in a fragment (name below the projection folder; `nonce`: the fragment documents', lib/log/projection/stored.ts). */
 export const rowsName = (nonce: string, fragment: number, rows: number, chunk: number) => `${ROWS_PREFIX}n${nonce}-${fragment}-${rows}-${chunk}.bin`;
 /** A rows file's fragment id and live rows (any name this or an earlier release wrote). */
 export const ROWS_NAME = /^rows-v\d+-(?:[a-z][0-9a-f]*-)?(\d+)-(\d+)-\d+\.bin$/;
