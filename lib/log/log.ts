@@ -117,7 +117,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   private getWriter(): ShardWriter {
     // A log closed before it ever wrote has no writer: one made now would take a slot and keep
-    // renewing its lease for a log nobody closes again (review12 F1).
+    // renewing its lease for a log nobody closes again.
     if (this.closed) throw new InternalError('the log is closed: open it again to write');
     this.writer ??= new ShardWriter(this.ctx(), this.o);
     return this.writer;
@@ -190,7 +190,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   /**
    * A public read: refused once close() began, else counted until it ends, so that close() waits
-   * for it whole (every read it makes, on open tables: review19, review24 D1-D3). A read made
+   * for it whole (every read it makes, on open tables). A read made
    * from inside another (blob() folds, then loads) is part of that one.
    */
   private track<T>(fn: () => Promise<T>): Promise<T> {

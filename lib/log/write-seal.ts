@@ -45,7 +45,7 @@ async function sealEpoch(ctx: { objects: ObjectStore; tables: LanceTables }, wri
   // zombie's, created after the takeover), and its own seal must keep them so. Such an epoch is
   // sealed now only because its seal was cleaned up (cleanupMeta) and a zombie's late marker
   // landed since; listing that generation made the zombie's commit visible, and a sweep that had
-  // decided on its folder left a visible generation without data (review6 F1).
+  // decided on its folder left a visible generation without data.
   const self = parseShardName(`${writerEpoch}-g000000`);
   const superseded = self !== null && (maxEpochPerSlot(meta.sealEpochs).get(self.slot) ?? 0) > self.epoch && guard('superseded-epoch-seals-nothing');
   const gens = superseded ? [] : meta.gens.filter((g) => parseShardName(g)?.writerEpoch === writerEpoch && !meta.retired.has(g));

@@ -34,7 +34,7 @@ export async function mergeGeneration(
   /**
    * The caller's record of this merge across tries: `rows` is set once the base commit (and its
    * fsync) succeeded, and a later try then only retires. Committing again after the generation
-   * was retired could put back rows a purge removed since (review23 F1).
+   * was retired could put back rows a purge removed since.
    */
   inBase?: { rows: number | null },
 ): Promise<number> {

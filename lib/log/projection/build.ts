@@ -86,7 +86,7 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
       if (!stored.has(nameOf(fragmentKey(nonce, f, rows)))) continue;
       const head = prev?.fragments.get(f) === rows ? { firstIds: [...prev.chunks.get(f)!], lastId: prev.lastIds.get(f)! } : await loadHead(ctx.objects, nonce, f, rows);
       // A head is whole only with every chunk and rows file it names: a stale maintainer's
-      // cleanup, or one deleting another's leftovers, can leave a head without them (review31 F2).
+      // cleanup, or one deleting another's leftovers, can leave a head without them.
       const whole = head && head.firstIds.every((_, k) => stored.has(nameOf(chunkKey(nonce, f, rows, k))) && stored.has(rowsName(nonce, f, rows, k)));
       const last = head ? head.firstIds.length - 1 : 0;
       if (whole && (await holdsItem(dirs, base, nonce, f, rows, 0, head.firstIds[0]!)) && (await holdsItem(dirs, base, nonce, f, rows, last, head.lastId))) {
@@ -100,7 +100,7 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
   for (const [f, rows] of missing) {
     // Leftovers of this fragment (a pass that failed after writing some; another maintainer's
     // unfinished set) go first: each count writes under a new nonce, so failing passes would
-    // otherwise pile them up until a pass succeeds (review34 F3).
+    // otherwise pile them up until a pass succeeds.
     for (const name of stored) {
       const m = DOC_NAME.exec(name) ?? ROWS_NAME.exec(name);
       if (m && Number(m[1]) === f && Number(m[2]) === rows) await ctx.objects.delete(`${PROJECTION_DIR}/${name}`);
@@ -154,9 +154,9 @@ export async function refreshProjection(ctx: { tables: LanceTables; objects: Obj
  * fragment's first item, then its last) has the same events (ids) in chunk `k`'s rows file as
  * in the fragment. A fragment id and live row count repeat across histories of a log (deleted
  * and made again, restored from an archive), and a pass of the old history still running then
- * can write its documents and index into the new one (review34 F1). Event ids hash the
+ * can write its documents and index into the new one. Event ids hash the
  * checkpoints' content, so another history's fragment passes only if its first and last items
- * have the same events: a re-run of the same inputs can (review35 F1); then what lies between is
+ * have the same events: a re-run of the same inputs can; then what lies between is
  * not checked. Two point reads per fragment and pass. An item left out of its file (too large)
  * is not checked.
  */
@@ -180,8 +180,8 @@ async function holdsItem(dirs: RowsDirectories, base: Table, nonce: string, f: n
  * within the fragment, streamed, each item's rows gzipped as its range is read. A query holds
  * FIRST_QUERY_ITEMS items, then as many as make about ROWS_JSON_PER_QUERY bytes of rows by what
  * the last one held, at most twice its items and MAX_QUERY_ITEMS: memory does not grow with the
- * fragment; it is bounded by MAX_QUERY_ITEMS times the largest item's rows (review32 F2,
- * review33 F3, review34 F2: item sizes are not known before they are read), and an item's rows
+ * fragment; it is bounded by MAX_QUERY_ITEMS times the largest item's rows (item
+ * sizes are not known before they are read), and an item's rows
  * are held whole (as a Lance fold of it holds them). Written before the fragment's head, durable creates as the
  * chunks are.
  */
@@ -241,11 +241,11 @@ export async function dropStaleDocs(objects: ObjectStore, base: Table): Promise<
   const live = await fragmentRows(base);
   const index = await loadIndex(objects);
   // Written by a pass on a later base (this maintainer stalled since its purge): that pass
-  // counted the purged base and deleted what its index does not name (review31b).
+  // counted the purged base and deleted what its index does not name.
   if (index && index.baseVersion > (await base.version())) return;
   // The index names item ids too (each chunk's first, each fragment's last), so one that does
   // not describe the live fragments goes, first: a failure after it leaves the stale documents
-  // for the next call to find (review31 F1, review31b). Listings scan until the next projection
+  // for the next call to find. Listings scan until the next projection
   // step. An index of another format (unreadable here) is deleted too.
   if (!index || !covers(index, live)) await objects.delete(PROJECTION_KEY);
   for (const name of await objects.list(PROJECTION_DIR)) {

@@ -131,7 +131,7 @@ type DirEntry = [string, number, number];
 
 /**
  * Most bytes of one item's rows as JSON that a file holds (as one gzip member, read whole by a
- * fold). A larger item is left out, marked in the directory: its folds query Lance (review32 F2).
+ * fold). A larger item is left out, marked in the directory: its folds query Lance.
  */
 export const MAX_ITEM_JSON = 16 * 2 ** 20;
 

@@ -64,8 +64,7 @@ export class ProjectionCache {
    * never changes, so a later listing on the same handle (the next page: LanceTables.baseAt
    * hands out one handle per version) skips the pass over the row ids (~20 ms and a
    * BigUint64Array of 8 bytes per row, per 10^6 rows). Keyed by the handle, not the version
-   * number: a log deleted and made again at the same place numbers its versions from 1 again
-   * (review22 R1).
+   * number: a log deleted and made again at the same place numbers its versions from 1 again.
    */
   private counted: { base: Table; counts: Promise<ReadonlyMap<number, number>> } | null = null;
   /** Parsed chunks by key (immutable: the name says what they hold), in order of last use. */
@@ -87,7 +86,7 @@ export class ProjectionCache {
    * The index as stored now (one GET, parsed again only when its text changed). Read by every
    * fold and listing rather than held: an index held in memory could outlive its log (deleted
    * and made again at the same place, whose fragments and versions are numbered from the start
-   * again: review22 R1, review32 F1); the stored one is the log's own, and the nonces it gives
+   * again); the stored one is the log's own, and the nonces it gives
    * are in the names of the documents it names, so nothing cached of another history is taken
    * for this one's.
    */
@@ -278,7 +277,7 @@ export function walkProjected<T>(reader: LogReader, tables: LanceTables, cache: 
       return exact;
     };
     // The losers are known now: counted again before the walk. Deleted items are known by hash
-    // only, so they are recounted as the walk meets them, in windows (review31 F3).
+    // only, so they are recounted as the walk meets them, in windows.
     const lost = await recount([...losers]);
     const tombs = listing.tombstones;
     const deleted = (id: string) => tombs.size > 0 && tombs.has(itemHash(id));

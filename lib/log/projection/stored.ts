@@ -24,7 +24,7 @@ export const CHUNK_ITEMS = 1000;
 /**
  * One fragment's head: written after its chunks, so a head present means a whole document. The
  * name carries the format: maintenance decides what to count from the names it lists, so a
- * document another release wrote must not pass for one of this format (review9 F1).
+ * document another release wrote must not pass for one of this format.
  */
 export const fragmentKey = (nonce: string, fragment: number, rows: number) => `${PROJECTION_DIR}/frag-v${FORMAT}-n${nonce}-${fragment}-${rows}.json`;
 /** The `chunk`-th part of a fragment's aggregates (CHUNK_ITEMS each, in item order). */
@@ -37,7 +37,7 @@ export const rowsKey = (nonce: string, fragment: number, rows: number, chunk: nu
  * only within one history of a log: a log deleted and made again at the same place, or restored
  * from an archive, numbers fragments (and versions) as the lost history did, and a process that
  * outlived it must not take what it keeps under those names (parsed chunks, rows-file
- * directories) for the new rows (review22 R1, review32 F1, review33 F1).
+ * directories) for the new rows.
  */
 const NONCE = /^[0-9a-f]{12}$/;
 export const newNonce = (): string => randomBytes(6).toString('hex');

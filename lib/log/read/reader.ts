@@ -47,9 +47,9 @@ export interface ShardView extends ShardName {
   sealed: boolean;
   /**
    * What the reader keeps of the generation is keyed by this: its name within the log's id
-   * (lib/log/layout.ts `logIdKey`). A log made again at the same place may reuse the name
-   * (review37), and a read of the old log still in flight may store what it read after the
-   * caches were cleared (review38): under the old id, no read of the new log takes it.
+   * (lib/log/layout.ts `logIdKey`). A log made again at the same place may reuse the name,
+   * and a read of the old log still in flight may store what it read after the
+   * caches were cleared: under the old id, no read of the new log takes it.
    */
   key: string;
 }
@@ -336,7 +336,7 @@ export class LogReader {
       if (!failed) return result as T;
       // The layout held still: an I/O error of storage or Lance; try again on fresh handles,
       // the base's too: one pinned at a version number a deleted log also had (made again or
-      // restored at the same place) names that log's files, gone (review33 F2).
+      // restored at the same place) names that log's files, gone.
       for (const v of read) this.forget(v);
       this.tables.forgetBase();
       // Unless it is the same decoding failure again and again, for a while: a damaged file, if
@@ -407,7 +407,7 @@ export class LogReader {
    * row of it, without a version check or a read per column and fragment (a live writer's item
    * took ~4 ms, 10 rows of one commit: docs/design/performance.md, "Folds"). The writer answers
    * null for items of a commit that may have landed and is not kept yet (storage already shows
-   * it to every reader: review39), and a commit never confirmed ends the epoch, which drops the
+   * it to every reader), and a commit never confirmed ends the epoch, which drops the
    * memory.
    */
   private ownRows(listing: ShardListing, v: ShardView, items: readonly string[], columns: readonly string[]): EventRow[] | null {

@@ -140,7 +140,7 @@ export async function streamListing(
         const part = items.slice(i, i + LOOKUP_CHUNK);
         // The query returns every base row of these items: it stops once each was seen, and
         // past ITEMS_FIRST_ROWS rows (items with long histories) takes them all as held, to be
-        // looked up by event as without this (review31b).
+        // looked up by event as without this.
         let rows = 0;
         let seen = 0;
         for await (const b of stream(base, sqlIn('item_id', part), ['item_id'])) {

@@ -48,7 +48,7 @@ export class CoordHolder {
       if (!c.recorded) return c.store;
       // Another call chose at the same time (maintain() and a first append(), both `create:
       // false`) and its store is kept: this one is released, or its share of the database
-      // connection would never be (review18 F3).
+      // connection would never be.
       const kept = this.store;
       if (kept && kept !== store) {
         c.store.close?.();
