@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openLog } from '../lib/index.ts';
-import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/summary.ts';
+import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/read/summary.ts';
 import { LanceTables } from '../lib/log/tables.ts';
 import { rowsToArrow, rowsFromArrow } from '../lib/schema.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';

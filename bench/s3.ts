@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { DeleteTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { createLeaseTable, DynamoLeaseStore, openLog, type OpenLogOptions } from '../lib/index.ts';
-import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/summary.ts';
+import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/read/summary.ts';
 import { LanceTables } from '../lib/log/tables.ts';
 import { rowsToArrow } from '../lib/schema.ts';
 import { lanceStorageOptions, logLocation, parseRoot, s3ClientConfig, type S3Location } from '../lib/storage/location.ts';

@@ -2,7 +2,7 @@
 import type { FailureSummary, ItemSummary, LogStats } from '../lib/api.ts';
 import { checkpointLabel, describeThreadField, isThreadCursor, summarizeThread } from '../lib/langgraph/view.ts';
 import type { SlotWait } from '../lib/lease/slots.ts';
-import { shardLabel } from '../lib/log/stats.ts';
+import { shardLabel } from '../lib/log/read/stats.ts';
 import type { Cursor, ItemState, TrajectoryEvent } from '../lib/types.ts';
 import { describeFailure, preview } from './preview.ts';
 

@@ -1,5 +1,5 @@
 /**
- * `dgcl`: the command line of CONTRACT.md. Exit codes (cli/exit-codes.ts, after sysexits): 0 ok
+ * `dgcl`: the command line. Exit codes (cli/exit-codes.ts, after sysexits): 0 ok
  * (also when the reader of stdout closed the pipe early), 2 bad usage or input (message on
  * stderr, nothing written), 66 no such log, 65 damaged data, 75 try again later, 77 permission
  * denied, 1 anything else.

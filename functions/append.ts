@@ -1,5 +1,5 @@
 /**
- * `append` handler (CONTRACT.md "Lambda handlers"; docs/design/handlers.md):
+ * `append` handler (docs/design/handlers.md):
  *  - direct invocation `{pipeline, experiment, batches: [...]}` -> `{acks: [...]}`; invalid input
  *    fails with InvalidInputError (naming `batches[i].field`) and writes nothing;
  *  - SQS event: each record body is one batch plus `pipeline` and `experiment` ->
@@ -65,7 +65,7 @@ async function appendDirect(event: unknown, context: Context, config: HandlerCon
     await maybeMerge(entry, config, deadline);
     return { acks };
   } finally {
-    // Also when the append failed: a commit that landed may have started a merge (review23 F4).
+    // Also when the append failed: a commit that landed may have started a merge.
     await settleMerges(entry, deadline);
   }
 }
@@ -191,7 +191,7 @@ async function appendSqs(raw: unknown[], context: Context, config: HandlerConfig
     for (const entry of entries) await maybeMerge(entry, config, deadline);
     return { batchItemFailures: failures };
   } finally {
-    // Also when something failed: a commit that landed may have started a merge (review23 F4).
+    // Also when something failed: a commit that landed may have started a merge.
     for (const entry of entries) await settleMerges(entry, deadline);
   }
 }

@@ -1,5 +1,5 @@
 /**
- * `fold` handler (read-only; CONTRACT.md "Lambda handlers"):
+ * `fold` handler (read-only; docs/design/handlers.md):
  *  - `{pipeline, experiment, itemId}` -> the item state (NotFoundError if there is no such item);
  *  - `{pipeline, experiment, itemId, trajectory: true}` -> the item's trajectory events, in
  *    `item_seq` order, blobs as `$blobRef`;

@@ -1,5 +1,5 @@
 /**
- * `maintenance` handler (scheduled; CONTRACT.md "Lambda handlers"). Input `{pipeline?,
+ * `maintenance` handler (scheduled; docs/design/handlers.md). Input `{pipeline?,
  * experiment?}` narrows it (the schedule sends `{}`: every experiment under DGCL_ROOT); a raw
  * EventBridge event is accepted too, narrowed by its `detail`.
  *

@@ -1,5 +1,5 @@
 /**
- * `resume` handler (CONTRACT.md "Lambda handlers"; docs/design/handlers.md). Input:
+ * `resume` handler (docs/design/handlers.md). Input:
  *  - direct `{pipeline, experiment, itemIds: [...]}`;
  *  - an SQS event whose record bodies are `{pipeline, experiment, itemId}` (or `itemIds`);
  *  - an EventBridge event whose `detail` is the same.

@@ -1,5 +1,5 @@
 /**
- * Checkpoint batch validation and preparation (CONTRACT.md "A checkpoint batch"). Pure: input
+ * Checkpoint batch validation and preparation. Pure: input
  * JSON -> PreparedBatch (validated, values encoded, deterministic ids) -> EventRow[] once the
  * writer knows the seq, epoch and time.
  *

@@ -1,5 +1,5 @@
 /**
- * Field value codec (CONTRACT.md "Value kinds"): user JSON <-> the typed value columns of a row.
+ * Field value codec (the value kinds): user JSON <-> the typed value columns of a row.
  *
  * Input (a field value of `set`, or one element of `append`):
  *   - a JS number that is a safe integer (|n| <= 2^53-1)  -> int   (value_i64, exact)
@@ -263,7 +263,7 @@ export function encodeValue(v: unknown, path: string): EncodedValue {
     throw new InvalidInputError('null is not a storable value (there is no null kind); omit the field or store a json value such as {"value": null}', { field: path });
   }
   // A copy: the caller may reuse its buffer once the append returned, and the writer keeps the
-  // rows of recent commits to merge them later (review42 F1: the merged blob no longer matched
+  // rows of recent commits to merge them later (else the merged blob may no longer match
   // its checksum). Copied before the checksum, so both describe the same bytes.
   if (v instanceof Uint8Array) return blobOf(guard('blob-copied-at-validation') ? new Uint8Array(v) : v, path);
   if (isPlainObject(v)) {

@@ -1,6 +1,6 @@
 /**
- * Folding an item's events into its state (seed "Write and recovery invariants", CONTRACT.md
- * "Item state (fold)" and "Trajectory event"). Pure: rows in, state out; value_blob is never read.
+ * Folding an item's events into its state (seed "Write and recovery invariants":
+ * item state and trajectory events). Pure: rows in, state out; value_blob is never read.
  *
  * Semantics:
  *  - Rows may be duplicated (LSM read path, retries) and unordered: `dedupe` keeps one copy per

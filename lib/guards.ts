@@ -7,7 +7,7 @@
  * switched that guard off.
  */
 export const GUARDS = [
-  // write path (lib/log/writer.ts)
+  // write path (lib/log/write/writer.ts)
   'epoch-check',
   'end-epoch-on-unknown-outcome',
   'seal-own-epoch-before-next',
@@ -26,13 +26,13 @@ export const GUARDS = [
   'blob-copied-at-validation',
   'deleted-seq-records',
   'delete-guard',
-  // seals and takeovers (lib/log/seal.ts)
+  // seals and takeovers (lib/log/write-seal.ts, lib/log/maintain/seal.ts)
   'fence-before-seal',
   'seal-lists-after-fence',
   'superseded-epoch-seals-nothing',
   'seal-earlier-epochs',
   'seal-out-missing-dataset',
-  // reads (lib/log/reader.ts)
+  // reads (lib/log/read/reader.ts)
   'relist-sees-retirement',
   'relist-sees-fence',
   'retired-marker',
@@ -45,7 +45,7 @@ export const GUARDS = [
   'tombstones-hide',
   'projection-describes-base',
   'rows-files-match-base',
-  // maintenance (lib/log/maintain.ts, purge.ts)
+  // maintenance (lib/log/maintain/maintain.ts, purge.ts)
   'maintainer-stops-when-overtaken',
   'sweep-only-ended-epochs',
   'cleanup-keeps-highest-seal',

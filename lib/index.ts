@@ -20,7 +20,7 @@ export type { Lease, LeaseStore } from './lease/types.ts';
 export type { SlotWait, SlotWaitListener } from './lease/slots.ts';
 export { LocalLeaseStore } from './lease/local.ts';
 export { MissingLeaseStore } from './lease/missing.ts';
-export type { MaintainProgress } from './log/maintain.ts';
+export type { MaintainProgress } from './log/maintain/maintain.ts';
 export { DynamoLeaseStore, createLeaseTable } from './lease/dynamo.ts';
 export { parseBatch, parseBatches } from './batch.ts';
 export { foldItem, trajectory } from './fold.ts';
@@ -28,4 +28,4 @@ export { report, DEFAULT_REPORT_ITEMS, type ReportOptions, type ReportResult } f
 export type * from './report/model.ts';
 export { exportItems, EXPORT_FORMATS, EXPORT_STATUSES, DEFAULT_CHUNK_EVENTS, type ExportOptions, type ExportResult, type ExportFormat, type ExportStatus } from './export/export.ts';
 export { DurableItem, item, type ItemOptions, type StepContext, type StepFn, type StepOutput, type StepResult } from './steps.ts';
-export { MAX_INLINE_BYTES, MAX_LATEST_EVENTS } from './log/item-reads.ts';
+export { MAX_INLINE_BYTES, MAX_LATEST_EVENTS } from './log/read/item-reads.ts';

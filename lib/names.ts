@@ -1,5 +1,5 @@
 /**
- * Pipeline and experiment names (CONTRACT.md "Locations"). They become path segments of the log
+ * Pipeline and experiment names. They become path segments of the log
  * URI, so they are checked before any I/O: 1-128 characters of `[A-Za-z0-9._-]`, and not `.`
  * or `..` (which would walk the directory tree).
  */

@@ -16,10 +16,10 @@ import { MissingLeaseStore } from './lease/missing.ts';
 import type { SlotWaitListener } from './lease/slots.ts';
 import type { LeaseStore } from './lease/types.ts';
 import { LanceCheckpointLog, type LanceLogOptions } from './log/log.ts';
-import type { MaintainProgress } from './log/maintain.ts';
-import type { MergeHooks } from './log/merge.ts';
-import { logFolderExists, logNotFound } from './log/missing.ts';
-import type { WriterHooks } from './log/writer.ts';
+import type { MaintainProgress } from './log/maintain/maintain.ts';
+import type { MergeHooks } from './log/maintain/merge.ts';
+import { logFolderExists, logNotFound } from './log/read/missing.ts';
+import type { WriterHooks } from './log/write/writer.ts';
 import { validateName } from './names.ts';
 import { closeOnSignals, CLOSE_SIGNALS } from './signals.ts';
 import { LocalObjectStore } from './storage/local.ts';
@@ -199,7 +199,7 @@ export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
 
 /**
  * The object stores of the log's folder and of the root (whose listing says what exists near a
- * log that does not: lib/log/missing.ts); on S3 both on one client.
+ * log that does not: lib/log/read/missing.ts); on S3 both on one client.
  */
 async function objectStores(root: Location, loc: Location, env: Env): Promise<{ objects: ObjectStore; rootObjects: ObjectStore }> {
   if (loc.kind === 'file' && root.kind === 'file') return { objects: new LocalObjectStore(loc.dir), rootObjects: new LocalObjectStore(root.dir) };

@@ -77,7 +77,7 @@ export const COLUMN_NAMES: readonly (keyof EventRow)[] = COLUMNS.map((c) => c[0]
 
 export type { ColumnKind };
 
-/** Each column's kind and whether it may be null (codecs of other stored forms: lib/log/fold-rows.ts). */
+/** Each column's kind and whether it may be null (codecs of other stored forms: lib/log/projection/fold-rows.ts). */
 export const COLUMN_SPECS: ReadonlyMap<keyof EventRow, { kind: ColumnKind; nullable: boolean }> = new Map(
   COLUMNS.map(([name, kind, nullable]) => [name, { kind, nullable }]),
 );

@@ -16,7 +16,7 @@
  * outcome, an at-least-once redelivery, a standard SQS queue). Such a batch lands at a higher
  * seq; ordered by seq, it would move the cursor back and a resume would run completed steps again.
  *
- * Shared by the fold (lib/fold.ts), the listing aggregates (lib/log/summary.ts), the report
+ * Shared by the fold (lib/fold.ts), the listing aggregates (lib/log/read/summary.ts), the report
  * (lib/report/aggregate.ts) and durable steps (lib/steps.ts): they must agree.
  */
 

@@ -28,12 +28,11 @@
  * (different content) and the later one wins for the fields.
  */
 import { z } from 'zod';
-import type { CheckpointLog } from './api.ts';
 import { parseBatch } from './batch.ts';
 import { decodeValue, valueColumns } from './codec.ts';
 import { InvalidInputError, ItemTerminalError, NotFoundError } from './errors.ts';
 import { StepChooser } from './step-order.ts';
-import type { CheckpointBatchInput, EventRow, OutputValue, PreparedBatch, TerminalKind, TrajectoryEvent } from './types.ts';
+import type { Ack, CheckpointBatchInput, EventRow, OutputValue, PreparedBatch, TerminalKind, TrajectoryEvent } from './types.ts';
 
 /** What a step function returns: the fields its checkpoint batch sets and appends. */
 export interface StepResult {
@@ -61,6 +60,16 @@ export interface StepContext {
 }
 
 export type StepFn = (ctx: StepContext) => Promise<StepResult | void> | StepResult | void;
+
+/**
+ * What durable steps use of a log: the two methods of CheckpointLog (lib/api.ts) they call.
+ * Named here, not taken from CheckpointLog, because CheckpointLog's `item()` returns a
+ * DurableItem: api.ts imports this file, and this file importing api.ts made an import loop.
+ */
+export interface StepLog {
+  append(batches: CheckpointBatchInput[]): Promise<Ack[]>;
+  trajectory(itemId: string): Promise<TrajectoryEvent[]>;
+}
 
 export interface ItemOptions {
   runId: string;
@@ -102,7 +111,7 @@ export class DurableItem {
   private readonly marks: StepChooser<StepMark>;
 
   constructor(
-    private readonly log: Pick<CheckpointLog, 'append'>,
+    private readonly log: Pick<StepLog, 'append'>,
     readonly itemId: string,
     private readonly o: ItemOptions,
     events: readonly TrajectoryEvent[],
@@ -206,7 +215,7 @@ export class DurableItem {
 }
 
 /** Open an item for durable steps: reads its events once (none if it does not exist yet). */
-export async function item(log: Pick<CheckpointLog, 'append' | 'trajectory'>, itemId: string, o: ItemOptions): Promise<DurableItem> {
+export async function item(log: StepLog, itemId: string, o: ItemOptions): Promise<DurableItem> {
   if (!o || typeof o.runId !== 'string') throw new InvalidInputError('runId must be a non-empty string', { field: 'runId' });
   let events: TrajectoryEvent[] = [];
   try {

@@ -1,5 +1,5 @@
 /**
- * The public shapes of CONTRACT.md (camelCase JSON) and the stored row (snake_case, the seed's
+ * The public shapes (camelCase JSON) and the stored row (snake_case, the seed's
  * 33 columns). Everything else in lib/ is written against these.
  */
 
@@ -73,7 +73,7 @@ export interface EventRow {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Checkpoint batch (input), CONTRACT.md "A checkpoint batch".
+// Checkpoint batch (input).
 
 export interface BatchStep {
   name: string;
@@ -137,7 +137,7 @@ export interface PreparedBatch {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Ack, CONTRACT.md "The ack".
+// Ack.
 
 export interface Ack {
   itemId: string;
@@ -149,7 +149,7 @@ export interface Ack {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fold output, CONTRACT.md "Item state (fold)".
+// Fold output: the item state.
 
 export interface BlobRef {
   $blobRef: { eventId: string; size: number; checksum: string };
@@ -200,7 +200,7 @@ export interface ItemState {
   violations: Violation[];
 }
 
-/** One trajectory event, CONTRACT.md "Trajectory event": only the columns that are set. */
+/** One trajectory event: only the columns that are set. */
 export interface TrajectoryEvent {
   eventId: string;
   itemId: string;

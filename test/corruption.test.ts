@@ -12,7 +12,7 @@ import { systemClock } from '../lib/clock.ts';
 import { CorruptError, UnavailableError } from '../lib/errors.ts';
 import { DEFAULTS, openLog } from '../lib/index.ts';
 import { LocalLeaseStore } from '../lib/lease/local.ts';
-import { DAMAGE_MIN_MS, DAMAGE_REPEATS, damageKey } from '../lib/log/damage.ts';
+import { DAMAGE_MIN_MS, DAMAGE_REPEATS, damageKey } from '../lib/log/read/damage.ts';
 import { LanceCheckpointLog } from '../lib/log/log.ts';
 import type { Table, TableWrapper } from '../lib/log/tables.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';

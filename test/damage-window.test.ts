@@ -1,7 +1,7 @@
 /**
  * A decoding-looking failure is damage (CORRUPT: not retryable, "restore the file from a copy")
  * only when it repeats for a while across the read's back-off and the probe that follows finds
- * the damaged file (lib/log/damage.ts). A failure that passes within a moment, or one the probe
+ * the damaged file (lib/log/read/damage.ts). A failure that passes within a moment, or one the probe
  * does not find again, is retried like any other.
  */
 import { mkdtempSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * The fold projection (lib/log/fold-rows.ts): the rows codec and file layout, read in parts
+ * The fold projection (lib/log/projection/fold-rows.ts): the rows codec and file layout, read in parts
  * through a real local object store; and folds through it on real Lance against folds through
  * Lance: right after maintenance (no base query at all), with a live tail and a deleted item,
  * after a merge since (Lance again), and with a damaged or missing rows file (Lance again, the
@@ -8,9 +8,9 @@
 import { randomBytes } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { decodeRow, decodeRowsFile, encodeRow, encodeRowsFile, RowsDirectories, RowsFileError } from '../lib/log/fold-rows.ts';
+import { decodeRow, decodeRowsFile, encodeRow, encodeRowsFile, RowsDirectories, RowsFileError } from '../lib/log/projection/fold-rows.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
-import { PROJECTION_DIR, PROJECTION_KEY } from '../lib/log/projection.ts';
+import { PROJECTION_DIR, PROJECTION_KEY } from '../lib/log/projection/stored.ts';
 import { LIGHT_COLUMNS } from '../lib/schema.ts';
 import type { ByteRange } from '../lib/storage/objects.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';

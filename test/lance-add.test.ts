@@ -4,7 +4,7 @@ import path from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
-import { commitData, committedTable, EncodedRows, fastAddCount, fastMergeCount, mergeData } from '../lib/log/lance-add.ts';
+import { commitData, committedTable, EncodedRows, fastAddCount, fastMergeCount, mergeData } from '../lib/log/write/lance-add.ts';
 import { InternalError } from '../lib/errors.ts';
 import { EVENT_SCHEMA, rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import { rowsOf, newItemBatch } from '../bench/common.ts';

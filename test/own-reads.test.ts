@@ -1,7 +1,7 @@
 /**
  * A writer's point reads (fold, trajectory, fields, latestEvents) of its own unmerged
  * generations take the rows it keeps of its confirmed commits instead of reading the generation
- * (lib/log/reader.ts `ownRows`): each such read cost a Lance take per column and fragment. Only
+ * (lib/log/read/reader.ts `ownRows`): each such read cost a Lance take per column and fragment. Only
  * while the generation is live, made in the log listed, and without blob bytes; else storage.
  * Real Lance datasets and the local lease store throughout.
  */

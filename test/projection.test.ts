@@ -1,5 +1,5 @@
 /**
- * The item listing projection (lib/log/projection.ts) against the plain streaming scan it stands
+ * The item listing projection (lib/log/projection/projection.ts) against the plain streaming scan it stands
  * in for, on real Lance: after maintenance built it; with merges added to the base since and an
  * unmerged tail; a deleted item; a base copy of an event that loses to a tail copy (a lower seq);
  * counting only the added rows against counting all; and the cases where it must not be used
@@ -9,10 +9,12 @@
 import { describe, expect, it } from 'vitest';
 import { summarize } from '../lib/fold.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
-import { CHUNK_ITEMS, chunkKey, fragmentRows, PROJECTION_DIR, PROJECTION_KEY, ProjectionCache, refreshProjection } from '../lib/log/projection.ts';
-import { decodeRowsFile } from '../lib/log/fold-rows.ts';
-import { decodeAggregate } from '../lib/log/projection-codec.ts';
-import { mergeAggregates, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from '../lib/log/summary.ts';
+import { refreshProjection } from '../lib/log/projection/build.ts';
+import { ProjectionCache } from '../lib/log/projection/projection.ts';
+import { CHUNK_ITEMS, chunkKey, fragmentRows, PROJECTION_DIR, PROJECTION_KEY } from '../lib/log/projection/stored.ts';
+import { decodeRowsFile } from '../lib/log/projection/fold-rows.ts';
+import { decodeAggregate } from '../lib/log/projection/projection-codec.ts';
+import { mergeAggregates, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from '../lib/log/read/summary.ts';
 import { LanceTables } from '../lib/log/tables.ts';
 import { rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';

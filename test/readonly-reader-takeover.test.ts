@@ -15,7 +15,7 @@ import { DEFAULTS, openLog } from '../lib/index.ts';
 import { LocalLeaseStore } from '../lib/lease/local.ts';
 import { fenceKey } from '../lib/log/layout.ts';
 import { LanceCheckpointLog } from '../lib/log/log.ts';
-import { writeSeal } from '../lib/log/seal.ts';
+import { writeSeal } from '../lib/log/write-seal.ts';
 import { LanceTables } from '../lib/log/tables.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { logUri, parseRoot } from '../lib/storage/location.ts';

@@ -1,5 +1,5 @@
 /**
- * Whole-log passes free each record batch's buffer once its visitor returns (lib/log/release.ts),
+ * Whole-log passes free each record batch's buffer once its visitor returns (lib/log/read/release.ts),
  * instead of leaving it for V8's next collection: dead Arrow buffers piled up to ~80 MB of
  * items()'s peak at 10^6 events. On real Lance: base rows, an unmerged shard (whose ids are also
  * looked up in the base), and the values visitors copied out must survive the release.
@@ -10,7 +10,7 @@ import path from 'node:path';
 import * as arrow from 'apache-arrow';
 import { expect, it } from 'vitest';
 import { openLog } from '../lib/index.ts';
-import { releaseBatch } from '../lib/log/release.ts';
+import { releaseBatch } from '../lib/log/read/release.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 
 it('a scan detaches every base batch it handed to the visitor and keeps the shard rows cached for the next scan; what the visitor copied out is intact', async () => {
@@ -51,7 +51,7 @@ it('a scan detaches every base batch it handed to the visitor and keeps the shar
     return [d.values.byteLength, d.valueOffsets.byteLength];
   };
   expect(sizes(baseBatch), 'the base batch is released: its buffer is detached').toEqual([0, 0]);
-  // The shard's rows are the reader's tail cache (lib/log/tail-cache.ts): kept whole for the
+  // The shard's rows are the reader's tail cache (lib/log/read/tail-cache.ts): kept whole for the
   // next scan, which reads no row of it again.
   expect(sizes(shardBatch).every((n) => n > 0), 'the cached shard batch is not released').toBe(true);
   const again: arrow.RecordBatch[] = [];

@@ -1,5 +1,5 @@
 /**
- * Adversarial review 10 (56da89a..d9929fe: the reader's tail cache, lib/log/tail-cache.ts;
+ * Adversarial review 10 (56da89a..d9929fe: the reader's tail cache, lib/log/read/tail-cache.ts;
  * projection fragment documents via putIfAbsent). Real Lance datasets in temp folders, the real
  * local store and lease store; schedules forced with promises (test/support/race-kit.ts).
  *
@@ -15,8 +15,8 @@ import * as lancedb from '@lancedb/lancedb';
 import type * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
 import { shardName } from '../lib/log/layout.ts';
-import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/summary.ts';
-import { TailCache } from '../lib/log/tail-cache.ts';
+import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/read/summary.ts';
+import { TailCache } from '../lib/log/read/tail-cache.ts';
 import type { Table } from '../lib/log/tables.ts';
 import { EVENT_SCHEMA, rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import { rowsOf } from '../bench/common.ts';

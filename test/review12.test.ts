@@ -24,7 +24,7 @@ import { describe, expect, it } from 'vitest';
 import { UnavailableError } from '../lib/errors.ts';
 import { openLog } from '../lib/index.ts';
 import { itemKey } from '../lib/log/layout.ts';
-import { PROJECTION_DIR } from '../lib/log/projection.ts';
+import { PROJECTION_DIR } from '../lib/log/projection/stored.ts';
 import { tree } from './support/tree.ts';
 import { createBatch } from './support/batches.ts';
 import { raceFixture } from './support/race-kit.ts';

@@ -150,7 +150,7 @@ describe('review14', () => {
     await a.close();
     expect(await x.objects.get(CHOICE_KEY)).toMatch(/^table /);
     // Another table (replaced, or the log copied to where another stack runs): slot 2 was never
-    // used in this log, so the "epoch restarted below a seal" check (lib/log/seal.ts) passes.
+    // used in this log, so the "epoch restarted below a seal" check (lib/log/maintain/seal.ts) passes.
     const b = await x.newLog('b', leasesB, 2);
     const step2 = await b.append([stepBatch('i1', 2)]).then(
       (acks) => acks[0]!,

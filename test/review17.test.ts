@@ -3,7 +3,7 @@
  * rowsToArrow from column buffers, arrowToRows from chunk buffers).
  *
  *  - F1 (fixed: a brand in the global symbol registry instead of `instanceof`; this test failed
- *    before): a second module instance of lib/log/lance-add.ts in one process (two
+ *    before): a second module instance of lib/log/write/lance-add.ts in one process (two
  *    copies of this library sharing one hoisted @lancedb/lancedb, or a test runner's module reset)
  *    finds LocalTable.prototype already patched, but the patch recognises only the FIRST
  *    instance's EncodedRows class (`instanceof`). The second instance's rows go to LanceDB's own
@@ -20,7 +20,7 @@ import * as arrow from 'apache-arrow';
 import { describe, expect, it, vi } from 'vitest';
 import { CorruptError, NotFoundError } from '../lib/errors.ts';
 import { openLog } from '../lib/index.ts';
-import { EncodedRows, fastAddCount } from '../lib/log/lance-add.ts';
+import { EncodedRows, fastAddCount } from '../lib/log/write/lance-add.ts';
 import { EVENT_SCHEMA, rowsFromArrow } from '../lib/schema.ts';
 import type { EventRow } from '../lib/types.ts';
 import { fullRow } from './support/rows.ts';
@@ -62,7 +62,7 @@ describe('review17: EncodedRows and the patched LocalTable.add', () => {
     const db = await lancedb.connect(tmp());
     const t = await db.createEmptyTable('log', EVENT_SCHEMA);
     vi.resetModules();
-    const second = (await import('../lib/log/lance-add.ts')) as typeof import('../lib/log/lance-add.ts');
+    const second = (await import('../lib/log/write/lance-add.ts')) as typeof import('../lib/log/write/lance-add.ts');
     expect(second.EncodedRows).not.toBe(EncodedRows); // two instances, one patched prototype
     const rows = [fullRow(), fullRow({ event_id: 'e2', item_seq: 2 })];
     await t.add(new second.EncodedRows(rows) as never);

@@ -25,12 +25,12 @@
 import { execSync } from 'node:child_process';
 import * as lancedb from '@lancedb/lancedb';
 import { describe, expect, it } from 'vitest';
-import { mergeGeneration } from '../lib/log/merge.ts';
+import { mergeGeneration } from '../lib/log/maintain/merge.ts';
 import { LanceTables } from '../lib/log/tables.ts';
 import { rowsFromArrow } from '../lib/schema.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { logUri, parseRoot } from '../lib/storage/location.ts';
-import type { ShardWriter } from '../lib/log/writer.ts';
+import type { ShardWriter } from '../lib/log/write/writer.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { EXPERIMENT, expectAcksVisible, Pause, PIPELINE, raceFixture, settle, tempRoot, withFreshReader, type OpenTestLog, type TestLog } from './support/race-kit.ts';

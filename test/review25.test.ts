@@ -1,5 +1,5 @@
 /**
- * review25: a maintenance pass stops when its maintainer lease was taken over (lib/log/maintain.ts,
+ * review25: a maintenance pass stops when its maintainer lease was taken over (lib/log/maintain/maintain.ts,
  * `leaseStop`; docs/design/shards.md, "Maintenance"). Found by the review of the first version:
  * F1 a step left unlisted, F2 an unreachable lease store asked before every step, F3 a takeover
  * by a maintainer whose clock runs ahead not noticed, F4 a test that could not see whether the

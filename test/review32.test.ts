@@ -1,5 +1,5 @@
 /**
- * Review 32: the fold projection (0b4be15, lib/log/fold-rows.ts).
+ * Review 32: the fold projection (0b4be15, lib/log/projection/fold-rows.ts).
  *
  *  - F1: a process kept rows-file directories (and parsed listing chunks, and the listing's
  *    index) by names made of fragment id and live rows, which a log deleted and made again at
@@ -27,9 +27,9 @@
 import { promises as fs } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { UnavailableError } from '../lib/errors.ts';
-import { decodeRowsFile, MAX_ITEM_JSON } from '../lib/log/fold-rows.ts';
-import { PROJECTION_DIR } from '../lib/log/projection.ts';
-import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/summary.ts';
+import { decodeRowsFile, MAX_ITEM_JSON } from '../lib/log/projection/fold-rows.ts';
+import { PROJECTION_DIR } from '../lib/log/projection/stored.ts';
+import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/read/summary.ts';
 import { createBatch } from './support/batches.ts';
 import { raceFixture, type TableTap } from './support/race-kit.ts';
 

@@ -45,7 +45,7 @@ describe('review36: a listing on a base pinned at a version number of a deleted 
 describe('review36: the local read plan of rows files (the end, then the rest) returns the right rows', () => {
   it('every item of files from 100 B to 200 KB, directories shorter and longer than the end, items across its start', async () => {
     const { randomBytes } = await import('node:crypto');
-    const { decodeRowsFile, encodeRowsFile, RowsDirectories } = await import('../lib/log/fold-rows.ts');
+    const { decodeRowsFile, encodeRowsFile, RowsDirectories } = await import('../lib/log/projection/fold-rows.ts');
     const { LocalObjectStore } = await import('../lib/storage/local.ts');
     const { tempRoot } = await import('./support/race-kit.ts');
     const { fullRow } = await import('./support/rows.ts');

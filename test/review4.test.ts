@@ -2,7 +2,7 @@
  * Adversarial review 4 (issue 9 performance work, f8b12d4..532649f): interleavings and inputs
  * that break a promise of the log after the listing, merge, local store and format changes.
  * Real Lance datasets in temp folders, the real local store; schedules forced with promises.
- * F1 failed on 532649f (fixed on h-review4: lib/log/listing.ts); the probes pass on it and pin
+ * F1 failed on 532649f (fixed on h-review4: lib/log/read/listing.ts); the probes pass on it and pin
  * what was tried (orders at the page bound, mixed file formats, the Arrow merge, local puts).
  */
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';

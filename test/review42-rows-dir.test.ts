@@ -1,6 +1,6 @@
 /**
- * review42 (sound): rows files' binary directory (8ab9ebd, lib/log/fold-rows.ts v2Directory).
- * Ids in the order the projection builder emits them (compareUtf8, lib/log/summary.ts) are
+ * review42 (sound): rows files' binary directory (8ab9ebd, lib/log/projection/fold-rows.ts v2Directory).
+ * Ids in the order the projection builder emits them (compareUtf8, lib/log/read/summary.ts) are
  * accepted by assembleRowsFile (Buffer.compare order), and every id of a file is found by the
  * in-place binary search, in files of 1 to 300 ids drawn from ASCII, the BMP above the
  * surrogates (U+E000-U+FFFF: after astral characters in UTF-8, before them in UTF-16), astral
@@ -9,8 +9,8 @@
  * under the CRC, but the bounds checks catch it).
  */
 import { describe, expect, it } from 'vitest';
-import { assembleRowsFile, encodeItem, RowsDirectories, RowsFileError } from '../lib/log/fold-rows.ts';
-import { compareUtf8 } from '../lib/log/summary.ts';
+import { assembleRowsFile, encodeItem, RowsDirectories, RowsFileError } from '../lib/log/projection/fold-rows.ts';
+import { compareUtf8 } from '../lib/log/read/summary.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { tempRoot } from './support/race-kit.ts';
 import { fullRow } from './support/rows.ts';

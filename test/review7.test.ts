@@ -1,7 +1,7 @@
 /**
  * Review 7: fields(), latestEvents() and blob inlining take an item's rows of an unmerged shard
  * generation by offset and keep them by a JS restatement of the Lance filter the base gets
- * (ItemFilter in lib/log/item-reads.ts). Both must select the same rows, or a read answers
+ * (ItemFilter in lib/log/read/item-reads.ts). Both must select the same rows, or a read answers
  * differently before and after maintenance merges the item (I3). On real Lance: the same reads
  * with the item's rows in a live writer's shard (a base exists, holding another item, so every
  * filter is also run as SQL), then after everything is merged.

@@ -12,8 +12,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
-import { PROJECTION_DIR, PROJECTION_KEY } from '../lib/log/projection.ts';
-import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/summary.ts';
+import { PROJECTION_DIR, PROJECTION_KEY } from '../lib/log/projection/stored.ts';
+import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/read/summary.ts';
 import { createBatch } from './support/batches.ts';
 import { raceFixture } from './support/race-kit.ts';
 

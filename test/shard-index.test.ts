@@ -1,5 +1,5 @@
 /**
- * The item index of unmerged shard generations (lib/log/shard-index.ts): point reads take an
+ * The item index of unmerged shard generations (lib/log/read/shard-index.ts): point reads take an
  * item's rows by offset instead of scanning the generation. On real Lance datasets: the rows it
  * returns are exactly what a filtered scan returns, at the latest version as commits land, and at
  * older (sealed) versions after it learned newer ones; a failed learning leaves it able to go on.
@@ -11,7 +11,7 @@ import path from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import { describe, expect, it } from 'vitest';
 import { openLog } from '../lib/index.ts';
-import { ShardItemIndex } from '../lib/log/shard-index.ts';
+import { ShardItemIndex } from '../lib/log/read/shard-index.ts';
 import { sqlIn, type Table } from '../lib/log/tables.ts';
 import { EVENT_SCHEMA, LIGHT_COLUMNS, rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import type { EventRow } from '../lib/types.ts';

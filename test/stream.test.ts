@@ -1,5 +1,5 @@
 /**
- * items()/failures() (one streaming pass over light columns, lib/log/stream.ts + summary.ts)
+ * items()/failures() (one streaming pass over light columns, lib/log/read/stream.ts + summary.ts)
  * against the fold of every item (allStates), on real Lance: unmerged shards of two writers,
  * duplicate deliveries through both, a merge that copied rows to the base but stopped before
  * retiring the shard (every event then has two copies), and after maintenance.

@@ -1,5 +1,5 @@
 /**
- * The reader's tail cache (lib/log/tail-cache.ts): a process listing a live log again reads only
+ * The reader's tail cache (lib/log/read/tail-cache.ts): a process listing a live log again reads only
  * the rows committed since. On real Lance: a long-lived reader lists while two writers keep
  * appending, a generation is merged and retired, and a takeover seals one; each time its listing
  * equals a fresh reader's, and the rows it takes are only the new ones.

@@ -8,7 +8,7 @@ import { ManualClock } from '../lib/clock.ts';
 import { CorruptError, FencedError, isDgclError, LeaseHeldError, UnavailableError } from '../lib/errors.ts';
 import { parseBatches } from '../lib/batch.ts';
 import type { LocalLeaseStore } from '../lib/lease/local.ts';
-import type { MergeStep } from '../lib/log/merge.ts';
+import type { MergeStep } from '../lib/log/maintain/merge.ts';
 import { resumePoint } from '../lib/resume.ts';
 import type { Ack, ItemState } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';

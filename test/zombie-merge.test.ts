@@ -2,7 +2,7 @@
  * A merger that checked its epoch, then stalled before its base commit (a Lambda container frozen
  * mid-merge, a long pause) while a takeover merged the same generation and maintenance purged a
  * deleted item among its rows: the stalled commit puts the purged rows back into the base. The
- * tombstone stays until the last removal is the deletion retention old (lib/log/purge.ts), so
+ * tombstone stays until the last removal is the deletion retention old (lib/log/maintain/purge.ts), so
  * those rows stay hidden (D1) and a later pass removes them again. On the code before, the
  * tombstone was gone with the first purge and a fresh reader saw the item again.
  * Real Lance on a local root, a manual clock; the stall is a gate in the merge's hook.

@@ -1,5 +1,5 @@
 /**
- * Handler configuration from the environment (CONTRACT.md, "Lambda handlers"):
+ * Handler configuration from the environment (docs/design/handlers.md):
  *  - DGCL_ROOT: `s3://bucket/prefix`, `file:///abs/dir` or a local path (required);
  *  - DGCL_LEASE_TABLE: DynamoDB lease table (append and maintenance on s3:// roots, which take
  *    writer / maintainer leases; the read paths fold and resume take none and are not given it;

@@ -15,7 +15,7 @@ import type { ResumeBy } from '../../lib/resume.ts';
 import type { Cursor, ItemStatus } from '../../lib/types.ts';
 import { summarizeError, type ErrorSummary } from './errors.ts';
 
-/** One message of the resume queue (CONTRACT.md, `resume`). */
+/** One message of the resume queue (docs/design/handlers.md, `resume`). */
 export interface ResumeInstruction {
   pipeline: string;
   experiment: string;

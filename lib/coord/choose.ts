@@ -144,7 +144,7 @@ async function isFresh(objects: ObjectStore): Promise<boolean> {
  * The log's location as the sentinel names it: an S3 URI as it is (bucket and key are canonical
  * already); a local path with its symlinks resolved (the deepest existing folder: a new log's
  * own folders may not exist yet), so a log reached through a link is not taken for a copy of
- * itself (review15 F3). Synchronous on purpose: it runs once per log and process, and an await
+ * itself. Synchronous on purpose: it runs once per log and process, and an await
  * on I/O outside the log's stores would be the one step of a write the simulation cannot
  * schedule (it made its schedules depend on the machine's timing).
  */

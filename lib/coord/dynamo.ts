@@ -1,7 +1,7 @@
 /**
  * Coordination records (item markers, checkpoint claims) in the lease table: one DynamoDB item
- * per record, in the table DynamoLeaseStore uses (CONTRACT.md: partition key `pk` String, no sort
- * key, TTL attribute `ttl` in epoch seconds). Why: docs/design/performance.md, "What would reach
+ * per record, in the table DynamoLeaseStore uses (partition key `pk` String, no sort key,
+ * TTL attribute `ttl` in epoch seconds). Why: docs/design/performance.md, "What would reach
  * the S3 targets" -- a group commit reads all its markers in one request instead of one GET each.
  *
  * Item attributes:
@@ -35,7 +35,7 @@ import type { CoordKind, CoordStore } from './types.ts';
 export interface DynamoCoordStoreOptions {
   /** An injected client (the caller owns it). */
   client: DynamoDBClient;
-  /** The lease table (CONTRACT.md: `DGCL_LEASE_TABLE`). */
+  /** The lease table (`DGCL_LEASE_TABLE`). */
   table: string;
   /** The log's scope (`<pipeline>/<experiment>/<logId>`): prefixes every key. */
   scope: string;

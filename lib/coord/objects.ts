@@ -7,7 +7,7 @@ import { UnavailableError } from '../errors.ts';
 import { syncDir } from '../fsutil.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { LocalObjectStore } from '../storage/local.ts';
-import { CLAIMS_DIR } from '../log/layout.ts';
+import { CLAIMS_DIR } from './keys.ts';
 import type { CoordKind, CoordStore } from './types.ts';
 
 export class ObjectCoordStore implements CoordStore {
@@ -16,7 +16,7 @@ export class ObjectCoordStore implements CoordStore {
    * On a local folder a put is not fsynced when answered (LocalObjectStore.put): `sync` makes the
    * records put since the last one durable (the writer calls it after a group's item markers,
    * before its commit: a marker lost to a power cut while the item's rows survived would make the
-   * item look new; review18 F4). Only through the real local store: a wrapper (the simulation's)
+   * item look new). Only through the real local store: a wrapper (the simulation's)
    * schedules every request itself.
    */
   readonly sync?: () => Promise<void>;

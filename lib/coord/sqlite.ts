@@ -11,7 +11,7 @@
  *
  * Semantics are CoordStore's (lib/coord/types.ts), across every process of the machine: SQLite
  * serializes writers (WAL; a writer waits up to BUSY_WAIT_MS for the lock, polling it between turns
- * of the event loop: review18 F2), `INSERT OR IGNORE`
+ * of the event loop), `INSERT OR IGNORE`
  * creates a claim only if absent, and a transaction lands whole or not at all. Durability is that
  * of the files it replaces (not fsynced per commit: `synchronous = NORMAL` in WAL mode never
  * corrupts the file on power loss, but may lose the last transactions; docs/design/invariants.md,
@@ -26,7 +26,7 @@ import path from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { CorruptError, DgclError, InternalError, PermissionDeniedError, UnavailableError } from '../errors.ts';
 import { errCode, fsyncPath } from '../fsutil.ts';
-import { CLAIMS_DIR } from '../log/layout.ts';
+import { CLAIMS_DIR } from './keys.ts';
 import { checkObjectKey } from '../storage/location.ts';
 import type { CoordKind, CoordStore } from './types.ts';
 
@@ -39,7 +39,7 @@ const BUSY_WAIT_MS = 10_000;
 /**
  * How long one synchronous SQLite call may wait for a lock (its busy handler sleeps inside the
  * call, blocking the event loop: lease renewals, other logs' acks and reads would stop). Longer
- * waits are made of such tries with the event loop free between them (review18 F2).
+ * waits are made of such tries with the event loop free between them.
  */
 const LOCK_TRY_MS = 25;
 /** Claims deleted per transaction by the sweep. */
@@ -318,8 +318,7 @@ export class SqliteCoordStore implements CoordStore {
   /**
    * Claims are judged by the time they were written (this machine's clock, as a file's mtime).
    * In transactions of SWEEP_CHUNK claims, one per turn: an hour of claims at 1,000 batches/s in
-   * one DELETE held the write lock for seconds, and every other process's writes waited behind it
-   * (review18 F5).
+   * one DELETE held the write lock for seconds, and every other process's writes waited behind it.
    */
   async deleteClaimsOlderThan(cutoffMs: number): Promise<number> {
     let total = 0;
@@ -356,7 +355,7 @@ export class SqliteCoordStore implements CoordStore {
    * meanwhile (a group's claims, by any log handle of this file in the process) commits together,
    * or fails together, before any caller is answered. `run` gets the connection the write was
    * queued on: a handle closed before the flush (its log closed meanwhile) must not make the
-   * turn's transaction fail for every other handle's writes (review18 F1).
+   * turn's transaction fail for every other handle's writes.
    */
   private write<T>(run: (c: Connection) => T): Promise<T> {
     let c: Connection;

@@ -13,7 +13,7 @@ import type * as arrow from 'apache-arrow';
 import { InvalidInputError } from '../errors.ts';
 import { foldItem } from '../fold.ts';
 import type { LanceCheckpointLog } from '../log/log.ts';
-import type { EventVisitor } from '../log/stream.ts';
+import type { EventVisitor } from '../log/read/stream.ts';
 import { sqlIn, sqlString } from '../log/tables.ts';
 import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
 import type { Env } from '../storage/location.ts';

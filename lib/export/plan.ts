@@ -5,7 +5,7 @@
  */
 import type * as arrow from 'apache-arrow';
 import { Utf8Column } from '../log/columns.ts';
-import type { EventVisitor } from '../log/stream.ts';
+import type { EventVisitor } from '../log/read/stream.ts';
 
 export const PLAN_COLUMNS = ['item_id', 'event_type', 'field_name', 'value_kind'] as const;
 

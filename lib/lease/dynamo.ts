@@ -1,6 +1,6 @@
 /**
- * DynamoLeaseStore: leases in one DynamoDB table (CONTRACT.md: partition key `pk` String, no
- * sort key, TTL attribute `ttl` in epoch seconds). Design: docs/design/leases.md.
+ * DynamoLeaseStore: leases in one DynamoDB table (partition key `pk` String, no sort
+ * key, TTL attribute `ttl` in epoch seconds). Design: docs/design/leases.md.
  *
  * One item per key, never deleted by us: release empties `owner` and zeroes `expiresAtMs` but
  * keeps `epoch`, so the counter survives. Every write is a single conditional UpdateItem whose
@@ -73,7 +73,7 @@ export const DEFAULT_TTL_GRACE_MS = 400 * 24 * 3600 * 1000;
 export interface DynamoLeaseStoreOptions {
   /** An injected client (the caller owns it; `close()` does not destroy it). */
   client: DynamoDBClient;
-  /** Table name (CONTRACT.md: `DGCL_LEASE_TABLE`). */
+  /** Table name (`DGCL_LEASE_TABLE`). */
   table: string;
   /** Clock for lease expiry; defaults to the system clock. */
   clock?: Clock;

@@ -275,7 +275,7 @@ export class LeaseKeeper {
    * Renews now (waits for a renewal already running first, then sends its own). Throws what the
    * renewal threw. The one running is not taken for this one's answer: it may have been answered
    * before the process was paused past the lease, and then tells nothing of the lease now
-   * (review27 H1: a maintenance pass ran its next steps beside the maintainer that took over).
+   * (a maintenance pass ran its next steps beside the maintainer that took over).
    */
   async renewNow(): Promise<Lease> {
     if (this.lostError) throw this.lostError;

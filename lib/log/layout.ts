@@ -24,10 +24,12 @@
  * `<shard>` is `<writerEpoch>-g<generation>`, e.g. `s03-e000007-g000002`.
  */
 import { createHash } from 'node:crypto';
+import { CLAIMS_DIR } from '../coord/keys.ts';
+
+export { CLAIMS_DIR };
 
 export const SHARDS_DIR = '_dgcl/shards';
 export const META_DIR = '_dgcl/meta';
-export const CLAIMS_DIR = '_dgcl/claims';
 export const ITEMS_DIR = '_dgcl/items';
 /**
  * Per deleted item, one empty object per delete named by the seq it deleted through (kept after
@@ -80,8 +82,8 @@ export const BASE_KEY = `${META_DIR}/base`;
  * The log's id: a marker `log.<nonce>` put by the first process to write the log (before the
  * first generation's marker or the base's: lib/log/tables.ts `ensureLogId`). A log deleted and
  * made again at the same place gets another, so a process that outlived the old log does not
- * take what it kept of it for the new one's: base versions are numbered from the start again
- * (review36), and so are generations when the lease records went too (review37). The smallest
+ * take what it kept of it for the new one's: base versions are numbered from the start again,
+ * and so are generations when the lease records went too. The smallest
  * such name counts when writers raced.
  */
 export const logIdKey = (nonce: string) => `${META_DIR}/log.${nonce}`;

@@ -12,23 +12,23 @@ import { LIGHT_COLUMNS, SUMMARY_COLUMNS } from '../schema.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { item, type DurableItem, type ItemOptions } from '../steps.ts';
 import type { Ack, BlobRef, EventRow, FieldsQuery, ItemFields, ItemQuery, ItemState, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
-import { checkDeleteOptions } from './delete-guard.ts';
-import { listItems, pageVisitor } from './listing.ts';
-import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './item-reads.ts';
-import { emptyMaintenanceReport, maintain, type MaintainProgress } from './maintain.ts';
-import { listingShowsLog, logExistsAt } from './missing.ts';
-import { permissionOf } from './damage.ts';
+import { checkDeleteOptions } from './write/delete-guard.ts';
+import { listItems, pageVisitor } from './read/listing.ts';
+import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from './read/item-reads.ts';
+import { emptyMaintenanceReport, maintain, type MaintainProgress } from './maintain/maintain.ts';
+import { listingShowsLog, logExistsAt } from './read/missing.ts';
+import { permissionOf } from './read/damage.ts';
 import type { CoordPreference } from '../coord/choose.ts';
-import { CoordHolder } from './coord-holder.ts';
+import { CoordHolder } from './write/coord-holder.ts';
 import type { CoordStore } from '../coord/types.ts';
-import { LogReader } from './reader.ts';
-import { statsOf } from './stats.ts';
-import { loadBlobOf } from './blob-read.ts';
-import { projectedAggregates, projectedItemRows, ProjectionCache, walkProjected } from './projection.ts';
-import { scanEvents, type EventVisitor, type ScanOptions } from './stream.ts';
-import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './summary.ts';
+import { LogReader } from './read/reader.ts';
+import { statsOf } from './read/stats.ts';
+import { loadBlobOf } from './read/blob-read.ts';
+import { projectedAggregates, projectedItemRows, ProjectionCache, walkProjected } from './projection/projection.ts';
+import { scanEvents, type EventVisitor, type ScanOptions } from './read/stream.ts';
+import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './read/summary.ts';
 import { LanceTables, sqlString, type SyncWrapper, type TableWrapper } from './tables.ts';
-import { ShardWriter, type WriterOptions } from './writer.ts';
+import { ShardWriter, type WriterOptions } from './write/writer.ts';
 
 /** The writer's options, plus where the log lives and what maintenance keeps. */
 export interface LanceLogOptions extends WriterOptions {
@@ -43,12 +43,12 @@ export interface LanceLogOptions extends WriterOptions {
   /** Called by close() after the log's own resources (e.g. to close a lease store it owns). */
   onClose?: () => Promise<void>;
   /**
-   * The error of a read or maintenance of this log while it does not exist (lib/log/missing.ts:
+   * The error of a read or maintenance of this log while it does not exist (lib/log/read/missing.ts:
    * it names what exists near it); default: one naming the log's URI alone.
    */
   missingLog?: () => Promise<LogNotFoundError>;
   /**
-   * Whether the log's folder exists, whatever it holds (lib/log/missing.ts `logFolderExists`);
+   * Whether the log's folder exists, whatever it holds (lib/log/read/missing.ts `logFolderExists`);
    * default: whether anything is stored under it.
    */
   logFolderExists?: () => Promise<boolean>;
@@ -117,7 +117,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   private getWriter(): ShardWriter {
     // A log closed before it ever wrote has no writer: one made now would take a slot and keep
-    // renewing its lease for a log nobody closes again (review12 F1).
+    // renewing its lease for a log nobody closes again.
     if (this.closed) throw new InternalError('the log is closed: open it again to write');
     this.writer ??= new ShardWriter(this.ctx(), this.o);
     return this.writer;
@@ -140,7 +140,7 @@ export class LanceCheckpointLog implements CheckpointLog {
   /**
    * Before this log's first commit (the writer's loop calls it before each group; once it held,
    * at no cost): its base opens and its metadata reads, in a consistent read (damage is CORRUPT
-   * there, lib/log/damage.ts). An append to a log whose base cannot be read is refused before
+   * there, lib/log/read/damage.ts). An append to a log whose base cannot be read is refused before
    * anything is written, instead of acking into a shard no merge can take. Its damage probe only
    * opens the datasets, as the check does: a scan of the log would hold the writer's loop.
    */
@@ -190,7 +190,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   /**
    * A public read: refused once close() began, else counted until it ends, so that close() waits
-   * for it whole (every read it makes, on open tables: review19, review24 D1-D3). A read made
+   * for it whole (every read it makes, on open tables). A read made
    * from inside another (blob() folds, then loads) is part of that one.
    */
   private track<T>(fn: () => Promise<T>): Promise<T> {
@@ -249,7 +249,7 @@ export class LanceCheckpointLog implements CheckpointLog {
     return [...byItem.keys()].sort().map((id) => foldItem(id, byItem.get(id)!, { fields: withFields }));
   }
 
-  /** Items filtered by status, lineage and query tags, paged (lib/log/listing.ts, docs/api.md). */
+  /** Items filtered by status, lineage and query tags, paged (lib/log/read/listing.ts, docs/api.md). */
   items(q: ItemQuery = {}): Promise<ItemPage> {
     return this.track(() => listItems(this, q));
   }
@@ -274,13 +274,13 @@ export class LanceCheckpointLog implements CheckpointLog {
     });
   }
 
-  /** The page `q` asks for through the projection, or null when none describes the base (lib/log/listing.ts). */
+  /** The page `q` asks for through the projection, or null when none describes the base (lib/log/read/listing.ts). */
   projectedPage(q: ItemQuery): Promise<ItemPage | null> {
     return this.track(() => walkProjected(this.reader, this.tables, this.projection, q.after, () => pageVisitor(q)));
   }
 
   /**
-   * Every item's listing aggregate (lib/log/summary.ts): through the projection maintenance keeps
+   * Every item's listing aggregate (lib/log/read/summary.ts): through the projection maintenance keeps
    * when there is no filter and it describes the base, else by one streaming pass over light columns.
    */
   aggregates(filter: string | null = null): Promise<ItemAggregate[]> {
@@ -300,7 +300,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   /**
    * Stream every visible event (each once) matching `o.filter` as Arrow batches of `o.columns`
-   * to a visitor; a read that starts over makes a fresh visitor (lib/log/stream.ts).
+   * to a visitor; a read that starts over makes a fresh visitor (lib/log/read/stream.ts).
    */
   scanEvents<T>(o: ScanOptions, make: () => EventVisitor<T>): Promise<T> {
     return this.track(() => scanEvents(this.reader, this.tables, o, make));
@@ -321,7 +321,7 @@ export class LanceCheckpointLog implements CheckpointLog {
     return this.loadBlob(ref.eventId);
   }
 
-  /** A blob's bytes by its event id (lib/log/blob-read.ts). */
+  /** A blob's bytes by its event id (lib/log/read/blob-read.ts). */
   loadBlob(eventId: string): Promise<Uint8Array> {
     return this.track(() => loadBlobOf({ reader: this.reader, tables: this.tables, uri: this.uri }, eventId));
   }

@@ -202,7 +202,7 @@ export class LanceTables {
   /**
    * The log id generation `name` was made in by this process (undefined: not made here). A
    * listing that shows another id is of another log, whose generation of that name is not this
-   * process's (a log made again with its lease records gone reuses the names: review37).
+   * process's (a log made again with its lease records gone reuses the names).
    */
   madeInLog(name: string): string | undefined {
     return this.madeIn.get(name);
@@ -256,8 +256,8 @@ export class LanceTables {
    * The log id a fresh listing shows (lib/log/layout.ts `logIdKey`). Another one than the last
    * means the log was deleted and made again at this place: its base versions are numbered from
    * the start again, and a handle pinned at a version number would read the old log's rows (from
-   * Lance's caches, without an error: review36); so are its generations when the lease records
-   * went too (review37). So every handle is dropped; true when the id changed (the caller drops
+   * Lance's caches, without an error); so are its generations when the lease records
+   * went too. So every handle is dropped; true when the id changed (the caller drops
    * what it keeps by generation name too).
    */
   noteLogId(id: string): boolean {

@@ -1,7 +1,7 @@
 /**
  * The report's one streaming pass over light columns (no value or blob column is read): status
  * counts, progress over time, per-step figures, failures by error type and one small record per
- * item for the items table. Order-insensitive like lib/log/summary.ts: every "last" is the event
+ * item for the items table. Order-insensitive like lib/log/read/summary.ts: every "last" is the event
  * with the greatest (item_seq, event_id), so batches may come in any order, each event once.
  *
  * Step durations (STEP_TIME, shown on the page): a completion's event time minus that of the
@@ -17,7 +17,7 @@
 import type * as arrow from 'apache-arrow';
 import { CorruptError } from '../errors.ts';
 import { Int32Column, Int64Column, Utf8Column } from '../log/columns.ts';
-import type { EventVisitor } from '../log/stream.ts';
+import type { EventVisitor } from '../log/read/stream.ts';
 import { checkpointLabel, isThreadCursor } from '../langgraph/view.ts';
 import { compareInKind, inLoop, laterOfKinds, type StepRank } from '../step-order.ts';
 import type { ItemStatus } from '../types.ts';

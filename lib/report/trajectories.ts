@@ -4,7 +4,7 @@
  */
 import type * as arrow from 'apache-arrow';
 import { Int32Column, Int64Column, Utf8Column } from '../log/columns.ts';
-import type { EventVisitor, ScanOptions } from '../log/stream.ts';
+import type { EventVisitor, ScanOptions } from '../log/read/stream.ts';
 import { sqlIn } from '../log/tables.ts';
 import { describeThreadField } from '../langgraph/view.ts';
 import type { TrajectoryRow } from './model.ts';

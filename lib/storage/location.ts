@@ -1,5 +1,5 @@
 /**
- * Roots and the URIs derived from them (CONTRACT.md, "Locations"):
+ * Roots and the URIs derived from them:
  *  - a root is `file:///abs/dir`, a plain local path (resolved to absolute), or
  *    `s3://bucket/prefix`, whose bucket name must follow the AWS naming rules and whose prefix
  *    must be storable as S3 keys (checked here, so a bad root is bad input, not a network error);

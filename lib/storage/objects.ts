@@ -52,7 +52,7 @@ export interface ObjectStore {
    * Part of an object's bytes, and its whole size; null if absent. `{ suffix: n }`: its last n
    * bytes (all of it when shorter: one request whatever the size); `{ start, end }`: bytes
    * start..end-1 (fewer when the object ends before; start below the size). Ranges are not
-   * empty. For documents read in parts (the fold projection's rows: lib/log/fold-rows.ts).
+   * empty. For documents read in parts (the fold projection's rows: lib/log/projection/fold-rows.ts).
    */
   getBytes(key: string, range: ByteRange): Promise<{ bytes: Uint8Array; size: number } | null>;
   /** Names directly below `prefix` (no trailing slash), both objects and "folders", sorted. */

@@ -115,7 +115,7 @@ export class S3ObjectStore implements ObjectStore {
           );
         }
         // Sent once: a request S3 refused unprocessed (503 SlowDown, 429) never lands, so a new
-        // one is sent after a pause, as the SDK would have resent it (review29).
+        // one is sent after a pause, as the SDK would have resent it.
         if (o.once && (status === 503 || status === 429 || name === 'SlowDown') && attempt < this.conflictRetries) {
           await sleep(backoffMs(attempt));
           continue;

@@ -12,7 +12,7 @@ import * as lancedb from '@lancedb/lancedb';
 import { openLog, type OpenLogOptions } from '../../lib/index.ts';
 import { lanceStorageOptions, logUri, parseRoot } from '../../lib/storage/location.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
-import { LogReader } from '../../lib/log/reader.ts';
+import { LogReader } from '../../lib/log/read/reader.ts';
 import { createBatch, stepBatch } from '../support/batches.ts';
 import type { LogTarget } from './log.ts';
 

@@ -10,7 +10,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { handler as maintenanceHandler, passOutcome, stepFailures, type MaintenanceEntry, type MaintenanceResult } from '../../functions/maintenance.ts';
 import type { MaintenanceReport } from '../../lib/api.ts';
-import { emptyMaintenanceReport } from '../../lib/log/maintain.ts';
+import { emptyMaintenanceReport } from '../../lib/log/maintain/maintain.ts';
 import { eventBridgeEvent } from '../../functions/shared/events.ts';
 import { logCache } from '../../functions/shared/logs.ts';
 import { openLog } from '../../lib/index.ts';

@@ -137,7 +137,7 @@ export function installLancePatches(): void {
   };
   native.Connection = Object.create(Native, { new: { value: gatedNew } }) as { new: Fn };
   // A query's `execute` starts the native query and hands its promise to a generator that awaits
-  // it only in the first `next()`. In a process that `next()` follows at once (lib/log/stream.ts),
+  // it only in the first `next()`. In a process that `next()` follows at once (lib/log/read/stream.ts),
   // long before the native answer; here the scheduler releases it as an operation of its own, so
   // a query that fails meanwhile (its shard deleted) was an unhandled rejection, a false CRASH
   // (seed 1874). Marked handled; the first `next()` still gets the error.

@@ -4,7 +4,7 @@
  * (listing lines, fields, failures: test/support/views.ts), blob bytes, and "not found".
  */
 import { CorruptError, NotFoundError } from '../../lib/errors.ts';
-import { MAX_LATEST_EVENTS } from '../../lib/log/item-reads.ts';
+import { MAX_LATEST_EVENTS } from '../../lib/log/read/item-reads.ts';
 import type { LanceCheckpointLog } from '../../lib/log/log.ts';
 import { trajectoryObservation, type ReadResult } from '../support/invariants.ts';
 

@@ -20,7 +20,7 @@ export interface RegressionSeed {
 
 export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   // An append whose takeover sealed the previous epoch failed on a Lance error (fs.sync timed
-  // out) and answered it raw, without a code (fixed: UNAVAILABLE; lib/log/seal.ts writeSeal).
+  // out) and answered it raw, without a code (fixed: UNAVAILABLE; lib/log/write-seal.ts writeSeal).
   { seed: 154, focus: 'takeover', name: 'a takeover seal failing on a Lance error answered an append untyped' },
   // One seed per proven guard (the first the mutants run found), each failing on its mutant.
   { seed: 300001, guard: 'epoch-check', focus: 'takeover', name: 'a takeover between a commit and its ack' },

@@ -23,7 +23,7 @@ import { DgclError, NotFoundError } from '../../lib/errors.ts';
 import { summarize } from '../../lib/fold.ts';
 import { LocalLeaseStore } from '../../lib/lease/local.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
-import type { WriterHooks } from '../../lib/log/writer.ts';
+import type { WriterHooks } from '../../lib/log/write/writer.ts';
 import { LocalObjectStore } from '../../lib/storage/local.ts';
 import type { ObjectStore } from '../../lib/storage/objects.ts';
 import { lanceStorageOptions, logLocation, logUri, parseRoot } from '../../lib/storage/location.ts';

@@ -17,7 +17,7 @@
  *    later (an at-least-once queue), after the item was created again: it must delete nothing.
  */
 import { parseBatch } from '../../lib/batch.ts';
-import { incarnate } from '../../lib/log/sequence.ts';
+import { incarnate } from '../../lib/log/write/sequence.ts';
 import type { Rng } from './prng.ts';
 
 export interface ItemModel {

@@ -11,7 +11,7 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { DEFAULTS } from '../../lib/index.ts';
 import { DynamoLeaseStore } from '../../lib/lease/dynamo.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
-import type { WriterHooks } from '../../lib/log/writer.ts';
+import type { WriterHooks } from '../../lib/log/write/writer.ts';
 import { systemClock } from '../../lib/clock.ts';
 import { lanceStorageOptions, logLocation, logUri, parseRoot, s3ClientConfig, type S3Location } from '../../lib/storage/location.ts';
 import { S3ObjectStore } from '../../lib/storage/s3.ts';

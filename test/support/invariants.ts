@@ -26,7 +26,7 @@
  * Batches of a re-created item are recognised under their incarnation's ids.
  */
 import { parseBatch } from '../../lib/batch.ts';
-import { incarnate } from '../../lib/log/sequence.ts';
+import { incarnate } from '../../lib/log/write/sequence.ts';
 import type { Ack, ItemState, PreparedBatch, TrajectoryEvent } from '../../lib/types.ts';
 import { checkViews, type ViewObservation, type ViewRead } from './views.ts';
 

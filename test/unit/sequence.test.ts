@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseBatch, toRows } from '../../lib/batch.ts';
 import { ItemExistsError, ItemNotFoundError, ItemTerminalError } from '../../lib/errors.ts';
-import { buildTracks, cloneTrack, sequence } from '../../lib/log/sequence.ts';
+import { buildTracks, cloneTrack, sequence } from '../../lib/log/write/sequence.ts';
 
 const T = 1_700_000_000_000_000;
 const create = parseBatch({ itemId: 'a', runId: 'r', create: { rootItemId: 'root', parentItemId: 'root' }, step: { name: 'load', index: 0 } });

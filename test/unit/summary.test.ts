@@ -3,8 +3,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CorruptError } from '../../lib/errors.ts';
 import { dedupe, foldItem, summarize } from '../../lib/fold.ts';
-import { decodeAggregate, encodeAggregate } from '../../lib/log/projection-codec.ts';
-import { compareUtf8, failureOf, lineageOf, mergeAggregates, summaryOf, SummaryVisitor, type ItemAggregate } from '../../lib/log/summary.ts';
+import { decodeAggregate, encodeAggregate } from '../../lib/log/projection/projection-codec.ts';
+import { compareUtf8, failureOf, lineageOf, mergeAggregates, summaryOf, SummaryVisitor, type ItemAggregate } from '../../lib/log/read/summary.ts';
 import { rowsToArrow } from '../../lib/schema.ts';
 import type { EventRow, EventType } from '../../lib/types.ts';
 

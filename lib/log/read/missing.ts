@@ -6,12 +6,12 @@
  * missing or not a folder. Only listings: nothing is created.
  */
 import { statSync } from 'node:fs';
-import { LogNotFoundError } from '../errors.ts';
-import { errCode } from '../fsutil.ts';
-import { validateName } from '../names.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import { CHECKPOINTS_DIR, formatLocation, LOG_DATASET, type Location } from '../storage/location.ts';
-import { META_DIR, parseMetaNames, type MetaNames } from './layout.ts';
+import { LogNotFoundError } from '../../errors.ts';
+import { errCode } from '../../fsutil.ts';
+import { validateName } from '../../names.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import { CHECKPOINTS_DIR, formatLocation, LOG_DATASET, type Location } from '../../storage/location.ts';
+import { META_DIR, parseMetaNames, type MetaNames } from '../layout.ts';
 
 /** Names listed in a message at most (a root may hold many experiments). */
 const SHOWN = 20;
@@ -29,7 +29,7 @@ export function logExists(meta: MetaNames): boolean {
   );
 }
 
-/** Whether a read's listing (lib/log/reader.ts `ShardListing`) shows a log. */
+/** Whether a read's listing (lib/log/read/reader.ts `ShardListing`) shows a log. */
 export function listingShowsLog(l: {
   logId: string;
   baseExists: boolean;

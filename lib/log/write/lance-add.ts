@@ -18,15 +18,15 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Table, tableToIPC } from 'apache-arrow';
-import { rowsToArrow } from '../schema.ts';
-import { InternalError } from '../errors.ts';
-import type { EventRow } from '../types.ts';
+import { rowsToArrow } from '../../schema.ts';
+import { InternalError } from '../../errors.ts';
+import type { EventRow } from '../../types.ts';
 
 /**
  * Marks an EncodedRows for the patched add. A brand in the global symbol registry, not
  * `instanceof`: two copies of this module in one process (two installs of this library sharing
  * one LanceDB, a test runner's module reset) patch LanceDB once, and the patch must take every
- * copy's rows (review17 F1).
+ * copy's rows.
  */
 const BRAND = Symbol.for('dgcl.encodedRows.v1');
 const COUNTER = Symbol.for('dgcl.fastAddCount');

@@ -13,26 +13,26 @@
  * writer seals it at whatever landed, forgets its memory, and continues under a new epoch, so a
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
-import { startTimer, type Clock } from '../clock.ts';
-import { CorruptError, DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../errors.ts';
-import { permissionOf } from './damage.ts';
-import { acquireWriterSlot, LeaseKeeper, type SlotWaitListener } from '../lease/slots.ts';
+import { startTimer, type Clock } from '../../clock.ts';
+import { CorruptError, DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
+import { permissionOf } from '../read/damage.ts';
+import { acquireWriterSlot, LeaseKeeper, type SlotWaitListener } from '../../lease/slots.ts';
 import { randomUUID } from 'node:crypto';
-import { guard } from '../guards.ts';
-import type { CoordStore } from '../coord/types.ts';
-import type { Lease, LeaseStore } from '../lease/types.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import type { Ack, EventRow, PreparedBatch } from '../types.ts';
+import { guard } from '../../guards.ts';
+import type { CoordStore } from '../../coord/types.ts';
+import type { Lease, LeaseStore } from '../../lease/types.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
 import { guardDecision } from './delete-guard.ts';
-import { deletedThrough } from './deleted.ts';
-import { claimKey, floorDir, floorKey, genKey, itemKey, shardName, tombKey, type Tombstone } from './layout.ts';
-import { sealOwnEpoch, sealPredecessors } from './seal.ts';
+import { deletedThrough } from '../deleted.ts';
+import { claimKey, floorDir, floorKey, genKey, itemKey, shardName, tombKey, type Tombstone } from '../layout.ts';
+import { sealOwnEpoch, sealPredecessors } from '../maintain/seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
 import { commitData, committedBytes, committedTable, mergeData } from './lance-add.ts';
-import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
-import type { LogReader } from './reader.ts';
-import { failedBeforeMarker, sqlIn, type LanceTables, type Table } from './tables.ts';
+import { mergeGeneration, retireGeneration, type MergeHooks } from '../maintain/merge.ts';
+import type { LogReader } from '../read/reader.ts';
+import { failedBeforeMarker, sqlIn, type LanceTables, type Table } from '../tables.ts';
 
 export interface WriterOptions {
   pipeline: string;
@@ -159,7 +159,7 @@ export class ShardWriter {
    * The commit being made: its generation and items, from just before its add until its rows
    * are in ownRows (or its epoch ends). Once it has landed any process's storage read shows it,
    * so this process's reads of those items in that generation go to storage too until then
-   * (review39: from memory they showed less than a read that had ended before them, I3).
+   * (from memory they showed less than a read that had ended before them, I3).
    */
   private landing: { gen: string; items: ReadonlySet<string> } | null = null;
   /**
@@ -170,7 +170,7 @@ export class ShardWriter {
    * decoding and encoding them again on the event loop (a 46 MB generation: ~2 s). The first
    * commits are kept as rows while they take at most COPY_ROWS_MAX_BYTES, the rest as the Arrow
    * tables they were encoded from (columnar: the retained heap is about what they wrote); the
-   * merge hands them to Lance encoded once (lib/log/lance-add.ts `mergeData`). Kept and dropped
+   * merge hands them to Lance encoded once (lib/log/write/lance-add.ts `mergeData`). Kept and dropped
    * with ownRows.
    */
   private mergeCopies = new Map<string, { rows: EventRow[]; tables: ArrowTable[]; count: number; bytes: number } | null>();
@@ -189,7 +189,7 @@ export class ShardWriter {
   /**
    * Dropped slots whose made-ahead generation no commit took (yet: the commit running when the
    * slot was dropped may still take it). Retired between commits (retireAbandoned), so that
-   * nothing of them outlives close() (review22 W1).
+   * nothing of them outlives close().
    */
   private abandoned: SlotState[] = [];
   /** Retirements of abandoned made-ahead generations in flight (awaited by close()). */
@@ -310,7 +310,7 @@ export class ShardWriter {
       // reads them again instead of trusting its copy. Each PUT has a body of its own (epoch +
       // counter): a PUT that times out and lands later must not pass for a newer one.
       // Every PUT ends (its tries included) before the group is answered: one failing must not
-      // leave another's retry writing after the caller was told, or after close() (review13 F2).
+      // leave another's retry writing after the caller was told, or after close().
       const begun = guard('marker-before-commit') ? [...writing].filter((id) => plan.markers.get(id) !== plan.ownMarkers.get(id)) : [];
       const puts = await Promise.allSettled(
         begun.map(async (id) => {
@@ -469,7 +469,7 @@ export class ShardWriter {
       if (this.queue.length > 0 || this.running) return this.armIdleMerge();
       // Time through the writer's clock (a test's stands still until moved).
       const idleFor = this.opts.clock.nowMs() - this.lastCommitMs;
-      // At most `wait`: a clock set back would otherwise put the next look beyond it (review42 F2).
+      // At most `wait`: a clock set back would otherwise put the next look beyond it.
       if (idleFor < wait) return this.armIdleMerge(Math.min(wait, wait - idleFor));
       // Nothing runs (no commit, no exclusive job): between commits, as rotate() needs. The
       // merge runs in the background like the one a commit starts, so an append that comes
@@ -487,9 +487,9 @@ export class ShardWriter {
    * read in every process checks each for a newer version). Its name is given up like a failed
    * making's (the next commit makes the one after it, on its ack path, so no commit meets the
    * retirement) and retired the way given-up names are: only in an epoch confirmed current (a
-   * retirement under a maintainer's merge of the sealed epoch failed that merge: review43 F2),
+   * retirement under a maintainer's merge of the sealed epoch failed that merge),
    * and once its marker is seen, asked again after later merge rounds and by close() (a marker
-   * PUT that timed out may land later: review43 F1). close() and idle() wait for it.
+   * PUT that timed out may land later). close() and idle() wait for it.
    */
   private giveUpAhead(st: SlotState): Promise<void> {
     const ahead = st.creating;
@@ -564,7 +564,7 @@ export class ShardWriter {
     const key = claimKey(ack.checkpointId);
     const coord = await this.ctx.coord();
     // As objects, claims keep the ids too: versions before 0.2.0 (which only use objects) read a
-    // claim as a whole ack (review15 F1). Elsewhere no id at all: nothing reads the item id back,
+    // claim as a whole ack. Elsewhere no id at all: nothing reads the item id back,
     // and a SQLite file keeps a deleted row's bytes until they are overwritten, where a purged
     // item's id must not stay (docs/design/deletion.md, "Purge").
     const ids = coord.kind === 'objects' ? { itemId: ack.itemId, eventIds: ack.eventIds } : {};
@@ -747,7 +747,7 @@ export class ShardWriter {
    * hiding its events up to it. Writes no Lance row and takes no slot. An item without visible
    * events is not deleted (`deleted: false`), so a retried delete is harmless, unless the item
    * was created again meanwhile: `guardSeq` (the last seq the caller saw, checked by
-   * checkDeleteOptions) then decides (lib/log/delete-guard.ts); a refused delete writes no
+   * checkDeleteOptions) then decides (lib/log/write/delete-guard.ts); a refused delete writes no
    * tombstone and no deleted-seq record (the marker PUT only makes writers re-read the item).
    */
   deleteItem(itemId: string, guardSeq?: number): Promise<{ itemId: string; deleted: boolean; throughSeq: number }> {
@@ -905,11 +905,11 @@ export class ShardWriter {
    * sealed and the maintainer merges it. Only once its marker is seen: the marker is sent once,
    * so a marker that is there has no other copy to come, while one not there yet may still land
    * (a PUT that timed out), and landing after the retirement it would be a marker without a
-   * dataset in a live epoch (review28 F1). Those are asked again after the next rounds, then
+   * dataset in a live epoch. Those are asked again after the next rounds, then
    * left to the seal (a PUT lands within its timeout or, nearly always, never). Nothing is
    * retired in an epoch not confirmed current (over, or the lease store not answering): they are
    * left to the seal, and the maintainer merges them (a retirement under its merge failed that
-   * merge once: review30).
+   * merge once).
    */
   private async retireGivenUp(st: SlotState): Promise<void> {
     const names = st.givenUp.splice(0);
@@ -943,10 +943,10 @@ export class ShardWriter {
     const ahead = st.creating;
     st.creating = null;
     // Taken by no commit (a commit takes it before it adds anything), so empty. Retired even if
-    // its making failed, once its marker is there (it may have failed after the marker landed:
-    // review22 W2). Without the marker, its PUT may still land (timed out), and one landing after
+    // its making failed, once its marker is there (it may have failed after the marker landed).
+    // Without the marker, its PUT may still land (timed out), and one landing after
     // the retirement would be a marker without a dataset, which reads fail on until the epoch is
-    // sealed (review29): left to the seal and the maintainer. The marker is sent once, so a
+    // sealed: left to the seal and the maintainer. The marker is sent once, so a
     // marker that is there has no other copy to come.
     if (!ahead) return;
     const made = await ahead.table.then(

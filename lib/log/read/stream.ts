@@ -12,15 +12,15 @@
  */
 import type * as arrow from 'apache-arrow';
 import type { LogReader, ShardListing } from './reader.ts';
-import { projection, sqlIn, type LanceTables, type Table } from './tables.ts';
-import { Utf8Column, Int64Column } from './columns.ts';
-import { deletedThrough } from './deleted.ts';
+import { projection, sqlIn, type LanceTables, type Table } from '../tables.ts';
+import { Utf8Column, Int64Column } from '../columns.ts';
+import { deletedThrough } from '../deleted.ts';
 import { releaseBatch } from './release.ts';
 
 export interface EventVisitor<T> {
   /**
    * Rows for which `keep(row)` is false are duplicate copies of events met elsewhere: skip them.
-   * `b`'s memory is released when this returns (lib/log/release.ts): copy out what you keep
+   * `b`'s memory is released when this returns (lib/log/read/release.ts): copy out what you keep
    * (strings, numbers, copied bytes), never `b`, its columns or views of its buffers.
    */
   batch(b: arrow.RecordBatch, keep: (row: number) => boolean): void;
@@ -34,7 +34,7 @@ export interface ScanOptions {
   filter?: string | null;
   /**
    * Keep the unmerged generations' rows in the reader for the next unfiltered scan with these
-   * columns (lib/log/tail-cache.ts): for listings, which repeat; one-off passes keep nothing.
+   * columns (lib/log/read/tail-cache.ts): for listings, which repeat; one-off passes keep nothing.
    */
   keepTail?: boolean;
 }
@@ -82,7 +82,7 @@ export interface StreamExtras {
  * One consistent read's stream (call it inside `LogReader.read`) over `base` (pinned) and the
  * listing's visible generations. Returns the items of events whose base copy lost to a tail
  * copy (a lower seq): the base stream skips that copy, and a caller that counted the base's rows
- * some other way (lib/log/projection.ts) must count those items again.
+ * some other way (lib/log/projection/projection.ts) must count those items again.
  */
 export async function streamListing(
   reader: LogReader,
@@ -140,7 +140,7 @@ export async function streamListing(
         const part = items.slice(i, i + LOOKUP_CHUNK);
         // The query returns every base row of these items: it stops once each was seen, and
         // past ITEMS_FIRST_ROWS rows (items with long histories) takes them all as held, to be
-        // looked up by event as without this (review31b).
+        // looked up by event as without this.
         let rows = 0;
         let seen = 0;
         for await (const b of stream(base, sqlIn('item_id', part), ['item_id'])) {

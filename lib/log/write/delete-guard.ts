@@ -5,9 +5,9 @@
  * deleted and created again, must not delete the new incarnation; without a seq the writer
  * cannot tell the retry from a delete of the new incarnation. Pure: no request is made here.
  */
-import type { DeleteOptions } from '../api.ts';
-import { isPlainObject } from '../codec.ts';
-import { ConflictError, InvalidInputError } from '../errors.ts';
+import type { DeleteOptions } from '../../api.ts';
+import { isPlainObject } from '../../codec.ts';
+import { ConflictError, InvalidInputError } from '../../errors.ts';
 
 const DELETE_OPTION_KEYS = ['throughSeq'] as const;
 

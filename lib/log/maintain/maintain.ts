@@ -5,22 +5,22 @@
  * versions, and delete stale claims, seals and fences. Steps are independent: one that fails is
  * reported and the others still run (each is idempotent; the next pass retries it).
  */
-import { guard } from '../guards.ts';
+import { guard } from '../../guards.ts';
 import { Index } from '@lancedb/lancedb';
-import type { Clock } from '../clock.ts';
-import { CorruptError, DgclError, FencedError, LeaseHeldError, UnavailableError } from '../errors.ts';
-import { acquireMaintainer, acquireWriterSlot, LeaseKeeper, slotKey } from '../lease/slots.ts';
-import { isFree } from '../lease/rules.ts';
-import type { LeaseStore } from '../lease/types.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import type { MaintenanceReport, MaintenanceStep } from '../api.ts';
-import { fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from './layout.ts';
+import type { Clock } from '../../clock.ts';
+import { CorruptError, DgclError, FencedError, LeaseHeldError, UnavailableError } from '../../errors.ts';
+import { acquireMaintainer, acquireWriterSlot, LeaseKeeper, slotKey } from '../../lease/slots.ts';
+import { isFree } from '../../lease/rules.ts';
+import type { LeaseStore } from '../../lease/types.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import type { MaintenanceReport, MaintenanceStep } from '../../api.ts';
+import { fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from '../layout.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
-import { refreshProjection } from './projection.ts';
+import { refreshProjection } from '../projection/build.ts';
 import { purgeDeleted, sweepRecords } from './purge.ts';
-import type { CoordStore } from '../coord/types.ts';
-import type { LogReader, ShardListing } from './reader.ts';
-import type { LanceTables } from './tables.ts';
+import type { CoordStore } from '../../coord/types.ts';
+import type { LogReader, ShardListing } from '../read/reader.ts';
+import type { LanceTables } from '../tables.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 
 export interface MaintainOptions {
@@ -74,10 +74,10 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
   const report = emptyMaintenanceReport(`${o.pipeline}/${o.experiment}`);
   // The log's coordination store first: a process that may not write this log (another lease
   // table than its records', a copy of the log, no table for a table log) must stop before it
-  // takes a slot or merges anything, not at the claims step (review15 F4: a maintainer on
+  // takes a slot or merges anything, not at the claims step (a maintainer on
   // another table sealed and merged away a live writer's generation, whose writer still held its
   // slot in the right table and acked a batch nobody could see).
-  // Only looks: a pass over an experiment with no log must not make one (review16 F2).
+  // Only looks: a pass over an experiment with no log must not make one.
   await ctx.coord({ create: false });
   let lease;
   try {
@@ -106,7 +106,7 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
     const now = o.clock.nowMs();
     if (keeper.current().expiresAtMs - now > o.leaseTtlMs / 2) return undefined;
     // A store that did not renew is asked again a keeper interval later, or once the lease ran
-    // out if it had not at the last ask (review26 L1: no answer just before the expiry).
+    // out if it had not at the last ask (no answer just before the expiry).
     if (now - askedAtMs < o.leaseTtlMs / 3 && !(keeper.expired() && askedAtMs < keeper.current().expiresAtMs)) return undefined;
     askedAtMs = now;
     try {
@@ -284,10 +284,10 @@ async function takeOrphans(ctx: Ctx, o: MaintainOptions): Promise<void> {
  * generation was deleted, or a writer that died between creating a generation and marking it.
  * "Over" means the epoch has its seal (a generation the seal does not list stays invisible
  * whatever lands later), or a later epoch of its slot is sealed (a seal of this epoch written
- * after that lists no generation: lib/log/seal.ts). Not an epoch that is only fenced: a takeover
+ * after that lists no generation: lib/log/write-seal.ts). Not an epoch that is only fenced: a takeover
  * is between fence and seal, the marker may still land, and the seal then lists the generation
  * (with whatever the zombie committed); deleting the folder would leave a visible generation
- * without data and every read failing (review5). A live epoch's folder without a marker is a
+ * without data and every read failing. A live epoch's folder without a marker is a
  * generation being created right now: left alone too.
  */
 async function sweepUnlisted(ctx: Ctx): Promise<string[]> {

@@ -3,10 +3,10 @@
  * a batch must pass against it, and the seqs it gets. Duplicates are answered from the item's
  * rows with the seqs of the first copy.
  */
-import { toRows } from '../batch.ts';
-import { InternalError, ItemExistsError, ItemNotFoundError, ItemTerminalError } from '../errors.ts';
-import { eventId, incarnationCheckpointId } from '../ids.ts';
-import type { Ack, EventRow, PreparedBatch } from '../types.ts';
+import { toRows } from '../../batch.ts';
+import { InternalError, ItemExistsError, ItemNotFoundError, ItemTerminalError } from '../../errors.ts';
+import { eventId, incarnationCheckpointId } from '../../ids.ts';
+import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 
 /** What the writer needs to know of an item to validate and sequence a batch. */
 export interface ItemTrack {

@@ -1,20 +1,20 @@
 /**
  * Item listings filtered by lineage and query tags, paged (docs/api.md, "Listing items"). Built
- * on the streaming summary (lib/log/summary.ts): filters on `root_item_id`, `parent_item_id`
+ * on the streaming summary (lib/log/read/summary.ts): filters on `root_item_id`, `parent_item_id`
  * and the page cursor go down to Lance; tags are matched from the rows that carry tags only;
  * without a status filter the page's item ids are chosen first from the `item_id` column alone,
  * and only those items are aggregated (the range up to the page's last id goes down to Lance).
  */
 import type * as arrow from 'apache-arrow';
-import type { ItemPage } from '../api.ts';
-import { canonicalJson, isPlainObject } from '../codec.ts';
-import { CorruptError, InvalidInputError } from '../errors.ts';
-import type { ItemQuery, JsonValue } from '../types.ts';
-import { ITEM_STATUSES } from '../types.ts';
-import { Int64Column, Utf8Column } from './columns.ts';
+import type { ItemPage } from '../../api.ts';
+import { canonicalJson, isPlainObject } from '../../codec.ts';
+import { CorruptError, InvalidInputError } from '../../errors.ts';
+import type { ItemQuery, JsonValue } from '../../types.ts';
+import { ITEM_STATUSES } from '../../types.ts';
+import { Int64Column, Utf8Column } from '../columns.ts';
 import type { EventVisitor, ScanOptions } from './stream.ts';
 import { compareUtf8, summaryOf, type ItemAggregate } from './summary.ts';
-import { sqlIn, sqlString } from './tables.ts';
+import { sqlIn, sqlString } from '../tables.ts';
 
 export interface ListingSource {
   aggregates(filter: string | null): Promise<ItemAggregate[]>;
@@ -63,7 +63,7 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
   const parts = q.after !== undefined ? [`item_id > ${sqlString(q.after)}`, ...lineage] : lineage;
   const where = parts.length > 0 ? parts.join(' AND ') : null;
   // Without lineage or tags, every item's aggregate through the projection is cheaper than
-  // choosing a page's ids from the log (lib/log/projection.ts); the page is cut from it here.
+  // choosing a page's ids from the log (lib/log/projection/projection.ts); the page is cut from it here.
   if (lineage.length === 0 && tags.size === 0) {
     const page = await src.projectedPage(q);
     if (page) return page;

@@ -3,12 +3,12 @@
  * then take exactly its row's blob. One consistent read (LogReader.read): if the row moved
  * meanwhile (merge, retirement, compaction), it starts over.
  */
-import { verifyBlob } from '../codec.ts';
-import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
-import { rowsFromArrow } from '../schema.ts';
-import { deletedThrough } from './deleted.ts';
+import { verifyBlob } from '../../codec.ts';
+import { InvalidInputError, NotFoundError, UnavailableError } from '../../errors.ts';
+import { rowsFromArrow } from '../../schema.ts';
+import { deletedThrough } from '../deleted.ts';
 import type { LogReader } from './reader.ts';
-import { sqlString, type LanceTables, type Table } from './tables.ts';
+import { sqlString, type LanceTables, type Table } from '../tables.ts';
 
 export async function loadBlobOf(ctx: { reader: LogReader; tables: LanceTables; uri: string }, eventId: string): Promise<Uint8Array> {
   const filter = `event_id = ${sqlString(eventId)}`;

@@ -23,13 +23,13 @@
  * that does not describe the base version read, sends the fold to Lance as before.
  */
 import { crc32, gunzipSync, gzipSync } from 'node:zlib';
-import { InternalError } from '../errors.ts';
-import { COLUMN_SPECS, LIGHT_COLUMNS } from '../schema.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import type { EventRow } from '../types.ts';
-import { isObjectStoreUri } from '../storage/location.ts';
+import { InternalError } from '../../errors.ts';
+import { COLUMN_SPECS, LIGHT_COLUMNS } from '../../schema.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import type { EventRow } from '../../types.ts';
+import { isObjectStoreUri } from '../../storage/location.ts';
 import { LoadCache } from './load-cache.ts';
-import { compareUtf8 } from './summary.ts';
+import { compareUtf8 } from '../read/summary.ts';
 
 const MAGIC_V1 = Buffer.from('dgclrow1', 'latin1');
 const MAGIC = Buffer.from('dgclrow2', 'latin1');
@@ -50,7 +50,7 @@ const DIR_ENTRY = 8;
 const READS = { objectStore: { tailBytes: 256 * 1024, cachedDirs: 32 }, local: { tailBytes: 32 * 1024, cachedDirs: 256 } } as const;
 
 const ROWS_PREFIX = 'rows-v1-';
-/** The rows of the `chunk`-th listing chunk's items in a fragment (name below the projection folder; `nonce`: the fragment documents', lib/log/projection.ts). */
+/** The rows of the `chunk`-th listing chunk's items in a fragment (name below the projection folder; `nonce`: the fragment documents', lib/log/projection/stored.ts). */
 export const rowsName = (nonce: string, fragment: number, rows: number, chunk: number) => `${ROWS_PREFIX}n${nonce}-${fragment}-${rows}-${chunk}.bin`;
 /** A rows file's fragment id and live rows (any name this or an earlier release wrote). */
 export const ROWS_NAME = /^rows-v\d+-(?:[a-z][0-9a-f]*-)?(\d+)-(\d+)-\d+\.bin$/;
@@ -131,7 +131,7 @@ type DirEntry = [string, number, number];
 
 /**
  * Most bytes of one item's rows as JSON that a file holds (as one gzip member, read whole by a
- * fold). A larger item is left out, marked in the directory: its folds query Lance (review32 F2).
+ * fold). A larger item is left out, marked in the directory: its folds query Lance.
  */
 export const MAX_ITEM_JSON = 16 * 2 ** 20;
 

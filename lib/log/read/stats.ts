@@ -5,13 +5,13 @@
  * is `abandoned`, and the stats say what to run; before, a killed writer's shard read as "live"
  * for as long as nobody maintained the log.
  */
-import type { LogStats, ShardState, ShardStats } from '../api.ts';
-import type { Clock } from '../clock.ts';
-import { DgclError } from '../errors.ts';
-import { slotKey } from '../lease/slots.ts';
-import type { Lease, LeaseStore } from '../lease/types.ts';
+import type { LogStats, ShardState, ShardStats } from '../../api.ts';
+import type { Clock } from '../../clock.ts';
+import { DgclError } from '../../errors.ts';
+import { slotKey } from '../../lease/slots.ts';
+import type { Lease, LeaseStore } from '../../lease/types.ts';
 import type { LogReader, ShardListing } from './reader.ts';
-import type { LanceTables } from './tables.ts';
+import type { LanceTables } from '../tables.ts';
 
 export interface StatsContext {
   uri: string;

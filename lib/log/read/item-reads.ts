@@ -5,14 +5,14 @@
  * fields and older events are never read. Blob values up to a size the caller names come back
  * inline (the bytes, checksum verified), larger ones as `$blobRef` like fold.
  */
-import { isWellFormed, verifyBlob } from '../codec.ts';
-import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.ts';
-import { dedupe, foldItem, trajectory } from '../fold.ts';
-import { LIGHT_COLUMNS } from '../schema.ts';
-import type { BlobRef, EventRow, ItemFields, LatestEventsQuery, FieldsQuery, ReadEvent, ReadValue } from '../types.ts';
-import { EVENT_TYPES } from '../types.ts';
+import { isWellFormed, verifyBlob } from '../../codec.ts';
+import { InvalidInputError, NotFoundError, UnavailableError } from '../../errors.ts';
+import { dedupe, foldItem, trajectory } from '../../fold.ts';
+import { LIGHT_COLUMNS } from '../../schema.ts';
+import type { BlobRef, EventRow, ItemFields, LatestEventsQuery, FieldsQuery, ReadEvent, ReadValue } from '../../types.ts';
+import { EVENT_TYPES } from '../../types.ts';
 import type { LogReader, ShardListing } from './reader.ts';
-import { sqlIn, sqlString } from './tables.ts';
+import { sqlIn, sqlString } from '../tables.ts';
 
 /** Largest `inlineBytes` a read accepts: inline values are for small state, blobs stay refs. */
 export const MAX_INLINE_BYTES = 4 * 1024 * 1024;

@@ -5,16 +5,16 @@
  * test holds them together), computed order-insensitively: every aspect is "the event with the
  * greatest (item_seq, event_id)" of some kind (the cursor: greatest (iteration, step index,
  * item_seq, event_id), lib/step-order.ts), or a maximum, so batches may arrive in any order
- * (base, then shards) as long as each event arrives once (lib/log/stream.ts).
+ * (base, then shards) as long as each event arrives once (lib/log/read/stream.ts).
  *
  * Memory: one small record per item (not per event); the value and blob columns are never read.
  */
 import type * as arrow from 'apache-arrow';
-import type { FailureSummary, ItemSummary } from '../api.ts';
-import { CorruptError } from '../errors.ts';
-import { compareInKind, inLoop, laterOfKinds, type StepRank } from '../step-order.ts';
-import type { Cursor, Failure, ItemStatus } from '../types.ts';
-import { Int32Column, Int64Column, Utf8Column } from './columns.ts';
+import type { FailureSummary, ItemSummary } from '../../api.ts';
+import { CorruptError } from '../../errors.ts';
+import { compareInKind, inLoop, laterOfKinds, type StepRank } from '../../step-order.ts';
+import type { Cursor, Failure, ItemStatus } from '../../types.ts';
+import { Int32Column, Int64Column, Utf8Column } from '../columns.ts';
 import type { EventVisitor } from './stream.ts';
 
 /** What a summary pass reads. */
@@ -126,7 +126,7 @@ export function cursorOf(a: ItemAggregate): Cursor | null {
 
 export function summaryOf(a: ItemAggregate): ItemSummary {
   // The cursor is copied: an aggregate may be the process's cached projection's
-  // (lib/log/projection.ts), and a caller changing its page must not change later listings.
+  // (lib/log/projection/projection.ts), and a caller changing its page must not change later listings.
   const cursor = cursorOf(a);
   return { itemId: a.itemId, status: statusOf(a), cursor: cursor && { ...cursor }, lastSeq: a.lastSeq };
 }
@@ -146,7 +146,7 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
   private readonly items = new Map<string, ItemAggregate>();
 
   /**
-   * `seed`: aggregates of events already counted (lib/log/projection.ts); the rows fed then
+   * `seed`: aggregates of events already counted (lib/log/projection/projection.ts); the rows fed then
    * update them. Never modified (an aggregate is copied when a row first updates it).
    */
   constructor(private readonly seed?: ReadonlyMap<string, ItemAggregate>) {}

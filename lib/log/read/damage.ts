@@ -14,11 +14,11 @@
  * Anything else keeps being retried and surfaces as UNAVAILABLE, a probe that reads everything
  * without the error included (the failure passed, or is somewhere the probe does not look).
  */
-import { CorruptError, DgclError, PermissionDeniedError } from '../errors.ts';
-import { LIGHT_COLUMNS } from '../schema.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import { projection, type LanceTables, type Table } from './tables.ts';
-import { SHARDS_DIR } from './layout.ts';
+import { CorruptError, DgclError, PermissionDeniedError } from '../../errors.ts';
+import { LIGHT_COLUMNS } from '../../schema.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import { projection, type LanceTables, type Table } from '../tables.ts';
+import { SHARDS_DIR } from '../layout.ts';
 
 /** Attempts in a row with the same decoding failure before it may be taken for damage. */
 export const DAMAGE_REPEATS = 3;
@@ -76,7 +76,7 @@ export interface ReadDataset {
 
 /**
  * The CorruptError of a read that failed with `e` on `reads` attempts over `spanMs`, naming the
- * damaged file found by probing `datasets` (lib/log/reader.ts `read` decides when), or null when
+ * damaged file found by probing `datasets` (lib/log/read/reader.ts `read` decides when), or null when
  * the probe found none: not damage that can be named, so the read goes on retrying.
  */
 export async function damaged(c: DamageContext, datasets: readonly ReadDataset[], e: unknown, o: { depth: 'scan' | 'open'; reads: number; spanMs: number }): Promise<CorruptError | null> {

@@ -10,16 +10,16 @@
  * (after `versionRetentionMs`). The `item_id` index is rebuilt after a purge that removed rows,
  * since its files hold the ids of the rows it indexed.
  */
-import { guard } from '../guards.ts';
+import { guard } from '../../guards.ts';
 import { Index } from '@lancedb/lancedb';
-import type { Clock } from '../clock.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import { claimKey, META_DIR, parseMetaNames, PURGED_DIR, purgedDir, tombKey, type Tombstone } from './layout.ts';
-import { CorruptError } from '../errors.ts';
-import type { CoordStore } from '../coord/types.ts';
-import type { LogReader } from './reader.ts';
-import { sqlString, type LanceTables, type Table } from './tables.ts';
-import { dropStaleDocs } from './projection.ts';
+import type { Clock } from '../../clock.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import { claimKey, META_DIR, parseMetaNames, PURGED_DIR, purgedDir, tombKey, type Tombstone } from '../layout.ts';
+import { CorruptError } from '../../errors.ts';
+import type { CoordStore } from '../../coord/types.ts';
+import type { LogReader } from '../read/reader.ts';
+import { sqlString, type LanceTables, type Table } from '../tables.ts';
+import { dropStaleDocs } from '../projection/build.ts';
 
 export interface PurgeResult {
   purgedItems: number;
@@ -83,7 +83,7 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
     try {
       lastRemovalMs = await latestRemoval(ctx.objects, records);
     } catch (e) {
-      // Not one of ours: this tombstone waits (reported), the others go on (review23 F2).
+      // Not one of ours: this tombstone waits (reported), the others go on.
       if (!(e instanceof CorruptError)) throw e;
       out.unreadable.push(`${records}/: ${e.message}`);
       continue;
@@ -134,7 +134,7 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
     await ctx.objects.delete(key);
     out.purgedItems++;
   }
-  // Last: a leftover that cannot be deleted must not stop the purge (review24 S1).
+  // Last: a leftover that cannot be deleted must not stop the purge.
   out.leftovers = await sweepRecords(ctx.objects, new Set(meta.tombNames));
   return out;
 }
@@ -142,7 +142,7 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
 /**
  * Delete the removal records of tombstones not in `tombNames` (the meta listing's): dropped
  * ones, whose records a PUT landing late (or a version before the records, which drops
- * tombstones without them) left behind (review23 F5). Deleting a live tombstone's records (made
+ * tombstones without them) left behind. Deleting a live tombstone's records (made
  * after the listing) is harmless: without them it waits one grace more.
  */
 export async function sweepRecords(objects: ObjectStore, tombNames: ReadonlySet<string>): Promise<string[]> {

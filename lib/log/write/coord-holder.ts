@@ -3,12 +3,12 @@
  * log's first write (reads never need it), then kept once the log's record says it, and released
  * by close().
  */
-import type { Clock } from '../clock.ts';
-import { chooseCoordStore, coordTableOf, type CoordPreference } from '../coord/choose.ts';
-import type { CoordStore } from '../coord/types.ts';
-import { InternalError } from '../errors.ts';
-import type { LeaseStore } from '../lease/types.ts';
-import type { ObjectStore } from '../storage/objects.ts';
+import type { Clock } from '../../clock.ts';
+import { chooseCoordStore, coordTableOf, type CoordPreference } from '../../coord/choose.ts';
+import type { CoordStore } from '../../coord/types.ts';
+import { InternalError } from '../../errors.ts';
+import type { LeaseStore } from '../../lease/types.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
 
 export interface CoordHolderOptions {
   objects: ObjectStore;
@@ -48,7 +48,7 @@ export class CoordHolder {
       if (!c.recorded) return c.store;
       // Another call chose at the same time (maintain() and a first append(), both `create:
       // false`) and its store is kept: this one is released, or its share of the database
-      // connection would never be (review18 F3).
+      // connection would never be.
       const kept = this.store;
       if (kept && kept !== store) {
         c.store.close?.();

@@ -17,13 +17,13 @@
  * older one without error), or an epoch it read at the latest version fenced (the versions it saw
  * may be above the seal about to be written). So a read returns only rows every later read keeps.
  */
-import { guard } from '../guards.ts';
+import { guard } from '../../guards.ts';
 import type * as arrow from 'apache-arrow';
-import type { Clock } from '../clock.ts';
-import { CorruptError, DgclError, InternalError, PermissionDeniedError, UnavailableError } from '../errors.ts';
-import { COLUMN_NAMES, LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import type { EventRow } from '../types.ts';
+import type { Clock } from '../../clock.ts';
+import { CorruptError, DgclError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
+import { COLUMN_NAMES, LIGHT_COLUMNS, rowsFromArrow } from '../../schema.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import type { EventRow } from '../../types.ts';
 import {
   maxEpochPerSlot,
   META_DIR,
@@ -33,13 +33,13 @@ import {
   type MetaNames,
   type Seal,
   type ShardName,
-} from './layout.ts';
+} from '../layout.ts';
 import { damageKey, damaged, DAMAGE_MIN_MS, DAMAGE_REPEATS, permissionOf, type DamageProbe } from './damage.ts';
-import { withoutDeleted } from './deleted.ts';
-import { writeSeal } from './seal.ts';
+import { withoutDeleted } from '../deleted.ts';
+import { writeSeal } from '../write-seal.ts';
 import { ShardItemIndex } from './shard-index.ts';
 import { TailCache } from './tail-cache.ts';
-import { projection, type LanceTables, type Table } from './tables.ts';
+import { projection, type LanceTables, type Table } from '../tables.ts';
 
 export interface ShardView extends ShardName {
   /** Version readers see; null = latest. */
@@ -47,9 +47,9 @@ export interface ShardView extends ShardName {
   sealed: boolean;
   /**
    * What the reader keeps of the generation is keyed by this: its name within the log's id
-   * (lib/log/layout.ts `logIdKey`). A log made again at the same place may reuse the name
-   * (review37), and a read of the old log still in flight may store what it read after the
-   * caches were cleared (review38): under the old id, no read of the new log takes it.
+   * (lib/log/layout.ts `logIdKey`). A log made again at the same place may reuse the name,
+   * and a read of the old log still in flight may store what it read after the
+   * caches were cleared: under the old id, no read of the new log takes it.
    */
   key: string;
 }
@@ -101,13 +101,13 @@ export interface ItemScope {
 
 /**
  * The base rows of one item (LIGHT_COLUMNS) read some other way than a Lance query (the fold
- * projection: lib/log/projection.ts), or null to query. `base` is the latest handle.
+ * projection: lib/log/projection/projection.ts), or null to query. `base` is the latest handle.
  */
 export type BaseItemRows = (base: Table, itemId: string) => Promise<EventRow[] | null>;
 
 /**
  * The light rows of `items` this process's writer committed to generation `gen` and confirmed,
- * kept in memory (lib/log/writer.ts `ownItemRows`); null when `gen` is not one of its unmerged
+ * kept in memory (lib/log/write/writer.ts `ownItemRows`); null when `gen` is not one of its unmerged
  * generations (read it from storage). Shared: never change them.
  */
 export type OwnItemRows = (gen: string, items: readonly string[]) => readonly EventRow[] | null;
@@ -236,7 +236,7 @@ export class LogReader {
 
   /**
    * Every row of a visible generation at the version the listing shows, with `columns`. With
-   * `keep`, the batches are the process's (lib/log/tail-cache.ts): never release or change them.
+   * `keep`, the batches are the process's (lib/log/read/tail-cache.ts): never release or change them.
    */
   async wholeGeneration(v: ShardView, columns: readonly string[], keep: boolean): Promise<arrow.RecordBatch[]> {
     return this.tail.rows(await this.shardTable(v), v.key, columns, keep);
@@ -263,7 +263,7 @@ export class LogReader {
    * those in `skip` (whose rows the caller has in memory). Errors that are not about storage
    * (not found, corrupt data, bad input) are not retried, but thrown only once the layout is
    * known to have held still (else the attempt starts over). `probe`: how a decoding failure
-   * that keeps coming back is told to be damage (lib/log/damage.ts); the writer's reads pass
+   * that keeps coming back is told to be damage (lib/log/read/damage.ts); the writer's reads pass
    * `none`, so no scan of the log holds its appends.
    */
   async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>, probe: DamageProbe = 'scan'): Promise<T> {
@@ -336,11 +336,11 @@ export class LogReader {
       if (!failed) return result as T;
       // The layout held still: an I/O error of storage or Lance; try again on fresh handles,
       // the base's too: one pinned at a version number a deleted log also had (made again or
-      // restored at the same place) names that log's files, gone (review33 F2).
+      // restored at the same place) names that log's files, gone.
       for (const v of read) this.forget(v);
       this.tables.forgetBase();
       // Unless it is the same decoding failure again and again, for a while: a damaged file, if
-      // a probe finds it (lib/log/damage.ts).
+      // a probe finds it (lib/log/read/damage.ts).
       const key = damageKey(lastError);
       const now = this.clock.nowMs();
       suspect = key === null ? null : suspect?.key === key ? { ...suspect, times: suspect.times + 1 } : { key, times: 1, sinceMs: now };
@@ -368,7 +368,7 @@ export class LogReader {
    * Rows matching `filter` from the base and the listing's visible generations (but `skip`): one
    * query of a consistent read (call it inside `read`, which checks the layout afterwards). With a
    * `scope` (the filter selects only rows of these items), a generation is read through its item
-   * index (lib/log/shard-index.ts): the items' rows are taken by offset (none: no query) and kept
+   * index (lib/log/read/shard-index.ts): the items' rows are taken by offset (none: no query) and kept
    * by `scope.keep`.
    */
   async scanListing(
@@ -407,7 +407,7 @@ export class LogReader {
    * row of it, without a version check or a read per column and fragment (a live writer's item
    * took ~4 ms, 10 rows of one commit: docs/design/performance.md, "Folds"). The writer answers
    * null for items of a commit that may have landed and is not kept yet (storage already shows
-   * it to every reader: review39), and a commit never confirmed ends the epoch, which drops the
+   * it to every reader), and a commit never confirmed ends the epoch, which drops the
    * memory.
    */
   private ownRows(listing: ShardListing, v: ShardView, items: readonly string[], columns: readonly string[]): EventRow[] | null {

@@ -13,11 +13,11 @@
  * name that came back (it cannot, names are never reused, but a dropped entry only costs a
  * rebuild) would be learned from scratch.
  */
-import { CorruptError, UnavailableError } from '../errors.ts';
-import { rowsFromArrow } from '../schema.ts';
-import type { EventRow } from '../types.ts';
-import { Utf8Column } from './columns.ts';
-import { projection, type Table } from './tables.ts';
+import { CorruptError, UnavailableError } from '../../errors.ts';
+import { rowsFromArrow } from '../../schema.ts';
+import type { EventRow } from '../../types.ts';
+import { Utf8Column } from '../columns.ts';
+import { projection, type Table } from '../tables.ts';
 
 /** Offsets per take of item ids while learning a generation (bounds one request's size). */
 const LEARN_CHUNK = 65_536;

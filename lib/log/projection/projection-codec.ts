@@ -1,11 +1,11 @@
 /**
- * The listing projection's stored form of one item's aggregate (lib/log/projection.ts): a JSON
+ * The listing projection's stored form of one item's aggregate (lib/log/projection/stored.ts): a JSON
  * array in a fixed order instead of an object, about half the bytes and faster to parse (the
  * parse is most of a fresh process's listing). Pure; decoding checks every field's type and
  * throws on anything else (the caller then ignores the stored projection).
  */
-import type { Cursor, Failure } from '../types.ts';
-import type { ItemAggregate, Pos, StepPos } from './summary.ts';
+import type { Cursor, Failure } from '../../types.ts';
+import type { ItemAggregate, Pos, StepPos } from '../read/summary.ts';
 
 type J = unknown;
 

@@ -9,7 +9,7 @@
  * whole-log reads"). Detaching the buffer (`ArrayBuffer.prototype.transfer(0)`) gives its memory
  * back at once. A host cannot be asked to run with V8 flags; this needs none.
  *
- * Only for batches nothing else views: every visitor copies out what it keeps (lib/log/stream.ts,
+ * Only for batches nothing else views: every visitor copies out what it keeps (lib/log/read/stream.ts,
  * EventVisitor), and LanceDB decodes each batch from a buffer of its own.
  */
 import type * as arrow from 'apache-arrow';

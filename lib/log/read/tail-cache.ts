@@ -5,7 +5,7 @@
  * commit): 16 live writers' generations of 63 commits took ~0.7-1.2 s per read here, against the
  * listing's own ~40 ms (docs/design/performance.md).
  *
- * Sound for the reason the shard item index is (lib/log/shard-index.ts): a generation is only
+ * Sound for the reason the shard item index is (lib/log/read/shard-index.ts): a generation is only
  * appended to while visible, so offset k is the same row at every version with more than k rows;
  * a read at a version with C rows uses the first C learned rows. Entries of generations no
  * longer visible, or whose read was unsettled, are dropped by the reader.
@@ -14,8 +14,8 @@
  * releases only batches it read itself) and must not be changed.
  */
 import type * as arrow from 'apache-arrow';
-import { UnavailableError } from '../errors.ts';
-import { projection, type Table } from './tables.ts';
+import { UnavailableError } from '../../errors.ts';
+import { projection, type Table } from '../tables.ts';
 
 /** Offsets per take (bounds one request's size). */
 const TAKE_CHUNK = 65_536;

@@ -8,12 +8,12 @@
  * A crash after any step leaves a state readers handle (duplicates dropped by event_id, retired
  * generations skipped, half-deleted generations behind a marker) and a rerun finishes the work.
  */
-import { guard } from '../guards.ts';
+import { guard } from '../../guards.ts';
 import type * as arrow from 'apache-arrow';
-import { DgclError, UnavailableError } from '../errors.ts';
-import type { ObjectStore } from '../storage/objects.ts';
-import { genKey, retiredKey, shardPrefix } from './layout.ts';
-import type { LanceTables } from './tables.ts';
+import { DgclError, UnavailableError } from '../../errors.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import { genKey, retiredKey, shardPrefix } from '../layout.ts';
+import type { LanceTables } from '../tables.ts';
 
 export type MergeStep = 'read' | 'base-commit' | 'retire-marker' | 'delete-data' | 'delete-marker';
 
@@ -27,14 +27,14 @@ export async function mergeGeneration(
   shard: string,
   version: number | null,
   /**
-   * The generation's rows at `version`, from its writer (lib/log/writer.ts, "merge copies"):
+   * The generation's rows at `version`, from its writer (lib/log/write/writer.ts, "merge copies"):
    * reading them back costs a file open per commit (~1.5-3 ms each here), most of a merge.
    */
   copy?: { data: unknown; rows: number },
   /**
    * The caller's record of this merge across tries: `rows` is set once the base commit (and its
    * fsync) succeeded, and a later try then only retires. Committing again after the generation
-   * was retired could put back rows a purge removed since (review23 F1).
+   * was retired could put back rows a purge removed since.
    */
   inBase?: { rows: number | null },
 ): Promise<number> {
