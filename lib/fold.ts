@@ -16,8 +16,7 @@
  *  - cursor = the STEP_COMPLETED last in step order, then the latest (lib/step-order.ts), so a
  *    step batch that arrives late (a retry, a redelivery) never moves it back. attempts = the largest attempt of any event.
  *  - status: the kind of the last TERMINAL if any (completed/filtered); else `failed` when the
- *    step event (STEP_COMPLETED or FAILED) last in step order, then in the log, is a FAILED (a
- *    late step event of an earlier step does not change it); else `in_progress`.
+ *    last step event (STEP_COMPLETED or FAILED) in the log is a FAILED; else `in_progress`.
  *  - failures: every FAILED, in order.
  *  - violations, one per finding, in seq order:
  *      seq_conflict          two or more different event_ids at one item_seq (all ids named);
@@ -196,8 +195,7 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
   const cursors = new StepChooser<{ iteration: number | null; index: number | null; cursor: Cursor }>();
   let terminalKind: TerminalKind | null = null;
   let terminalEvent: EventRow | null = null;
-  // The step event last in step order (then in the log) decides between failed and in progress.
-  const stepEvents = new StepChooser<{ iteration: number | null; index: number | null; failed: boolean }>();
+  let lastStepWasFailure = false;
   let attempts = 0;
   let seenCreate = false;
 
@@ -276,7 +274,7 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
             checkpointId: e.checkpoint_id,
           },
         });
-        stepEvents.offer({ iteration: e.iteration, index: e.step_index, failed: false });
+        lastStepWasFailure = false;
         break;
       case 'FAILED':
         failures.push({
@@ -287,7 +285,7 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
           traceback: e.traceback,
           seq,
         });
-        stepEvents.offer({ iteration: e.iteration, index: e.step_index, failed: true });
+        lastStepWasFailure = true;
         break;
       case 'TERMINAL':
         if (e.terminal !== 'completed' && e.terminal !== 'filtered') {
@@ -301,7 +299,7 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
     }
   }
 
-  const status: ItemStatus = terminalKind ?? (stepEvents.chosen?.failed ? 'failed' : 'in_progress');
+  const status: ItemStatus = terminalKind ?? (lastStepWasFailure ? 'failed' : 'in_progress');
   const origin = created ?? first;
   return {
     itemId,

@@ -1,7 +1,7 @@
 /**
  * Where an item resumes, from its folded state: resume starts after the cursor, the completed
- * step last in step order (highest iteration, then index, then the latest: lib/step-order.ts;
- * for steps in index order, the last STEP_COMPLETED). A failed step is retried with attempt + 1; terminal
+ * step last in step order (lib/step-order.ts; for steps in index order, the last
+ * STEP_COMPLETED). A failed step is retried with attempt + 1; terminal
  * items are not resumed. Loop iterations are the pipeline's business (the cursor carries
  * `iteration` for it).
  *

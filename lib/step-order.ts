@@ -1,15 +1,16 @@
 /**
- * Which completed step is an item's cursor (where it resumes), and which step event decides
- * whether it is failed: the one last in step order, then the latest in the log (item_seq,
- * event_id).
+ * Which completed step is an item's cursor (where it resumes): the STEP_COMPLETED last in step
+ * order, then the latest in the log (item_seq, event_id).
  *
  * Step order: steps of a loop (with an `iteration`) order by iteration, then step index; steps
- * outside loops (no iteration) by step index. The last of each kind, then: the one with the higher
- * step index (a missing one counts lowest; equal, the loop's). So a step after a loop without an
- * iteration comes after every iteration of it (its index is higher), a step before it comes
- * before, and steps named only (no index, no iteration) order by the log alone. Choosing the last
- * of each kind first makes the choice one function of the set of steps, whatever order they are
- * met in (the listing aggregates merge parts in any order and must agree with the fold).
+ * outside loops (no iteration) by step index (a missing one counts lowest within its kind). Of
+ * the last of each kind, the one with the higher step index (equal: the loop's); when either has
+ * no index, the later in the log. So a step after a loop without an iteration comes after every
+ * iteration of it (its index is higher), a step before it comes before, and steps named only (no
+ * index) follow the log. Choosing the last of each kind first makes the choice one function of the
+ * set of steps, whatever order they are met in (the listing aggregates merge parts in any order
+ * and must agree with the fold). Iterations compare across all of an item's loops: number them
+ * on from one loop to the next.
  *
  * Not simply the latest in the log: appends of valid batches are always written or answered
  * duplicate, and a batch can arrive after a later step of its item (a retry after an unknown
@@ -39,26 +40,35 @@ export function compareInKind(a: StepRank, b: StepRank): number {
   return compareNullable(a.index, b.index);
 }
 
-/** The later of the last loop step and the last step outside loops (each null when none). */
-export function laterOfKinds<T extends StepRank>(loop: T | null, plain: T | null): T | null {
+/**
+ * The later of the last loop step and the last step outside loops (each null when none):
+ * `logLater(a, b)` says whether a comes after b in the log.
+ */
+export function laterOfKinds<T extends StepRank>(loop: T | null, plain: T | null, logLater: (a: T, b: T) => boolean): T | null {
   if (loop === null || plain === null) return loop ?? plain;
-  return compareNullable(loop.index, plain.index) >= 0 ? loop : plain;
+  if (loop.index === null || plain.index === null) return logLater(loop, plain) ? loop : plain;
+  return loop.index >= plain.index ? loop : plain;
 }
 
 /** Chooses the step last in step order among steps offered in log order. */
 export class StepChooser<T extends StepRank> {
-  private loop: T | null = null;
-  private plain: T | null = null;
+  private loop: { step: T; n: number } | null = null;
+  private plain: { step: T; n: number } | null = null;
+  private offered = 0;
 
-  /** Offer the next step event in log order: of equal rank, the later wins. */
+  /** Offer the next step in log order: of equal rank, the later wins. */
   offer(step: T): void {
+    const mark = { step, n: this.offered++ };
     if (inLoop(step)) {
-      if (this.loop === null || compareInKind(step, this.loop) >= 0) this.loop = step;
-    } else if (this.plain === null || compareInKind(step, this.plain) >= 0) this.plain = step;
+      if (this.loop === null || compareInKind(step, this.loop.step) >= 0) this.loop = mark;
+    } else if (this.plain === null || compareInKind(step, this.plain.step) >= 0) this.plain = mark;
   }
 
   get chosen(): T | null {
-    return laterOfKinds(this.loop, this.plain);
+    const loop = this.loop;
+    const plain = this.plain;
+    if (loop === null || plain === null) return (loop ?? plain)?.step ?? null;
+    return laterOfKinds(loop.step, plain.step, () => loop.n > plain.n);
   }
 }
 

@@ -158,10 +158,7 @@ export interface BlobRef {
 /** A value as JSON output shows it: ints beyond ±(2^53-1) as {$int}, blobs as {$blobRef}. */
 export type OutputValue = JsonValue | { $int: string } | BlobRef;
 
-/**
- * Where an item resumes: its completed step last in step order (highest iteration, then highest
- * step index, a missing one lowest, then the latest in the log; lib/step-order.ts).
- */
+/** Where an item resumes: its completed step last in step order (lib/step-order.ts). */
 export interface Cursor {
   stepName: string | null;
   stepIndex: number | null;

@@ -49,29 +49,37 @@ describe('redelivery of a batch that was never written', () => {
     }
   });
 
-  it('a late completion of an earlier step leaves a later failed step failed (status, failures(), items(), resume attempt)', async () => {
-    const root = mkdtempSync(path.join(tmpdir(), 'dgcl-late-status-'));
+  it('the status follows the log; the cursor of steps without an index follows the log too (items() agrees with fold)', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'dgcl-step-status-'));
     const log = await openLog({ root, pipeline: 'p', experiment: 'e' });
     try {
-      await log.append([createBatch('x')]);
-      const abandoned = stepBatch('x', 1);
-      await log.append([stepBatch('x', 1, { attempt: 2 })]);
-      await log.append([stepBatch('x', 2)]);
-      await log.append([{ itemId: 'x', runId: 'r1', step: { name: 'step3', index: 3 }, attempt: 1, failed: { errorType: 'Boom', errorDump: 'boom' } }]);
-      await log.append([abandoned]);
-      const st = await log.fold('x');
-      expect(st.status).toBe('failed');
-      expect(st.cursor).toMatchObject({ stepIndex: 2 });
-      expect(resumePoint(st)).toMatchObject({ nextStepIndex: 3, attempt: 2 });
-      expect((await log.failures()).map((f) => [f.itemId, f.errorType])).toEqual([['x', 'Boom']]);
-      expect((await log.items()).items.map((i) => i.status)).toEqual(['failed']);
-      // The same through the listing projection maintenance builds.
+      // A step named only (no index) fails after an indexed one: the item is failed.
+      await log.append([createBatch('a')]);
+      await log.append([{ itemId: 'a', runId: 'r1', step: { name: 'gen' }, attempt: 1, failed: { errorType: 'Boom', errorDump: 'boom' } }]);
+      const a = await log.fold('a');
+      expect([a.status, resumePoint(a).attempt]).toEqual(['failed', 2]);
+      // Loop steps without an index after an indexed step: the cursor is the latest of them.
+      await log.append([createBatch('b')]);
+      await log.append([{ itemId: 'b', runId: 'r1', step: { name: 'gen', iteration: 0 }, attempt: 1 }]);
+      expect((await log.fold('b')).cursor).toMatchObject({ stepName: 'gen', iteration: 0 });
+      await log.append([{ itemId: 'b', runId: 'r1', step: { name: 'gen', iteration: 1 }, attempt: 1, failed: { errorType: 'Boom', errorDump: 'boom' } }]);
+      const b = await log.fold('b');
+      expect([b.status, b.cursor?.iteration]).toEqual(['failed', 0]);
+      for (const listing of [await log.items()]) {
+        expect(listing.items.map((i) => [i.itemId, i.status, i.cursor?.stepName ?? null])).toEqual([
+          ['a', 'failed', a.cursor?.stepName ?? null],
+          ['b', 'failed', 'gen'],
+        ]);
+      }
       await log.close();
+      // The same through the listing projection maintenance builds.
       const again = await openLog({ root, pipeline: 'p', experiment: 'e' });
       try {
         await again.maintain();
-        expect((await again.items()).items.map((i) => i.status)).toEqual(['failed']);
-        expect((await again.failures()).map((f) => f.errorType)).toEqual(['Boom']);
+        expect((await again.items()).items.map((i) => [i.itemId, i.status, i.cursor?.stepName ?? null])).toEqual([
+          ['a', 'failed', a.cursor?.stepName ?? null],
+          ['b', 'failed', 'gen'],
+        ]);
       } finally {
         await again.close();
       }

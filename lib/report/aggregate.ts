@@ -95,8 +95,9 @@ interface ItemAgg {
   createdMs: number | null;
   /** The STEP_COMPLETED last in step order of each kind: the later of both is the cursor. */
   cursors: ByKind<StepAt & { cursor: ReportCursor }>;
-  /** The STEP_COMPLETED or FAILED last in step order of each kind: the later of both decides failed. */
-  steps: ByKind<StepAt & { failed: boolean }>;
+  /** The last STEP_COMPLETED or FAILED in the log, and whether it was a FAILED. */
+  stepAt: Pos | null;
+  stepFailed: boolean;
   failureAt: Pos | null;
   failure: { step: string | null; attempt: number; errorType: string } | null;
   terminalAt: Pos | null;
@@ -222,7 +223,7 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
           const instance = new Utf8Column(b, 'step_instance_id').get(r);
           const at = { seq, id: id(), iteration, index };
           offer(item.cursors, { ...at, cursor: { step: stepNames.get(r), index, instance, iteration, attempt } });
-          offer(item.steps, { ...at, failed: false });
+          if (later(seq, id, item.stepAt)) Object.assign(item, { stepAt: { seq, id: id() }, stepFailed: false });
           break;
         }
         case 4: {
@@ -241,13 +242,11 @@ export class ReportVisitor implements EventVisitor<Aggregate> {
             e.latestAt = { ms, id: id() };
             e.latest = { itemId: item.id, stepName, attempt, atMs: ms, traceback: new Utf8Column(b, 'traceback').get(r) };
           }
-          const index = stepIndexes.get(r);
-          const iteration = new Int64Column(b, 'iteration').get(r);
           if (later(seq, id, item.failureAt)) {
             item.failureAt = { seq, id: id() };
             item.failure = { step: stepName, attempt, errorType };
           }
-          offer(item.steps, { seq, id: id(), iteration, index, failed: true });
+          if (later(seq, id, item.stepAt)) Object.assign(item, { stepAt: { seq, id: id() }, stepFailed: true });
           break;
         }
         case 5: {
@@ -337,7 +336,8 @@ function newItem(id: string): ItemAgg {
     lastMs: 0,
     createdMs: null,
     cursors: { loop: null, plain: null },
-    steps: { loop: null, plain: null },
+    stepAt: null,
+    stepFailed: false,
     failureAt: null,
     failure: null,
     terminalAt: null,
@@ -358,14 +358,14 @@ function addStep(it: ItemAgg, sid: number): void {
   else (it.moreSteps ??= new Set()).add(sid);
 }
 
-/** fold's rule (lib/fold.ts): the last TERMINAL's kind; else failed when the step event last in step order failed. */
+/** fold's rule (lib/fold.ts): the last TERMINAL's kind; else failed when the last step event failed. */
 function statusOf(it: ItemAgg): ItemStatus {
-  return it.terminal ?? (laterOfKinds(it.steps.loop, it.steps.plain)?.failed ? 'failed' : 'in_progress');
+  return it.terminal ?? (it.stepFailed ? 'failed' : 'in_progress');
 }
 
 /** fold's cursor: the later of the last loop step and the last step outside loops. */
 function cursorOf(it: ItemAgg): ReportCursor | null {
-  return laterOfKinds(it.cursors.loop, it.cursors.plain)?.cursor ?? null;
+  return laterOfKinds(it.cursors.loop, it.cursors.plain, (a, b) => later(a.seq, () => a.id, b))?.cursor ?? null;
 }
 
 /** lib/resume.ts's rule, in words. */

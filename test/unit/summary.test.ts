@@ -97,7 +97,7 @@ const stored = (a: ItemAggregate) => decodeAggregate(JSON.parse(JSON.stringify(e
 
 /** Frozen with its parts, as the projection cache holds it. */
 function frozen(a: ItemAggregate): ItemAggregate {
-  for (const v of [a.first, a.created, a.cursorAt, a.cursor, a.loopCursorAt, a.loopCursor, a.stepAt, a.stepAt?.at, a.loopStepAt, a.loopStepAt?.at, a.failureAt, a.failure, a.terminalAt]) if (v) Object.freeze(v);
+  for (const v of [a.first, a.created, a.cursorAt, a.cursor, a.loopCursorAt, a.loopCursor, a.stepAt, a.failureAt, a.failure, a.terminalAt]) if (v) Object.freeze(v);
   return Object.freeze(a);
 }
 
@@ -157,11 +157,11 @@ describe('SummaryVisitor', () => {
     const a: ItemAggregate = {
       itemId: 'x', lastSeq: 3, attempts: 1, first: at(1, 'e1'), firstRoot: 'x', firstParent: null, created: at(1, 'e1'), root: 'x', parent: null,
       cursorAt: at(3, 'e3'), cursor: { stepName: 's', stepIndex: 0, stepInstanceId: null, iteration: null, attempt: 1, checkpointId: 'c' },
-      loopCursorAt: null, loopCursor: null, stepAt: { at: at(3, 'e3'), iteration: null, index: 0, failed: false }, loopStepAt: null, failureAt: null, failure: null, terminalAt: at(3, 'e3'), terminal: 'completed',
+      loopCursorAt: null, loopCursor: null, stepAt: at(3, 'e3'), stepFailed: false, failureAt: null, failure: null, terminalAt: at(3, 'e3'), terminal: 'completed',
     };
     const d = stored(a);
     expect(d).toEqual(a);
-    expect([d.created === d.first, d.stepAt?.at === d.cursorAt, d.terminalAt === d.cursorAt, d.cursorAt === d.first]).toEqual([true, true, true, false]);
+    expect([d.created === d.first, d.stepAt === d.cursorAt, d.terminalAt === d.cursorAt, d.cursorAt === d.first]).toEqual([true, true, true, false]);
   });
 
   it('skips rows the stream marks as copies', () => {

@@ -5,7 +5,7 @@
  * throws on anything else (the caller then ignores the stored projection).
  */
 import type { Cursor, Failure } from '../../types.ts';
-import type { ItemAggregate, Pos, StepPos } from '../read/summary.ts';
+import type { ItemAggregate, Pos } from '../read/summary.ts';
 
 type J = unknown;
 
@@ -23,8 +23,8 @@ export function encodeAggregate(a: ItemAggregate): J[] {
     a.parent,
     pos(a.cursorAt),
     cursor(a.cursor),
-    stepPos(a.stepAt),
-    stepPos(a.loopStepAt),
+    pos(a.stepAt),
+    a.stepFailed,
     pos(a.failureAt),
     f && [f.stepName, f.attempt, f.errorType, f.errorDump, f.traceback, f.seq],
     pos(a.terminalAt),
@@ -35,7 +35,6 @@ export function encodeAggregate(a: ItemAggregate): J[] {
 }
 
 const pos = (p: Pos | null): J => p && [p.seq, p.id];
-const stepPos = (p: StepPos | null): J => p && [pos(p.at), p.iteration, p.index, p.failed];
 const cursor = (c: Cursor | null): J => c && [c.stepName, c.stepIndex, c.stepInstanceId, c.iteration, c.attempt, c.checkpointId];
 
 export class ProjectionFormatError extends Error {}
@@ -97,6 +96,7 @@ export function decodeAggregate(x: J): ItemAggregate {
   const v = arr(x, 19, 'item');
   const terminal = v[16];
   if (terminal !== null && terminal !== 'completed' && terminal !== 'filtered') bad('terminal');
+  if (typeof v[12] !== 'boolean') bad('stepFailed');
   const itemId = str(v[0], 'itemId');
   const sameId = (s: string | null): string | null => (s === itemId ? itemId : s);
   const seen: Pos[] = [];
@@ -107,12 +107,6 @@ export function decodeAggregate(x: J): ItemAggregate {
     if (had) return had;
     seen.push(p);
     return p;
-  };
-  const stepPosition = (y: J, what: string): StepPos | null => {
-    if (y === null) return null;
-    const [at, iteration, index, failed] = arr(y, 4, what);
-    if (typeof failed !== 'boolean') bad(what);
-    return { at: position(at, what) ?? bad(what), iteration: numOrNull(iteration, what), index: numOrNull(index, what), failed };
   };
   return {
     itemId,
@@ -126,8 +120,8 @@ export function decodeAggregate(x: J): ItemAggregate {
     parent: strOrNull(v[8], 'parent'),
     cursorAt: position(v[9], 'cursorAt'),
     cursor: decodeCursor(v[10]),
-    stepAt: stepPosition(v[11], 'stepAt'),
-    loopStepAt: stepPosition(v[12], 'loopStepAt'),
+    stepAt: position(v[11], 'stepAt'),
+    stepFailed: v[12],
     failureAt: position(v[13], 'failureAt'),
     failure: decodeFailure(v[14]),
     terminalAt: position(v[15], 'terminalAt'),

@@ -114,7 +114,7 @@ export async function fragmentRows(base: Table): Promise<Map<number, number>> {
 }
 
 export function freezeAggregate(a: ItemAggregate): ItemAggregate {
-  for (const v of [a.first, a.created, a.cursorAt, a.cursor, a.loopCursorAt, a.loopCursor, a.stepAt, a.stepAt?.at, a.loopStepAt, a.loopStepAt?.at, a.failureAt, a.failure, a.terminalAt]) if (v) Object.freeze(v);
+  for (const v of [a.first, a.created, a.cursorAt, a.cursor, a.loopCursorAt, a.loopCursor, a.stepAt, a.failureAt, a.failure, a.terminalAt]) if (v) Object.freeze(v);
   return Object.freeze(a);
 }
 

@@ -65,13 +65,7 @@ function before(seq: number, ids: Utf8Column, r: number, than: Pos | null): bool
   return (ids.get(r) ?? '') < than.id;
 }
 
-/** A step event's position: its step rank (lib/step-order.ts), its place in the log, its kind. */
-export interface StepPos extends StepRank {
-  at: Pos;
-  failed: boolean;
-}
-
-/** Whether a step event (rank, at) comes after (thanRank, thanAt) of its kind, then in the log. */
+/** Whether a step (rank, at) comes after (thanRank, thanAt) of its kind: step order, then the log. */
 function laterInKind(rank: StepRank, at: Pos, thanRank: StepRank | null, thanAt: Pos | null): boolean {
   if (thanRank === null) return true;
   const c = compareInKind(rank, thanRank);
@@ -101,13 +95,9 @@ export interface ItemAggregate {
   /** ... and of the steps of loops: the cursor is the later of both (lib/step-order.ts). */
   loopCursorAt: Pos | null;
   loopCursor: Cursor | null;
-  /**
-   * The STEP_COMPLETED or FAILED last in step order (then in the log) outside loops and in loops:
-   * the later of both decides whether the item is failed, so a step event that arrives late (a
-   * retry, a redelivery of an earlier step) does not turn a failed item back in progress.
-   */
-  stepAt: StepPos | null;
-  loopStepAt: StepPos | null;
+  /** The last STEP_COMPLETED or FAILED in the log, and whether it was a FAILED. */
+  stepAt: Pos | null;
+  stepFailed: boolean;
   failureAt: Pos | null;
   failure: Failure | null;
   terminalAt: Pos | null;
@@ -115,13 +105,15 @@ export interface ItemAggregate {
 }
 
 export function statusOf(a: ItemAggregate): ItemStatus {
-  return a.terminal ?? (laterOfKinds(a.loopStepAt, a.stepAt)?.failed ? 'failed' : 'in_progress');
+  return a.terminal ?? (a.stepFailed ? 'failed' : 'in_progress');
 }
 
 /** The item's cursor: the later of the last loop step and the last step outside loops. */
 export function cursorOf(a: ItemAggregate): Cursor | null {
   if (a.loopCursor === null || a.cursor === null) return a.loopCursor ?? a.cursor;
-  return laterOfKinds({ ...rankOf(a.loopCursor), c: a.loopCursor }, { ...rankOf(a.cursor), c: a.cursor })!.c;
+  const loop = { ...rankOf(a.loopCursor), c: a.loopCursor, at: a.loopCursorAt };
+  const plain = { ...rankOf(a.cursor), c: a.cursor, at: a.cursorAt };
+  return laterOfKinds(loop, plain, (x, y) => later(x.at, y.at))!.c;
 }
 
 export function summaryOf(a: ItemAggregate): ItemSummary {
@@ -215,7 +207,7 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
             if (loop) Object.assign(agg, { loopCursorAt: at, loopCursor: cursor });
             else Object.assign(agg, { cursorAt: at, cursor });
           }
-          stepEvent(agg, { ...rank, at, failed: false });
+          if (later(at, agg.stepAt)) Object.assign(agg, { stepAt: at, stepFailed: false });
           break;
         }
         case 'FAILED': {
@@ -230,8 +222,7 @@ export class SummaryVisitor implements EventVisitor<ItemAggregate[]> {
               seq,
             };
           }
-          const rank = { iteration: new Int64Column(b, 'iteration').get(r), index: new Int64Column(b, 'step_index').get(r) };
-          stepEvent(agg, { ...rank, at: posOf(seq, eventIds, r), failed: true });
+          if (after(seq, eventIds, r, agg.stepAt)) Object.assign(agg, { stepAt: posOf(seq, eventIds, r), stepFailed: true });
           break;
         }
         case 'TERMINAL': {
@@ -270,18 +261,6 @@ function later(b: Pos | null, a: Pos | null): boolean {
   return a === null || (b.seq !== a.seq ? b.seq > a.seq : b.id > a.id);
 }
 
-/** Keeps a step event if it is the last of its kind so far (step order, then the log). */
-function stepEvent(agg: ItemAggregate, e: StepPos): void {
-  if (inLoop(e)) {
-    if (laterInKind(e, e.at, agg.loopStepAt, agg.loopStepAt?.at ?? null)) agg.loopStepAt = e;
-  } else if (laterInKind(e, e.at, agg.stepAt, agg.stepAt?.at ?? null)) agg.stepAt = e;
-}
-
-/** Whether step event `b` is set and comes after `a` (of one kind) in step order, then in the log. */
-function laterStepPos(b: StepPos | null, a: StepPos | null): boolean {
-  return b !== null && laterInKind(b, b.at, a, a?.at ?? null);
-}
-
 /** Whether cursor `b` (at `bAt`) is set and comes after `a` (of one kind) in step order, then in the log. */
 function laterCursor(b: Cursor | null, bAt: Pos | null, a: Cursor | null, aAt: Pos | null): boolean {
   return b !== null && bAt !== null && laterInKind(rankOf(b), bAt, a && rankOf(a), aAt);
@@ -297,8 +276,7 @@ export function mergeAggregates(a: ItemAggregate, b: ItemAggregate): ItemAggrega
   if (earlier(b.created, a.created)) Object.assign(m, { created: b.created, root: b.root, parent: b.parent });
   if (laterCursor(b.cursor, b.cursorAt, a.cursor, a.cursorAt)) Object.assign(m, { cursorAt: b.cursorAt, cursor: b.cursor });
   if (laterCursor(b.loopCursor, b.loopCursorAt, a.loopCursor, a.loopCursorAt)) Object.assign(m, { loopCursorAt: b.loopCursorAt, loopCursor: b.loopCursor });
-  if (laterStepPos(b.stepAt, a.stepAt)) m.stepAt = b.stepAt;
-  if (laterStepPos(b.loopStepAt, a.loopStepAt)) m.loopStepAt = b.loopStepAt;
+  if (later(b.stepAt, a.stepAt)) Object.assign(m, { stepAt: b.stepAt, stepFailed: b.stepFailed });
   if (later(b.failureAt, a.failureAt)) Object.assign(m, { failureAt: b.failureAt, failure: b.failure });
   if (later(b.terminalAt, a.terminalAt)) Object.assign(m, { terminalAt: b.terminalAt, terminal: b.terminal });
   return m;
@@ -325,7 +303,7 @@ function newAggregate(itemId: string): ItemAggregate {
     loopCursorAt: null,
     loopCursor: null,
     stepAt: null,
-    loopStepAt: null,
+    stepFailed: false,
     failureAt: null,
     failure: null,
     terminalAt: null,
