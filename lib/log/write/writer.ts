@@ -14,10 +14,9 @@
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
 import { startTimer, type Clock } from '../../clock.ts';
-import { CorruptError, DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
+import { DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
 import { permissionOf } from '../read/damage.ts';
 import { acquireWriterSlot, LeaseKeeper, type SlotWaitListener } from '../../lease/slots.ts';
-import { randomUUID } from 'node:crypto';
 import { guard } from '../../guards.ts';
 import type { CoordStore } from '../../coord/types.ts';
 import type { Lease, LeaseStore } from '../../lease/types.ts';
@@ -25,8 +24,9 @@ import type { ObjectStore } from '../../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
 import { guardDecision } from './delete-guard.ts';
+import { DELETED_MARKER, Markers } from './markers.ts';
 import { deletedThrough } from '../deleted.ts';
-import { claimKey, floorDir, floorKey, genKey, itemKey, shardName, tombKey, type Tombstone } from '../layout.ts';
+import { floorKey, genKey, itemKey, shardName, tombKey, type Tombstone } from '../layout.ts';
 import { sealOwnEpoch, sealPredecessors } from '../maintain/seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
 import { commitData, committedBytes, committedTable, mergeData } from './lance-add.ts';
@@ -81,12 +81,6 @@ interface Request {
   resolve(acks: Ack[]): void;
   reject(e: unknown): void;
 }
-
-/** Item markers put by deleteItem start with this word (writers' start with their epoch). */
-const DELETED_MARKER = 'deleted';
-
-/** Tries of an item marker PUT (each with a new body) before the group fails. */
-const MARKER_PUT_ATTEMPTS = 3;
 
 /**
  * The next generation is made this many commits before the rotation (docs/design/shards.md,
@@ -146,8 +140,8 @@ export class ShardWriter {
   private unreleased: Lease | null = null;
   /** Frozen generations waiting for their merge (a failed merge is retried after later commits). */
   private frozen: Frozen[] = [];
-  /** Tells this writer's claims from another's (a retried claim PUT may find its own body). */
-  private readonly claimNonce = randomUUID();
+  /** Item markers, claims and deleted-seq records (coordination records). */
+  private readonly markers: Markers;
   /**
    * Light rows this writer committed to its own not-yet-merged generations (confirmed commits),
    * by generation, then item. It is their only writer, so sequencing reads them from here
@@ -178,8 +172,6 @@ export class ShardWriter {
   private copyBytes = 0;
   /** Tracks of items this writer sequenced (LRU, `cachedItems`); see plan(). */
   private tracks = new Map<string, { track: ItemTrack; marker: string }>();
-  /** Numbers this writer's marker bodies, so each PUT is told from every earlier one. */
-  private markerSeq = 0;
   /** When this writer's last commit was confirmed (its clock), and the idle merge's timer. */
   private lastCommitMs = 0;
   private idleTimer: (() => void) | null = null;
@@ -206,7 +198,9 @@ export class ShardWriter {
       checkBase?: () => Promise<void>;
     },
     private readonly opts: WriterOptions,
-  ) {}
+  ) {
+    this.markers = new Markers(ctx, opts);
+  }
 
   /**
    * The light rows of `items` in own generation `gen` from the commits confirmed so far (shared:
@@ -314,7 +308,7 @@ export class ShardWriter {
       const begun = guard('marker-before-commit') ? [...writing].filter((id) => plan.markers.get(id) !== plan.ownMarkers.get(id)) : [];
       const puts = await Promise.allSettled(
         begun.map(async (id) => {
-          const body = await this.putMarker(id, st.writerEpoch);
+          const body = await this.markers.putMarker(id, st.writerEpoch);
           plan.ownMarkers.set(id, body);
           plan.markers.set(id, body);
         }),
@@ -338,7 +332,7 @@ export class ShardWriter {
       if (guard('landing-mark')) this.landing = { gen, items: writing };
       committing = true;
       await table.add(data as never);
-      if (!guard('claim-after-epoch-check')) await this.claimAll(plans, st.writerEpoch);
+      if (!guard('claim-after-epoch-check')) await this.markers.claimAll(plans, st.writerEpoch);
       st.commitsInGen++;
       st.bytesInGen += committed;
       this.lastCommitMs = this.opts.clock.nowMs();
@@ -373,7 +367,7 @@ export class ShardWriter {
     await Promise.all(
       plans.map(async (p) => {
         try {
-          if (guard('claims') && guard('claim-after-epoch-check')) await Promise.all(p.fresh.map((ack) => this.claim(ack, st.writerEpoch)));
+          if (guard('claims') && guard('claim-after-epoch-check')) await Promise.all(p.fresh.map((ack) => this.markers.claim(ack, st.writerEpoch)));
           p.req.resolve(p.acks);
         } catch (e) {
           const refused = e instanceof PermissionDeniedError ? e : permissionOf(e, this.ctx.objects.baseUri);
@@ -425,11 +419,6 @@ export class ShardWriter {
       if (this.tracks.size <= this.opts.cachedItems) break;
       this.tracks.delete(old);
     }
-  }
-
-  /** The claims of a group's new checkpoints, before its epoch check (a mutant's order only). */
-  private async claimAll(plans: Array<{ fresh: Ack[] }>, writerEpoch: string): Promise<void> {
-    if (guard('claims')) await Promise.all(plans.flatMap((p) => p.fresh.map((ack) => this.claim(ack, writerEpoch))));
   }
 
   /** Merge the frozen generations in the background, one merge at a time; commits go on meanwhile. */
@@ -513,79 +502,6 @@ export class ShardWriter {
   }
 
   /**
-   * PUT the item's marker (`lead`: the writer epoch, or DELETED_MARKER), retried on a transient
-   * failure with a new body each time: the store sends a PUT once (ObjectStore.put), and a failed
-   * one may still land later, which is harmless only because no failed body is ever trusted.
-   * Returns the body that was answered.
-   */
-  private async putMarker(itemId: string, lead: string): Promise<string> {
-    const coord = await this.ctx.coord();
-    for (let attempt = 0; ; attempt++) {
-      const body = guard('unique-marker-bodies') ? `${lead} ${this.claimNonce} ${++this.markerSeq}` : `${lead} ${this.claimNonce}`;
-      try {
-        await coord.put(itemKey(itemId), body);
-        return body;
-      } catch (e) {
-        if (!(e instanceof UnavailableError) || attempt + 1 >= MARKER_PUT_ATTEMPTS) throw e;
-        await this.opts.clock.sleep(25 * 2 ** attempt);
-      }
-    }
-  }
-
-  /** The highest seq each item was ever deleted through (lib/log/layout.ts floorDir); absent: never. */
-  private async floorsOf(itemIds: readonly string[]): Promise<Map<string, number>> {
-    const out = new Map<string, number>();
-    if (!guard('deleted-seq-records')) return out;
-    await Promise.all(
-      itemIds.map(async (id) => {
-        for (const n of await this.floorSeqs(id)) out.set(id, Math.max(out.get(id) ?? 0, n));
-      }),
-    );
-    return out;
-  }
-
-  /** Every seq the item's deletes wrote a deleted-seq record for (one listing). */
-  private async floorSeqs(itemId: string): Promise<number[]> {
-    return (await this.ctx.objects.list(floorDir(itemId))).map((name) => {
-      const n = Number(name);
-      if (!/^\d{12}$/.test(name) || !Number.isSafeInteger(n)) throw new CorruptError(`deleted-seq record ${floorDir(itemId)}/${name} of item ${JSON.stringify(itemId)} is not a seq`);
-      return n;
-    });
-  }
-
-  /**
-   * Claim a checkpoint's first ack; turns `ack` into the winner's duplicate if another writer won.
-   * A claim in the table holds the ack's seqs and its number of events, not the event ids: those
-   * follow from the batch, which the checkpoint id names, so every claimant has the same ones,
-   * and a claim stays a few hundred bytes for any batch (a table item holds at most 400 KB).
-   */
-  private async claim(ack: Ack, writerEpoch: string): Promise<void> {
-    const by = `${writerEpoch}/${this.claimNonce}`;
-    const key = claimKey(ack.checkpointId);
-    const coord = await this.ctx.coord();
-    // As objects, claims keep the ids too: versions before 0.2.0 (which only use objects) read a
-    // claim as a whole ack. Elsewhere no id at all: nothing reads the item id back,
-    // and a SQLite file keeps a deleted row's bytes until they are overwritten, where a purged
-    // item's id must not stay (docs/design/deletion.md, "Purge").
-    const ids = coord.kind === 'objects' ? { itemId: ack.itemId, eventIds: ack.eventIds } : {};
-    const body = JSON.stringify({ checkpointId: ack.checkpointId, ...ids, events: ack.eventIds.length, firstSeq: ack.firstSeq, lastSeq: ack.lastSeq, claimedBy: by });
-    for (let attempt = 0; attempt < 3; attempt++) {
-      if (await coord.putIfAbsent(key, body, { expiresAfterMs: this.opts.claimRetentionMs })) return;
-      const got = await coord.get(key);
-      if (got === null) continue; // deleted by maintenance meanwhile: claim again
-      const first = JSON.parse(got) as Partial<Ack> & { events?: number; claimedBy?: string };
-      if (first.claimedBy === by) return; // our own earlier attempt landed
-      const events = first.eventIds?.length ?? first.events;
-      if (first.checkpointId !== ack.checkpointId || events !== ack.eventIds.length || typeof first.firstSeq !== 'number' || typeof first.lastSeq !== 'number') {
-        throw new CorruptError(`the claim of checkpoint ${ack.checkpointId} is not one of its batch (${events} events, expected ${ack.eventIds.length}): ${got.slice(0, 200)}`);
-      }
-      Object.assign(ack, { firstSeq: first.firstSeq, lastSeq: first.lastSeq, duplicate: true });
-      return;
-    }
-    throw new UnavailableError(`claim of checkpoint ${ack.checkpointId} kept vanishing`);
-  }
-
-  /**
    * After a commit whose outcome is unknown: end the epoch. Seal it at whatever landed (a commit
    * landing later stays invisible), drop the slot and everything remembered of it. If the seal
    * cannot be written now, no commit happens before it is.
@@ -661,7 +577,7 @@ export class ShardWriter {
       // Read for items with a marker (someone began writing them) but no visible row: deleted,
       // or a creation that never committed.
       const withRows = new Set(existing.map((r) => r.item_id));
-      const floors = await this.floorsOf(toRead.filter((id) => !withRows.has(id)));
+      const floors = await this.markers.floorsOf(toRead.filter((id) => !withRows.has(id)));
       const read = buildTracks(existing, (id) => Math.max(deletedThrough(tombstones, id), floors.get(id) ?? 0), toRead);
       for (const id of toRead) tracks.set(id, read.get(id) ?? cloneTrack(undefined));
     }
@@ -754,7 +670,7 @@ export class ShardWriter {
     if (this.closing) return Promise.reject(new InternalError('the log is closed (or closing): open it again to delete'));
     return this.exclusive(async () => {
       this.tracks.delete(itemId);
-      await this.putMarker(itemId, DELETED_MARKER);
+      await this.markers.putMarker(itemId, DELETED_MARKER);
       const own = [...this.ownRows.entries()];
       const skip = new Set(own.map(([name]) => name));
       const { rows, tombstones, visible } = await this.ctx.reader.read(
@@ -772,11 +688,11 @@ export class ShardWriter {
       if (guardSeq !== undefined && guard('delete-guard')) {
         // The deleted-seq records are read whenever a guard is given, rows or not: the purge
         // drops the tombstone but keeps them, so they alone tell a retry from a new incarnation.
-        const decision = guardDecision(itemId, guardSeq, { tombstoned: gone, floors: await this.floorSeqs(itemId), visibleSeqs: rows.map((r) => r.item_seq) });
+        const decision = guardDecision(itemId, guardSeq, { tombstoned: gone, floors: await this.markers.floorSeqs(itemId), visibleSeqs: rows.map((r) => r.item_seq) });
         if (!decision.deleted) return { itemId, deleted: false, throughSeq: decision.throughSeq };
         throughSeq = decision.throughSeq;
       } else {
-        if (rows.length === 0) return { itemId, deleted: false, throughSeq: Math.max(gone, (await this.floorsOf([itemId])).get(itemId) ?? 0) };
+        if (rows.length === 0) return { itemId, deleted: false, throughSeq: Math.max(gone, (await this.markers.floorsOf([itemId])).get(itemId) ?? 0) };
         throughSeq = rows.reduce((m, r) => Math.max(m, r.item_seq), 0);
       }
       const tomb: Tombstone = { itemId, throughSeq, deletedAtMs: this.opts.clock.nowMs() };
