@@ -24,12 +24,13 @@ import type { ObjectStore } from '../../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
 import { guardDecision } from './delete-guard.ts';
+import { OwnMemory, ownVisible } from './own-memory.ts';
 import { DELETED_MARKER, Markers } from './markers.ts';
 import { deletedThrough } from '../deleted.ts';
 import { floorKey, genKey, itemKey, shardName, tombKey, type Tombstone } from '../layout.ts';
 import { sealOwnEpoch, sealPredecessors } from '../maintain/seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
-import { commitData, committedBytes, committedTable, mergeData } from './lance-add.ts';
+import { commitData, committedBytes, committedTable } from './lance-add.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from '../maintain/merge.ts';
 import type { LogReader } from '../read/reader.ts';
 import { failedBeforeMarker, sqlIn, type LanceTables, type Table } from '../tables.ts';
@@ -90,20 +91,10 @@ interface Request {
 const MAKE_AHEAD_COMMITS = 4;
 /** ... or once its commits reach this share of `mergeEveryBytes`. */
 const MAKE_AHEAD_SHARE = 0.75;
-/**
- * Bytes of a generation's first commits (as encoded) its merge copy keeps as rows; later commits
- * are kept as their Arrow tables. A merge encodes rows as one batch, and tables per batch (~0.2 ms
- * each for 32 columns): 64 commits of 10 rows took 3.8 ms as rows, 13.7 ms as tables, on the
- * event loop beside the acks; a 46 MB generation ~0.6 s as rows, ~0.25 s as tables.
- */
-const COPY_ROWS_MAX_BYTES = 1024 * 1024;
 /** Bytes counted per row for the size bound where a commit's encoded size is not known. */
 const GUESSED_ROW_BYTES = 512;
 /** Merge rounds a given-up generation's marker is looked for before the name is left to the seal (retireGivenUp). */
 const GIVEN_UP_ROUNDS = 3;
-
-/** An own generation's light rows by item, in commit order (ShardWriter `ownRows`). */
-type OwnGeneration = Map<string, EventRow[]>;
 
 /** Placeholder epoch for a validation pass before the slot is taken; never written. */
 const PENDING_EPOCH = 'pending';
@@ -142,34 +133,8 @@ export class ShardWriter {
   private frozen: Frozen[] = [];
   /** Item markers, claims and deleted-seq records (coordination records). */
   private readonly markers: Markers;
-  /**
-   * Light rows this writer committed to its own not-yet-merged generations (confirmed commits),
-   * by generation, then item. It is their only writer, so sequencing reads them from here
-   * instead of from storage (whose cost grows with every commit until the merge), and so do
-   * this process's point reads (LogReader `ownItemRows`).
-   */
-  private ownRows = new Map<string, OwnGeneration>();
-  /**
-   * The commit being made: its generation and items, from just before its add until its rows
-   * are in ownRows (or its epoch ends). Once it has landed any process's storage read shows it,
-   * so this process's reads of those items in that generation go to storage too until then
-   * (from memory they showed less than a read that had ended before them, I3).
-   */
-  private landing: { gen: string; items: ReadonlySet<string> } | null = null;
-  /**
-   * Merge copies: what each confirmed commit to an own generation wrote (every column, blobs
-   * included), by generation (null: past copyMaxBytes(), read back instead). Its only writer,
-   * whose every commit either was confirmed or ended the epoch (and with it the generation's
-   * merge by this writer), knows its rows: reading them back cost a file open per commit, and
-   * decoding and encoding them again on the event loop (a 46 MB generation: ~2 s). The first
-   * commits are kept as rows while they take at most COPY_ROWS_MAX_BYTES, the rest as the Arrow
-   * tables they were encoded from (columnar: the retained heap is about what they wrote); the
-   * merge hands them to Lance encoded once (lib/log/write/lance-add.ts `mergeData`). Kept and dropped
-   * with ownRows.
-   */
-  private mergeCopies = new Map<string, { rows: EventRow[]; tables: ArrowTable[]; count: number; bytes: number } | null>();
-  /** Bytes of all merge copies together: at most copyMaxBytes() (failing merges queue generations). */
-  private copyBytes = 0;
+  /** Own rows, the landing commit and merge copies: memory of confirmed commits. */
+  private readonly memory: OwnMemory;
   /** Tracks of items this writer sequenced (LRU, `cachedItems`); see plan(). */
   private tracks = new Map<string, { track: ItemTrack; marker: string }>();
   /** When this writer's last commit was confirmed (its clock), and the idle merge's timer. */
@@ -200,21 +165,15 @@ export class ShardWriter {
     private readonly opts: WriterOptions,
   ) {
     this.markers = new Markers(ctx, opts);
+    this.memory = new OwnMemory(opts);
   }
 
   /**
-   * The light rows of `items` in own generation `gen` from the commits confirmed so far (shared:
-   * never change them), or null when `gen` is not an own unmerged generation with a confirmed
-   * commit. Every ack of a batch written to `gen` comes after its rows are here.
+   * The light rows of `items` in own generation `gen` from the commits confirmed so far
+   * (lib/log/write/own-memory.ts `OwnMemory.itemRows`).
    */
   ownItemRows(gen: string, items: readonly string[]): EventRow[] | null {
-    const mine = this.ownRows.get(gen);
-    if (!mine) return null;
-    const landing = this.landing;
-    if (landing?.gen === gen && items.some((id) => landing.items.has(id))) return null;
-    const out: EventRow[] = [];
-    for (const id of new Set(items)) for (const r of mine.get(id) ?? []) out.push(r);
-    return out;
+    return this.memory.itemRows(gen, items);
   }
 
   get writerEpoch(): string | null {
@@ -329,7 +288,7 @@ export class ShardWriter {
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
       const table = st.table ?? (st.table = await this.openGeneration(st));
       gen = shardName(st.writerEpoch, st.generation);
-      if (guard('landing-mark')) this.landing = { gen, items: writing };
+      if (guard('landing-mark')) this.memory.landing = { gen, items: writing };
       committing = true;
       await table.add(data as never);
       if (!guard('claim-after-epoch-check')) await this.markers.claimAll(plans, st.writerEpoch);
@@ -354,7 +313,7 @@ export class ShardWriter {
       else if (committing) this.keepCommit(st, gen, rows, plan, committedCopy, committed);
       // endEpoch dropped the slot (and with it what was kept) if it was still ours; else it had
       // been dropped before: nothing of this generation is kept either way.
-      if (this.landing?.gen === gen) this.landing = null;
+      if (this.memory.landing?.gen === gen) this.memory.landing = null;
       throw e instanceof DgclError ? e : new UnavailableError(`commit to shard ${gen} failed: ${errMsg(e)}`, { cause: e });
     }
     // Confirmed: from here on the rows are visible to every read, forever.
@@ -398,16 +357,9 @@ export class ShardWriter {
    * commit was being confirmed.
    */
   private keepCommit(st: SlotState, gen: string, rows: EventRow[], plan: { tracks: Map<string, ItemTrack>; markers: Map<string, string | null>; ownMarkers: Map<string, string> }, copy: ArrowTable | null, bytes: number): void {
-    this.landing = null;
+    this.memory.landing = null;
     if (this.state === st) {
-      const mine = this.ownRows.get(gen) ?? new Map<string, EventRow[]>();
-      for (const r of rows) {
-        const l = mine.get(r.item_id);
-        if (l) l.push({ ...r, value_blob: null });
-        else mine.set(r.item_id, [{ ...r, value_blob: null }]);
-      }
-      this.ownRows.set(gen, mine);
-      if (copy) this.keepCopy(gen, rows, copy, bytes);
+      this.memory.keep(gen, rows, copy, bytes);
       for (const [id, track] of plan.tracks) {
         const marker = plan.ownMarkers.get(id);
         if (marker === undefined || plan.markers.get(id) !== marker) continue;
@@ -559,7 +511,7 @@ export class ShardWriter {
       const wanted = new Set(toRead);
       // Snapshot the own rows before reading storage: a background merge that finishes during
       // the read moves them into the base (maybe after we read it) and drops them from memory.
-      const own = [...this.ownRows.entries()];
+      const own = [...this.memory.ownRows.entries()];
       const skip = new Set(own.map(([name]) => name));
       const { existing, tombstones, visible } = await this.ctx.reader.read(
         async (listing) => ({
@@ -649,11 +601,8 @@ export class ShardWriter {
     this.state = null;
     // A takeover decides what of our generations is visible (the seal): read them from storage,
     // on fresh handles (ours were opened without read consistency).
-    for (const gen of this.ownRows.keys()) this.ctx.tables.forget(gen);
-    this.ownRows.clear();
-    this.landing = null;
-    this.mergeCopies.clear();
-    this.copyBytes = 0;
+    for (const gen of this.memory.ownRows.keys()) this.ctx.tables.forget(gen);
+    this.memory.clear();
     this.tracks.clear();
   }
 
@@ -671,7 +620,7 @@ export class ShardWriter {
     return this.exclusive(async () => {
       this.tracks.delete(itemId);
       await this.markers.putMarker(itemId, DELETED_MARKER);
-      const own = [...this.ownRows.entries()];
+      const own = [...this.memory.ownRows.entries()];
       const skip = new Set(own.map(([name]) => name));
       const { rows, tombstones, visible } = await this.ctx.reader.read(
         async (listing) => ({
@@ -887,45 +836,6 @@ export class ShardWriter {
     }
   }
 
-  /** Add a confirmed commit's rows to its generation's merge copy (null: none kept for it). */
-  private keepCopy(gen: string, rows: EventRow[], table: ArrowTable, bytes: number): void {
-    const copy = this.mergeCopies.has(gen) ? this.mergeCopies.get(gen)! : { rows: [], tables: [], count: 0, bytes: 0 };
-    if (copy === null || this.copyBytes + bytes > this.copyMaxBytes()) {
-      this.dropCopy(gen);
-      this.mergeCopies.set(gen, null);
-      return;
-    }
-    // The first commits' rows while they are small (one batch at the merge), then the tables.
-    if (copy.tables.length === 0 && copy.bytes + bytes <= COPY_ROWS_MAX_BYTES) copy.rows.push(...rows);
-    else copy.tables.push(table);
-    copy.count += rows.length;
-    copy.bytes += bytes;
-    this.copyBytes += bytes;
-    this.mergeCopies.set(gen, copy);
-  }
-
-  /** Bytes all merge copies together may hold: two generations' worth (one merging, one filling). */
-  private copyMaxBytes(): number {
-    return 2 * this.opts.mergeEveryBytes;
-  }
-
-  private dropCopy(gen: string): void {
-    this.copyBytes -= this.mergeCopies.get(gen)?.bytes ?? 0;
-    this.mergeCopies.delete(gen);
-  }
-
-  /**
-   * The frozen generation's rows from its merge copy, when the copy holds as many rows as the
-   * generation has at the version merged (the handle's own count: no read); else undefined and
-   * the merge reads them. A mismatch cannot happen while every commit is confirmed or ends the
-   * epoch; the count is a cheap check of that.
-   */
-  private async copyOf(f: Frozen): Promise<{ data: unknown; rows: number } | undefined> {
-    const copy = this.mergeCopies.get(f.name);
-    if (!copy || copy.count !== (await f.table.countRows())) return undefined;
-    return { data: mergeData(copy.rows, copy.tables), rows: copy.count };
-  }
-
   private async mergeFrozen(f: Frozen): Promise<{ mergedRows: number; shards: string[] }> {
     const version = await f.table.version();
     // A takeover may have sealed this generation below `version` (we were a zombie for a
@@ -946,10 +856,9 @@ export class ShardWriter {
       }
       throw e;
     }
-    const copy = f.inBase.rows === null ? await this.copyOf(f) : undefined;
+    const copy = f.inBase.rows === null ? await this.memory.copyOf(f.name, f.table) : undefined;
     const mergedRows = await mergeGeneration({ ...this.ctx, hooks: this.opts.hooks }, f.name, version, copy, f.inBase);
-    this.ownRows.delete(f.name);
-    this.dropCopy(f.name);
+    this.memory.merged(f.name);
     return { mergedRows, shards: [f.name] };
   }
 
@@ -987,16 +896,6 @@ export class ShardWriter {
     });
     this.closed = true;
   }
-}
-
-/**
- * The own rows of generations the read's listing still shows. A generation missing from it is
- * retired (its merge finished before the listing): its rows are in the base, read after the
- * listing, under the same listing's tombstones; the in-memory copy (dropped only when the merge
- * call returns) could outlive a purge of what it holds.
- */
-function ownVisible(own: ReadonlyArray<[string, OwnGeneration]>, visible: ReadonlySet<string>): Array<[string, OwnGeneration]> {
-  return own.filter(([name]) => visible.has(name) || !guard('own-rows-listed-only'));
 }
 
 function errMsg(e: unknown): string {
