@@ -24,16 +24,17 @@ import type { ObjectStore } from '../../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
 import { guardDecision } from './delete-guard.ts';
+import { Generations, MAKE_AHEAD_COMMITS, MAKE_AHEAD_SHARE, type Frozen, type SlotState } from './generations.ts';
 import { OwnMemory, ownVisible } from './own-memory.ts';
 import { DELETED_MARKER, Markers } from './markers.ts';
 import { deletedThrough } from '../deleted.ts';
-import { floorKey, genKey, itemKey, shardName, tombKey, type Tombstone } from '../layout.ts';
+import { floorKey, itemKey, shardName, tombKey, type Tombstone } from '../layout.ts';
 import { sealOwnEpoch, sealPredecessors } from '../maintain/seal.ts';
 import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
 import { commitData, committedBytes, committedTable } from './lance-add.ts';
-import { mergeGeneration, retireGeneration, type MergeHooks } from '../maintain/merge.ts';
+import { mergeGeneration, type MergeHooks } from '../maintain/merge.ts';
 import type { LogReader } from '../read/reader.ts';
-import { failedBeforeMarker, sqlIn, type LanceTables, type Table } from '../tables.ts';
+import { sqlIn, type LanceTables } from '../tables.ts';
 
 export interface WriterOptions {
   pipeline: string;
@@ -69,55 +70,17 @@ export interface WriterHooks extends MergeHooks {
   afterCommit?(shard: string, version: number): void | Promise<void>;
 }
 
-interface Frozen {
-  st: SlotState;
-  name: string;
-  table: Table;
-  /** Set once its base commit succeeded: a retry after a failed retirement only retires. */
-  inBase: { rows: number | null };
-}
-
 interface Request {
   batches: PreparedBatch[];
   resolve(acks: Ack[]): void;
   reject(e: unknown): void;
 }
 
-/**
- * The next generation is made this many commits before the rotation (docs/design/shards.md,
- * "Merge"): its making (~10-30 ms with its first fsync round, more beside a merge) is then done
- * when its first commit comes, even when acks follow each other without a pause.
- */
-const MAKE_AHEAD_COMMITS = 4;
-/** ... or once its commits reach this share of `mergeEveryBytes`. */
-const MAKE_AHEAD_SHARE = 0.75;
 /** Bytes counted per row for the size bound where a commit's encoded size is not known. */
 const GUESSED_ROW_BYTES = 512;
-/** Merge rounds a given-up generation's marker is looked for before the name is left to the seal (retireGivenUp). */
-const GIVEN_UP_ROUNDS = 3;
 
 /** Placeholder epoch for a validation pass before the slot is taken; never written. */
 const PENDING_EPOCH = 'pending';
-
-interface SlotState {
-  slot: number;
-  lease: Lease;
-  writerEpoch: string;
-  keeper: LeaseKeeper;
-  generation: number;
-  table: Table | null;
-  commitsInGen: number;
-  /** Bytes of the current generation's commits (as encoded for them). */
-  bytesInGen: number;
-  /** The next generation, made MAKE_AHEAD_COMMITS before the rotation; taken by its first commit. */
-  creating: { gen: string; table: Promise<Table> } | null;
-  /**
-   * Names whose making failed after their marker PUT was sent (openGeneration), until retired
-   * once the marker is seen, or left to the seal after GIVEN_UP_ROUNDS rounds without it
-   * (retireGivenUp).
-   */
-  givenUp: Array<{ gen: string; rounds: number }>;
-}
 
 export class ShardWriter {
   private queue: Request[] = [];
@@ -135,6 +98,8 @@ export class ShardWriter {
   private readonly markers: Markers;
   /** Own rows, the landing commit and merge copies: memory of confirmed commits. */
   private readonly memory: OwnMemory;
+  /** Generations made ahead, given up, abandoned and retired; rotation. */
+  private readonly gens: Generations;
   /** Tracks of items this writer sequenced (LRU, `cachedItems`); see plan(). */
   private tracks = new Map<string, { track: ItemTrack; marker: string }>();
   /** When this writer's last commit was confirmed (its clock), and the idle merge's timer. */
@@ -143,14 +108,6 @@ export class ShardWriter {
   /** The background merge of a frozen generation, if one runs (one at a time). */
   private merging: Promise<unknown> | null = null;
   private exclusiveJobs: Array<() => Promise<void>> = [];
-  /**
-   * Dropped slots whose made-ahead generation no commit took (yet: the commit running when the
-   * slot was dropped may still take it). Retired between commits (retireAbandoned), so that
-   * nothing of them outlives close().
-   */
-  private abandoned: SlotState[] = [];
-  /** Retirements of abandoned made-ahead generations in flight (awaited by close()). */
-  private retiring = new Set<Promise<void>>();
 
   constructor(
     private readonly ctx: {
@@ -166,6 +123,7 @@ export class ShardWriter {
   ) {
     this.markers = new Markers(ctx, opts);
     this.memory = new OwnMemory(opts);
+    this.gens = new Generations(ctx, opts, () => this.state, () => this.closing);
   }
 
   /**
@@ -231,7 +189,7 @@ export class ShardWriter {
         const err = e instanceof DgclError ? e : new UnavailableError(`append failed: ${errMsg(e)}`, { cause: e });
         for (const r of group) r.reject(err);
       }
-      this.retireAbandoned();
+      this.gens.retireAbandoned();
     }
   }
 
@@ -286,7 +244,7 @@ export class ShardWriter {
       committedCopy = committedTable(data);
       await syncing;
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
-      const table = st.table ?? (st.table = await this.openGeneration(st));
+      const table = st.table ?? (st.table = await this.gens.openGeneration(st));
       gen = shardName(st.writerEpoch, st.generation);
       if (guard('landing-mark')) this.memory.landing = { gen, items: writing };
       committing = true;
@@ -340,9 +298,9 @@ export class ShardWriter {
     // merge is tried again after a later commit, and by close(); the maintainer merges what is
     // left once the epoch is sealed.
     const { mergeEveryCommits, mergeEveryBytes } = this.opts;
-    if (st.commitsInGen >= Math.max(1, mergeEveryCommits - MAKE_AHEAD_COMMITS) || st.bytesInGen >= mergeEveryBytes * MAKE_AHEAD_SHARE) this.makeAhead(st);
+    if (st.commitsInGen >= Math.max(1, mergeEveryCommits - MAKE_AHEAD_COMMITS) || st.bytesInGen >= mergeEveryBytes * MAKE_AHEAD_SHARE) this.gens.makeAhead(st);
     if (st.commitsInGen >= mergeEveryCommits || st.bytesInGen >= mergeEveryBytes) {
-      const f = this.rotate();
+      const f = this.gens.rotate();
       if (f) this.frozen.push(f);
     }
     this.startMerge();
@@ -415,42 +373,11 @@ export class ShardWriter {
       // Nothing runs (no commit, no exclusive job): between commits, as rotate() needs. The
       // merge runs in the background like the one a commit starts, so an append that comes
       // meanwhile is not held by it; without a generation made ahead, its commit makes one.
-      const f = this.rotate();
+      const f = this.gens.rotate();
       if (f) this.frozen.push(f);
       this.startMerge();
-      void this.giveUpAhead(st);
+      void this.gens.giveUpAhead(st);
     });
-  }
-
-  /**
-   * After a rotation between commits (the idle timer's, mergeOwn's): give up the generation made
-   * ahead that no commit took, so that a writer that stopped leaves no live generation (every
-   * read in every process checks each for a newer version). Its name is given up like a failed
-   * making's (the next commit makes the one after it, on its ack path, so no commit meets the
-   * retirement) and retired the way given-up names are: only in an epoch confirmed current (a
-   * retirement under a maintainer's merge of the sealed epoch failed that merge),
-   * and once its marker is seen, asked again after later merge rounds and by close() (a marker
-   * PUT that timed out may land later). close() and idle() wait for it.
-   */
-  private giveUpAhead(st: SlotState): Promise<void> {
-    const ahead = st.creating;
-    if (!ahead || ahead.gen !== shardName(st.writerEpoch, st.generation) || st.table) return Promise.resolve();
-    st.creating = null;
-    st.generation++;
-    const p: Promise<void> = ahead.table
-      .then(
-        () => true,
-        (e: unknown) => !failedBeforeMarker(e), // a making that failed before its marker left nothing listed
-      )
-      .then((listed) => {
-        if (!listed) return;
-        st.givenUp.push({ gen: ahead.gen, rounds: 0 });
-        return this.retireGivenUp(st);
-      })
-      .catch(() => undefined) // what is left is asked again after later merges, by close(), or the seal's
-      .finally(() => this.retiring.delete(p));
-    this.retiring.add(p);
-    return p;
   }
 
   /**
@@ -596,7 +523,7 @@ export class ShardWriter {
   private dropSlot(): void {
     const st = this.state;
     st?.keeper.stop();
-    if (st?.creating) this.abandoned.push(st);
+    if (st?.creating) this.gens.abandon(st);
     if (st) this.ctx.tables.forget(shardName(st.writerEpoch, st.generation));
     this.state = null;
     // A takeover decides what of our generations is visible (the seal): read them from storage,
@@ -657,10 +584,10 @@ export class ShardWriter {
    * commit loop first: a commit answers its callers before it starts the merge it triggers.
    */
   async idle(): Promise<void> {
-    while (this.running || this.merging || this.retiring.size > 0) {
+    while (this.running || this.merging || this.gens.retiring.size > 0) {
       await this.running?.catch(() => undefined);
       await this.merging;
-      await Promise.allSettled([...this.retiring]);
+      await Promise.allSettled([...this.gens.retiring]);
     }
   }
 
@@ -669,7 +596,7 @@ export class ShardWriter {
     return this.exclusive(async () => {
       const merged = await this.mergeOwnUnlocked();
       const st = this.state;
-      if (st) await this.giveUpAhead(st);
+      if (st) await this.gens.giveUpAhead(st);
       return merged;
     });
   }
@@ -680,7 +607,7 @@ export class ShardWriter {
    */
   private async mergeOwnUnlocked(): Promise<{ mergedRows: number; shards: string[] }> {
     await this.merging;
-    const f = this.rotate();
+    const f = this.gens.rotate();
     if (f) this.frozen.push(f);
     return this.mergeFrozenAll();
   }
@@ -696,144 +623,8 @@ export class ShardWriter {
       out.shards.push(...r.shards);
     }
     const st = this.state;
-    if (st && st.givenUp.length > 0) await this.retireGivenUp(st);
+    if (st && st.givenUp.length > 0) await this.gens.retireGivenUp(st);
     return out;
-  }
-
-  /**
-   * Freeze the current generation: later commits go to a new one. Synchronous, and only called
-   * between commits, so no commit can still land in the frozen generation.
-   */
-  private rotate(): Frozen | null {
-    const st = this.state;
-    if (!st || !st.table || st.commitsInGen === 0) return null;
-    const frozen = { st, name: shardName(st.writerEpoch, st.generation), table: st.table, inBase: { rows: null } };
-    st.generation++;
-    st.table = null;
-    st.commitsInGen = 0;
-    st.bytesInGen = 0;
-    return frozen;
-  }
-
-  /**
-   * Make the next generation now, MAKE_AHEAD_COMMITS before the rotation, in the background, so
-   * that its first commit does not wait for its making. Until that commit it is an empty
-   * generation, as a new one is for a moment anyway; one never committed to is retired by
-   * close(), or merged (empty) by the maintainer once its epoch is sealed. Its name is never
-   * used for another: the next rotation moves on to it, and close() ends the epoch.
-   */
-  private makeAhead(st: SlotState): void {
-    const gen = shardName(st.writerEpoch, st.generation + 1);
-    if (this.state !== st || this.closing || st.creating?.gen === gen) return;
-    const table = this.ctx.tables.createShard(gen);
-    table.catch(() => undefined); // its first commit gives the name up and makes the next
-    st.creating = { gen, table };
-  }
-
-  /**
-   * The table of the slot's current generation: the one made ahead, or made now. A name whose
-   * making failed is never made again: the making may have landed (its marker put, the answer
-   * lost), and a second making of the same name after a takeover had sealed the epoch and a
-   * maintainer had merged and retired the generation brought its marker back over a deleted
-   * dataset, which every later read then failed on, for good (simulation seed 18370). So the
-   * name is given up and the next one made; after a second failure the commit fails. A given-up
-   * name is not retired at once: its marker may still land (a PUT that timed out), and one
-   * landing after the retirement is a marker without a dataset in a live epoch, which reads fail
-   * on (seed 20544). Made (and synced) before its marker, the dataset is there if the marker is:
-   * an empty generation, retired once its marker is seen (retireGivenUp), or else merged (empty)
-   * and retired by the maintainer after the epoch's seal.
-   */
-  private async openGeneration(st: SlotState): Promise<Table> {
-    const tried: string[] = [];
-    for (;;) {
-      const gen = shardName(st.writerEpoch, st.generation);
-      const ahead = st.creating;
-      if (ahead?.gen === gen) st.creating = null;
-      try {
-        return await (ahead?.gen === gen ? ahead.table : this.ctx.tables.createShard(gen));
-      } catch (e) {
-        if (shardName(st.writerEpoch, st.generation) === gen && guard('give-up-failed-names')) st.generation++;
-        if (!failedBeforeMarker(e) && guard('give-up-failed-names')) st.givenUp.push({ gen, rounds: 0 });
-        tried.push(gen);
-        // A slot dropped meanwhile (a background merge found the epoch over) makes nothing more.
-        if (tried.length >= 2 || this.state !== st) {
-          if (e instanceof DgclError) throw e;
-          throw new UnavailableError(`making shard generation ${tried.join(', then ')} failed: ${errMsg(e)}`, { cause: e });
-        }
-      }
-    }
-  }
-
-  /**
-   * Retire the slot's given-up generations whose marker is there (after a merge round, and by
-   * close()): otherwise each stays listed, an empty dataset every read opens, until the epoch is
-   * sealed and the maintainer merges it. Only once its marker is seen: the marker is sent once,
-   * so a marker that is there has no other copy to come, while one not there yet may still land
-   * (a PUT that timed out), and landing after the retirement it would be a marker without a
-   * dataset in a live epoch. Those are asked again after the next rounds, then
-   * left to the seal (a PUT lands within its timeout or, nearly always, never). Nothing is
-   * retired in an epoch not confirmed current (over, or the lease store not answering): they are
-   * left to the seal, and the maintainer merges them (a retirement under its merge failed that
-   * merge once).
-   */
-  private async retireGivenUp(st: SlotState): Promise<void> {
-    const names = st.givenUp.splice(0);
-    const current = await this.ctx.leases.assertCurrent(st.lease).then(
-      () => true,
-      () => false,
-    );
-    if (!current) return;
-    await Promise.all(
-      names.map(async (g) => {
-        const landed =
-          !guard('retire-given-up-once-marker-seen') ||
-          (await this.ctx.objects.get(genKey(g.gen)).then(
-            (body) => body !== null,
-            () => false,
-          ));
-        if (!landed) {
-          if (++g.rounds < GIVEN_UP_ROUNDS) st.givenUp.push(g);
-          return;
-        }
-        await retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, g.gen, { version: null, rows: 0 }).catch(() => st.givenUp.push(g));
-      }),
-    );
-  }
-
-  /**
-   * Retire the slot's made-ahead generation that no commit took (close(), and retireAbandoned
-   * for a dropped slot), so that no reader lists it after this writer is gone.
-   */
-  private async retireUnused(st: SlotState): Promise<void> {
-    const ahead = st.creating;
-    st.creating = null;
-    // Taken by no commit (a commit takes it before it adds anything), so empty. Retired even if
-    // its making failed, once its marker is there (it may have failed after the marker landed).
-    // Without the marker, its PUT may still land (timed out), and one landing after
-    // the retirement would be a marker without a dataset, which reads fail on until the epoch is
-    // sealed: left to the seal and the maintainer. The marker is sent once, so a
-    // marker that is there has no other copy to come.
-    if (!ahead) return;
-    const made = await ahead.table.then(
-      () => true,
-      () => false,
-    );
-    if (!made && (await this.ctx.objects.get(genKey(ahead.gen)).catch(() => null)) === null) return;
-    await retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, ahead.gen, { version: null, rows: 0 });
-  }
-
-  /**
-   * Between commits: retire the made-ahead generations of dropped slots that no commit took
-   * (none can any more: only the commit running when its slot was dropped could). In the
-   * background; close() waits for them.
-   */
-  private retireAbandoned(): void {
-    for (const st of this.abandoned.splice(0)) {
-      const p: Promise<void> = this.retireUnused(st)
-        .catch(() => undefined) // what is left is the maintainer's (a sealed epoch's generation)
-        .finally(() => this.retiring.delete(p));
-      this.retiring.add(p);
-    }
   }
 
   private async mergeFrozen(f: Frozen): Promise<{ mergedRows: number; shards: string[] }> {
@@ -874,14 +665,14 @@ export class ShardWriter {
     await this.exclusive(async () => {
       await this.mergeOwnUnlocked().catch(() => undefined);
       const st = this.state;
-      if (st) await this.retireUnused(st).catch(() => undefined);
+      if (st) await this.gens.retireUnused(st).catch(() => undefined);
       if (st) {
         this.dropSlot();
         this.unsealed = st;
       }
       this.frozen = [];
-      this.retireAbandoned();
-      await Promise.allSettled([...this.retiring]);
+      this.gens.retireAbandoned();
+      await Promise.allSettled([...this.gens.retiring]);
       await this.sealUnsealed('later');
       // The slot is free for the next writer now rather than when its lease expires: a release
       // that fails fails the close, and a close() again (this job again) retries it.
