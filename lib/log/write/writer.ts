@@ -23,19 +23,18 @@ import type { Lease, LeaseStore } from '../../lease/types.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
-import { guardDecision } from './delete-guard.ts';
+import { deleteItemNow } from './delete-item.ts';
 import { PENDING_EPOCH, planGroup, type Request } from './plan.ts';
 import { Generations, MAKE_AHEAD_COMMITS, MAKE_AHEAD_SHARE, type Frozen, type SlotState } from './generations.ts';
-import { OwnMemory, ownVisible } from './own-memory.ts';
-import { DELETED_MARKER, Markers } from './markers.ts';
-import { deletedThrough } from '../deleted.ts';
-import { floorKey, shardName, tombKey, type Tombstone } from '../layout.ts';
+import { OwnMemory } from './own-memory.ts';
+import { Markers } from './markers.ts';
+import { shardName } from '../layout.ts';
 import { sealOwnEpoch, sealPredecessors } from '../maintain/seal.ts';
-import { TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
+import type { ItemTrack } from './sequence.ts';
 import { commitData, committedBytes, committedTable } from './lance-add.ts';
 import { mergeGeneration, type MergeHooks } from '../maintain/merge.ts';
 import type { LogReader } from '../read/reader.ts';
-import { sqlIn, type LanceTables } from '../tables.ts';
+import type { LanceTables } from '../tables.ts';
 
 export interface WriterOptions {
   pipeline: string;
@@ -452,42 +451,11 @@ export class ShardWriter {
    * was created again meanwhile: `guardSeq` (the last seq the caller saw, checked by
    * checkDeleteOptions) then decides (lib/log/write/delete-guard.ts); a refused delete writes no
    * tombstone and no deleted-seq record (the marker PUT only makes writers re-read the item).
+   * Run by lib/log/write/delete-item.ts `deleteItemNow`.
    */
   deleteItem(itemId: string, guardSeq?: number): Promise<{ itemId: string; deleted: boolean; throughSeq: number }> {
     if (this.closing) return Promise.reject(new InternalError('the log is closed (or closing): open it again to delete'));
-    return this.exclusive(async () => {
-      this.tracks.delete(itemId);
-      await this.markers.putMarker(itemId, DELETED_MARKER);
-      const own = [...this.memory.ownRows.entries()];
-      const skip = new Set(own.map(([name]) => name));
-      const { rows, tombstones, visible } = await this.ctx.reader.read(
-        async (listing) => ({
-          rows: await this.ctx.reader.scanListing(listing, sqlIn('item_id', [itemId]), TRACK_COLUMNS, skip, { scope: { items: [itemId] } }),
-          tombstones: listing.tombstones,
-          visible: new Set(listing.visible.map((v) => v.name)),
-        }),
-        skip,
-        'none',
-      );
-      const gone = deletedThrough(tombstones, itemId);
-      for (const [, mine] of ownVisible(own, visible)) for (const r of mine.get(itemId) ?? []) if (r.item_seq > gone) rows.push(r);
-      let throughSeq: number;
-      if (guardSeq !== undefined && guard('delete-guard')) {
-        // The deleted-seq records are read whenever a guard is given, rows or not: the purge
-        // drops the tombstone but keeps them, so they alone tell a retry from a new incarnation.
-        const decision = guardDecision(itemId, guardSeq, { tombstoned: gone, floors: await this.markers.floorSeqs(itemId), visibleSeqs: rows.map((r) => r.item_seq) });
-        if (!decision.deleted) return { itemId, deleted: false, throughSeq: decision.throughSeq };
-        throughSeq = decision.throughSeq;
-      } else {
-        if (rows.length === 0) return { itemId, deleted: false, throughSeq: Math.max(gone, (await this.markers.floorsOf([itemId])).get(itemId) ?? 0) };
-        throughSeq = rows.reduce((m, r) => Math.max(m, r.item_seq), 0);
-      }
-      const tomb: Tombstone = { itemId, throughSeq, deletedAtMs: this.opts.clock.nowMs() };
-      // The floor first: once the tombstone exists the item may be purged at any time.
-      await this.ctx.objects.putIfAbsent(floorKey(itemId, throughSeq), '');
-      await this.ctx.objects.putIfAbsent(tombKey(itemId, throughSeq), JSON.stringify(tomb));
-      return { itemId, deleted: true, throughSeq };
-    });
+    return this.exclusive(() => deleteItemNow({ ctx: this.ctx, opts: this.opts, tracks: this.tracks, ownRows: this.memory.ownRows, markers: this.markers }, itemId, guardSeq));
   }
 
   /**
