@@ -13,10 +13,10 @@
  * writer seals it at whatever landed, forgets its memory, and continues under a new epoch, so a
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
-import { startTimer, type Clock } from '../../clock.ts';
+import { startTimer } from '../../clock.ts';
 import { DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
 import { permissionOf } from '../read/damage.ts';
-import { acquireWriterSlot, LeaseKeeper, type SlotWaitListener } from '../../lease/slots.ts';
+import { acquireWriterSlot, LeaseKeeper } from '../../lease/slots.ts';
 import { guard } from '../../guards.ts';
 import type { CoordStore } from '../../coord/types.ts';
 import type { Lease, LeaseStore } from '../../lease/types.ts';
@@ -32,43 +32,12 @@ import { shardName } from '../layout.ts';
 import { sealOwnEpoch, sealPredecessors } from '../maintain/seal.ts';
 import type { ItemTrack } from './sequence.ts';
 import { commitData, committedBytes, committedTable } from './lance-add.ts';
-import { mergeGeneration, type MergeHooks } from '../maintain/merge.ts';
+import { mergeGeneration } from '../maintain/merge.ts';
 import type { LogReader } from '../read/reader.ts';
 import type { LanceTables } from '../tables.ts';
+import type { WriterOptions } from './writer-options.ts';
 
-export interface WriterOptions {
-  pipeline: string;
-  experiment: string;
-  owner: string;
-  /** Number of shard slots of the experiment (writers beyond it wait for a free slot). */
-  slots: number;
-  /** Take this slot (tests, takeovers); default: any free one. */
-  slot?: number;
-  leaseTtlMs: number;
-  /** Merge the own shard into the base after this many commits to one generation. */
-  mergeEveryCommits: number;
-  /** ... or once its commits' rows (as encoded for them) reach this many bytes. */
-  mergeEveryBytes: number;
-  /** ... or once this long went by without a commit (0: never); merged between commits. */
-  mergeIdleMs: number;
-  /** Upper bound of batches combined into one commit (one request is never split). */
-  maxBatchesPerCommit: number;
-  /** Items whose state the writer keeps in memory between batches. */
-  cachedItems: number;
-  /** Claims only matter while duplicates of a batch are in flight: kept this long. */
-  claimRetentionMs: number;
-  clock: Clock;
-  hooks?: WriterHooks;
-  /** Told when the writer starts waiting for a slot (every one it may take is held). */
-  onSlotWait?: SlotWaitListener;
-}
-
-export interface WriterHooks extends MergeHooks {
-  /** Called after the items were read and seqs assigned, before the shard commit (tests). */
-  beforeCommit?(itemIds: readonly string[]): void | Promise<void>;
-  /** Called after the shard commit, before its fsync, the epoch check and the claims (tests: crash here). */
-  afterCommit?(shard: string, version: number): void | Promise<void>;
-}
+export type { WriterHooks, WriterOptions } from './writer-options.ts';
 
 /** Bytes counted per row for the size bound where a commit's encoded size is not known. */
 const GUESSED_ROW_BYTES = 512;
