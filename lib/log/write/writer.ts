@@ -16,7 +16,6 @@
 import { startTimer } from '../../clock.ts';
 import { DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
 import { permissionOf } from '../read/damage.ts';
-import { acquireWriterSlot, LeaseKeeper } from '../../lease/slots.ts';
 import { guard } from '../../guards.ts';
 import type { CoordStore } from '../../coord/types.ts';
 import type { Lease, LeaseStore } from '../../lease/types.ts';
@@ -29,7 +28,8 @@ import { Generations, MAKE_AHEAD_COMMITS, MAKE_AHEAD_SHARE, type Frozen, type Sl
 import { OwnMemory } from './own-memory.ts';
 import { Markers } from './markers.ts';
 import { shardName } from '../layout.ts';
-import { sealOwnEpoch, sealPredecessors } from '../maintain/seal.ts';
+import { sealOwnEpoch } from '../maintain/seal.ts';
+import { takeSlot } from './slot.ts';
 import type { ItemTrack } from './sequence.ts';
 import { commitData, committedBytes, committedTable } from './lance-add.ts';
 import { mergeGeneration } from '../maintain/merge.ts';
@@ -372,30 +372,7 @@ export class ShardWriter {
     if (this.state && !this.state.keeper.lost) return this.state;
     if (this.state) this.dropSlot();
     await this.sealUnsealed();
-    const { slot, lease, writerEpoch } = await acquireWriterSlot(this.ctx.leases, {
-      pipeline: this.opts.pipeline,
-      experiment: this.opts.experiment,
-      owner: this.opts.owner,
-      slots: this.opts.slots,
-      ttlMs: this.opts.leaseTtlMs,
-      ...(this.opts.slot !== undefined ? { slot: this.opts.slot } : {}),
-      // Writers beyond the slots (or behind a pinned slot's holder) wait: a dead holder's
-      // lease runs out within one ttl.
-      waitMs: this.opts.leaseTtlMs,
-      clock: this.opts.clock,
-      ...(this.opts.onSlotWait ? { onWait: this.opts.onSlotWait } : {}),
-      stop: () => this.closing, // close() (a signal) must not wait out the holders' leases
-    });
-    const keeper = new LeaseKeeper(this.ctx.leases, lease, { ttlMs: this.opts.leaseTtlMs, clock: this.opts.clock });
-    try {
-      await sealPredecessors(this.ctx, slot, lease.epoch, writerEpoch, this.opts.clock);
-    } catch (e) {
-      await keeper.stop();
-      // Nothing was written under the new epoch: give the slot back rather than hold it till expiry.
-      await this.ctx.leases.release(lease).catch(() => undefined);
-      throw e;
-    }
-    this.state = { slot, lease, writerEpoch, keeper, generation: 1, table: null, commitsInGen: 0, bytesInGen: 0, creating: null, givenUp: [] };
+    this.state = await takeSlot(this.ctx, this.opts, () => this.closing);
     return this.state;
   }
 
