@@ -48,7 +48,8 @@ interface WriterInternals {
     ownRows: Map<string, Map<string, Array<{ event_id: string }>>>;
     mergeCopies: Map<string, { commits: unknown[]; rows: number; bytes: number } | null>;
   };
-  frozen: unknown[];
+  /** lib/log/write/own-merges.ts `OwnMerges` */
+  merges: { frozen: unknown[]; merging: Promise<unknown> | null };
   dropSlot(): void;
 }
 const writerOf = (t: TestLog): WriterInternals => (t.log as unknown as { writer: ShardWriter }).writer as unknown as WriterInternals;
@@ -157,8 +158,8 @@ describe('F2: merge copies are capped per generation, not per writer', () => {
     const blob = Buffer.alloc(4 * 1024 * 1024, 7).toString('base64');
     for (let i = 0; i < 9; i++) await W.log.append([createBatch(`big${i}`, { set: { image: { $blob: blob } } })]);
     const w = writerOf(W);
-    await (w as unknown as { merging: Promise<unknown> | null }).merging;
-    expect(w.frozen.length).toBe(9); // every generation queued behind the first failing merge
+    await w.merges.merging;
+    expect(w.merges.frozen.length).toBe(9); // every generation queued behind the first failing merge
     // 9 x 4 MiB of blobs held: the cap meant to bound this is 8 MiB here (32 MiB when found).
     expect(copyBytes(w), 'bytes of merge copies the writer holds').toBeLessThanOrEqual(8 * 1024 * 1024);
   });
@@ -170,7 +171,7 @@ describe('F3: a merge that finds its epoch sealed keeps the generation copy', ()
     const W = open({ slots: 2, mergeEveryCommits: 1 });
     await W.log.append([createBatch('x', { set: { image: { $blob: Buffer.alloc(1024 * 1024, 1).toString('base64') } } })]);
     const w = writerOf(W);
-    await (w as unknown as { merging: Promise<unknown> | null }).merging; // generation 1 merged
+    await w.merges.merging; // generation 1 merged
     const epoch = W.log.writerEpoch!;
     const slot = Number(/^s(\d+)-/.exec(epoch)![1]);
 
@@ -189,8 +190,8 @@ describe('F3: a merge that finds its epoch sealed keeps the generation copy', ()
     const B = open({ slots: 2, slot });
     await B.log.append([createBatch('z')]);
     sealRead.release();
-    await (w as unknown as { merging: Promise<unknown> | null }).merging;
-    expect(w.frozen.length).toBe(0); // no longer queued: this writer never merges it
+    await w.merges.merging;
+    expect(w.merges.frozen.length).toBe(0); // no longer queued: this writer never merges it
     expect(w.memory.mergeCopies.has(gen2), `copy of ${gen2} (sealed by a takeover, merged by the maintainer)`).toBe(false);
   });
 });

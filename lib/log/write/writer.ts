@@ -13,7 +13,6 @@
  * writer seals it at whatever landed, forgets its memory, and continues under a new epoch, so a
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
-import { startTimer } from '../../clock.ts';
 import { DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
 import { permissionOf } from '../read/damage.ts';
 import { guard } from '../../guards.ts';
@@ -24,15 +23,15 @@ import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
 import { deleteItemNow } from './delete-item.ts';
 import { PENDING_EPOCH, planGroup, type Request } from './plan.ts';
-import { Generations, MAKE_AHEAD_COMMITS, MAKE_AHEAD_SHARE, type Frozen, type SlotState } from './generations.ts';
+import { Generations, MAKE_AHEAD_COMMITS, MAKE_AHEAD_SHARE, type SlotState } from './generations.ts';
 import { OwnMemory } from './own-memory.ts';
+import { OwnMerges } from './own-merges.ts';
 import { Markers } from './markers.ts';
 import { shardName } from '../layout.ts';
 import { sealOwnEpoch } from '../maintain/seal.ts';
 import { takeSlot } from './slot.ts';
 import type { ItemTrack } from './sequence.ts';
 import { commitData, committedBytes, committedTable } from './lance-add.ts';
-import { mergeGeneration } from '../maintain/merge.ts';
 import type { LogReader } from '../read/reader.ts';
 import type { LanceTables } from '../tables.ts';
 import type { WriterOptions } from './writer-options.ts';
@@ -52,21 +51,16 @@ export class ShardWriter {
   private unsealed: SlotState | null = null;
   /** The lease of the epoch close() sealed, until released (a close() whose release failed is run again). */
   private unreleased: Lease | null = null;
-  /** Frozen generations waiting for their merge (a failed merge is retried after later commits). */
-  private frozen: Frozen[] = [];
   /** Item markers, claims and deleted-seq records (coordination records). */
   private readonly markers: Markers;
   /** Own rows, the landing commit and merge copies: memory of confirmed commits. */
   private readonly memory: OwnMemory;
   /** Generations made ahead, given up, abandoned and retired; rotation. */
   private readonly gens: Generations;
+  /** Frozen generations and their merges: in the background, between commits, when idle. */
+  private readonly merges: OwnMerges;
   /** Tracks of items this writer sequenced (LRU, `cachedItems`); see planGroup (lib/log/write/plan.ts). */
   private tracks = new Map<string, { track: ItemTrack; marker: string }>();
-  /** When this writer's last commit was confirmed (its clock), and the idle merge's timer. */
-  private lastCommitMs = 0;
-  private idleTimer: (() => void) | null = null;
-  /** The background merge of a frozen generation, if one runs (one at a time). */
-  private merging: Promise<unknown> | null = null;
   private exclusiveJobs: Array<() => Promise<void>> = [];
 
   constructor(
@@ -84,6 +78,14 @@ export class ShardWriter {
     this.markers = new Markers(ctx, opts);
     this.memory = new OwnMemory(opts);
     this.gens = new Generations(ctx, opts, () => this.state, () => this.closing);
+    this.merges = new OwnMerges(ctx, opts, this.memory, this.gens, {
+      current: () => this.state,
+      closing: () => this.closing,
+      busy: () => this.queue.length > 0 || !!this.running,
+      fenced: (st) => {
+        if (this.state === st) this.dropSlot();
+      },
+    });
   }
 
   /**
@@ -212,7 +214,7 @@ export class ShardWriter {
       if (!guard('claim-after-epoch-check')) await this.markers.claimAll(plans, st.writerEpoch);
       st.commitsInGen++;
       st.bytesInGen += committed;
-      this.lastCommitMs = this.opts.clock.nowMs();
+      this.merges.lastCommitMs = this.opts.clock.nowMs();
       if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(gen, await table.version());
       // Durable (fsync; a no-op on object stores) and confirmed before the claims and the ack.
       // The two run at once: the epoch check must start after the commit became visible (the
@@ -261,10 +263,10 @@ export class ShardWriter {
     if (st.commitsInGen >= Math.max(1, mergeEveryCommits - MAKE_AHEAD_COMMITS) || st.bytesInGen >= mergeEveryBytes * MAKE_AHEAD_SHARE) this.gens.makeAhead(st);
     if (st.commitsInGen >= mergeEveryCommits || st.bytesInGen >= mergeEveryBytes) {
       const f = this.gens.rotate();
-      if (f) this.frozen.push(f);
+      if (f) this.merges.frozen.push(f);
     }
-    this.startMerge();
-    this.armIdleMerge();
+    this.merges.startMerge();
+    this.merges.armIdleMerge();
   }
 
   /**
@@ -291,55 +293,6 @@ export class ShardWriter {
     }
   }
 
-  /** Merge the frozen generations in the background, one merge at a time; commits go on meanwhile. */
-  private startMerge(): void {
-    if (this.frozen.length === 0 || this.merging) return;
-    // The merge starts once the next generation exists: made by the next commit while the
-    // merge's base commit and fsync ran, it took several acks' time (the slowest acks). The
-    // merge's base commit still slows the ack it overlaps (Lance's runtime on 2 cores).
-    const ready = this.state?.creating?.table;
-    this.merging = (async () => {
-      await ready?.catch(() => undefined);
-      return this.mergeFrozenAll();
-    })()
-      .catch(() => undefined)
-      .finally(() => {
-        this.merging = null;
-        // Failed: tried again after a later commit, by close(), or once the writer is idle.
-        if (this.frozen.length > 0) this.armIdleMerge();
-      });
-  }
-
-  /**
-   * After a commit: merge the current generation once `mergeIdleMs` passed without another, so
-   * a writer that stops writing (but keeps its log open) leaves nothing unmerged for long: every
-   * read of the log, in every process, pays for each live generation (docs/design/shards.md,
-   * "Merge"). The timer does not keep the process alive. Off (mergeIdleMs 0) by default on
-   * hosts that freeze processes between requests (lib/index.ts `freezingHost`): a merge it
-   * started after a request returned could be frozen mid-way (docs/design/deletion.md).
-   */
-  private armIdleMerge(delay = this.opts.mergeIdleMs): void {
-    const wait = this.opts.mergeIdleMs;
-    if (wait <= 0 || this.idleTimer || this.closing) return;
-    this.idleTimer = startTimer(this.opts.clock, Math.max(1, delay), () => {
-      this.idleTimer = null;
-      const st = this.state;
-      if (this.closing || !st) return;
-      if (this.queue.length > 0 || this.running) return this.armIdleMerge();
-      // Time through the writer's clock (a test's stands still until moved).
-      const idleFor = this.opts.clock.nowMs() - this.lastCommitMs;
-      // At most `wait`: a clock set back would otherwise put the next look beyond it.
-      if (idleFor < wait) return this.armIdleMerge(Math.min(wait, wait - idleFor));
-      // Nothing runs (no commit, no exclusive job): between commits, as rotate() needs. The
-      // merge runs in the background like the one a commit starts, so an append that comes
-      // meanwhile is not held by it; without a generation made ahead, its commit makes one.
-      const f = this.gens.rotate();
-      if (f) this.frozen.push(f);
-      this.startMerge();
-      void this.gens.giveUpAhead(st);
-    });
-  }
-
   /**
    * After a commit whose outcome is unknown: end the epoch. Seal it at whatever landed (a commit
    * landing later stays invisible), drop the slot and everything remembered of it. If the seal
@@ -347,7 +300,7 @@ export class ShardWriter {
    */
   private async endEpoch(st: SlotState, cause: unknown): Promise<void> {
     if (this.state === st) this.dropSlot();
-    this.frozen = this.frozen.filter((f) => f.st !== st);
+    this.merges.frozen = this.merges.frozen.filter((f) => f.st !== st);
     if (cause instanceof FencedError || !guard('seal-own-epoch-before-next')) return; // the new owner seals it
     this.unsealed = st;
     await this.sealUnsealed().catch(() => undefined);
@@ -409,9 +362,9 @@ export class ShardWriter {
    * commit loop first: a commit answers its callers before it starts the merge it triggers.
    */
   async idle(): Promise<void> {
-    while (this.running || this.merging || this.gens.retiring.size > 0) {
+    while (this.running || this.merges.merging || this.gens.retiring.size > 0) {
       await this.running?.catch(() => undefined);
-      await this.merging;
+      await this.merges.merging;
       await Promise.allSettled([...this.gens.retiring]);
     }
   }
@@ -419,63 +372,11 @@ export class ShardWriter {
   /** Merge the own shard into the base now (between commits), leaving no generation made ahead. */
   mergeOwn(): Promise<{ mergedRows: number; shards: string[] }> {
     return this.exclusive(async () => {
-      const merged = await this.mergeOwnUnlocked();
+      const merged = await this.merges.mergeOwnUnlocked();
       const st = this.state;
       if (st) await this.gens.giveUpAhead(st);
       return merged;
     });
-  }
-
-  /**
-   * Merge the own shard between commits (mergeOwn, close): after any background merge, freeze
-   * the current generation and merge every frozen one.
-   */
-  private async mergeOwnUnlocked(): Promise<{ mergedRows: number; shards: string[] }> {
-    await this.merging;
-    const f = this.gens.rotate();
-    if (f) this.frozen.push(f);
-    return this.mergeFrozenAll();
-  }
-
-  /** Merge frozen generations oldest first; one that fails stays queued (and stops the round). */
-  private async mergeFrozenAll(): Promise<{ mergedRows: number; shards: string[] }> {
-    const out = { mergedRows: 0, shards: [] as string[] };
-    while (this.frozen.length > 0) {
-      const f = this.frozen[0]!;
-      const r = await this.mergeFrozen(f);
-      if (this.frozen[0] === f) this.frozen.shift();
-      out.mergedRows += r.mergedRows;
-      out.shards.push(...r.shards);
-    }
-    const st = this.state;
-    if (st && st.givenUp.length > 0) await this.gens.retireGivenUp(st);
-    return out;
-  }
-
-  private async mergeFrozen(f: Frozen): Promise<{ mergedRows: number; shards: string[] }> {
-    const version = await f.table.version();
-    // A takeover may have sealed this generation below `version` (we were a zombie for a
-    // while); then only the sealed part may reach the base, and the maintainer will do it.
-    const checked = guard('merge-own-only-in-current-epoch');
-    const seal = checked ? await this.ctx.reader.readSeal(f.st.writerEpoch) : null;
-    if (seal) {
-      // Fenced (a takeover sealed the epoch): the maintainer merges the sealed part.
-      if (this.state === f.st) this.dropSlot();
-      return { mergedRows: 0, shards: [] };
-    }
-    try {
-      if (checked) await this.ctx.leases.assertCurrent(f.st.lease);
-    } catch (e) {
-      if (e instanceof FencedError) {
-        if (this.state === f.st) this.dropSlot();
-        return { mergedRows: 0, shards: [] };
-      }
-      throw e;
-    }
-    const copy = f.inBase.rows === null ? await this.memory.copyOf(f.name, f.table) : undefined;
-    const mergedRows = await mergeGeneration({ ...this.ctx, hooks: this.opts.hooks }, f.name, version, copy, f.inBase);
-    this.memory.merged(f.name);
-    return { mergedRows, shards: [f.name] };
   }
 
   /**
@@ -485,17 +386,16 @@ export class ShardWriter {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closing = true;
-    this.idleTimer?.();
-    this.idleTimer = null;
+    this.merges.stopIdleTimer();
     await this.exclusive(async () => {
-      await this.mergeOwnUnlocked().catch(() => undefined);
+      await this.merges.mergeOwnUnlocked().catch(() => undefined);
       const st = this.state;
       if (st) await this.gens.retireUnused(st).catch(() => undefined);
       if (st) {
         this.dropSlot();
         this.unsealed = st;
       }
-      this.frozen = [];
+      this.merges.frozen = [];
       this.gens.retireAbandoned();
       await Promise.allSettled([...this.gens.retiring]);
       await this.sealUnsealed('later');
