@@ -7,7 +7,7 @@
  * switched that guard off.
  */
 export const GUARDS = [
-  // write path (lib/log/write/writer.ts)
+  // write path (lib/log/write/: writer.ts, plan.ts, markers.ts, own-memory.ts, own-merges.ts, generations.ts, delete-item.ts)
   'epoch-check',
   'end-epoch-on-unknown-outcome',
   'seal-own-epoch-before-next',

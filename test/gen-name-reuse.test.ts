@@ -1,5 +1,5 @@
 /**
- * A writer never makes a generation of the same name twice (lib/log/write/writer.ts, openGeneration).
+ * A writer never makes a generation of the same name twice (lib/log/write/generations.ts, openGeneration).
  * Found by simulation seed 18370: a writer's first making of its generation landed but its answer
  * was lost; a takeover sealed the epoch (the seal listed the generation), a maintainer merged and
  * retired it; the zombie's next commit made the same name again, and while it was between the

@@ -1,6 +1,6 @@
 /**
  * A writer merges its own generations from the bytes it committed (its merge copy), without
- * reading them back from the shard (lib/log/write/writer.ts, "merge copies"); a generation whose
+ * reading them back from the shard (lib/log/write/own-memory.ts, "merge copies"); a generation whose
  * copy would take the copies past twice `mergeEveryBytes` is read back. Either way the base ends up with every
  * row whole: fields and blob bytes as committed. The next generation is made a few commits before
  * the rotation, so its first commit does not wait for it; close() retires it if it was never used.

@@ -43,13 +43,17 @@ const { setup } = raceFixture(TTL);
 
 interface WriterInternals {
   state: unknown;
-  ownRows: Map<string, Map<string, Array<{ event_id: string }>>>;
-  mergeCopies: Map<string, { commits: unknown[]; rows: number; bytes: number } | null>;
-  frozen: unknown[];
+  /** lib/log/write/own-memory.ts `OwnMemory` */
+  memory: {
+    ownRows: Map<string, Map<string, Array<{ event_id: string }>>>;
+    mergeCopies: Map<string, { commits: unknown[]; rows: number; bytes: number } | null>;
+  };
+  /** lib/log/write/own-merges.ts `OwnMerges` */
+  merges: { frozen: unknown[]; merging: Promise<unknown> | null };
   dropSlot(): void;
 }
 const writerOf = (t: TestLog): WriterInternals => (t.log as unknown as { writer: ShardWriter }).writer as unknown as WriterInternals;
-const copyBytes = (w: WriterInternals) => [...w.mergeCopies.values()].reduce((s, c) => s + (c?.bytes ?? 0), 0);
+const copyBytes = (w: WriterInternals) => [...w.memory.mergeCopies.values()].reduce((s, c) => s + (c?.bytes ?? 0), 0);
 
 /**
  * W (mergeEveryCommits 2) commits x's creation and b (generation 1, frozen: its background merge
@@ -90,7 +94,7 @@ async function fencedMergeDuringCommit(open: OpenTestLog, clock: ManualClock) {
   acks.push(...(await W.log.append([stepBatch('x', 1)]))); // generation 2, first commit
   // The scenario's precondition: that commit, and only it, is what W remembers of generation 2.
   const gen2 = `${epoch}-g000002`;
-  expect([...(w.ownRows.get(gen2)?.values() ?? [])].flat().map((r) => r.event_id), `own rows of ${gen2}`).toEqual(acks.at(-1)!.eventIds);
+  expect([...(w.memory.ownRows.get(gen2)?.values() ?? [])].flat().map((r) => r.event_id), `own rows of ${gen2}`).toEqual(acks.at(-1)!.eventIds);
 
   // y's commit: its epoch check passed, held before the group goes on.
   holdNextCommitCheck = true;
@@ -132,8 +136,8 @@ describe('F1: a fenced background merge drops the slot under a commit being conf
     const { W, w, gen2 } = await fencedMergeDuringCommit(open, clock);
     await W.log.append([createBatch('v')]); // a new epoch
     expect(W.log.writerEpoch).not.toBe(gen2.slice(0, gen2.lastIndexOf('-')));
-    expect(w.mergeCopies.has(gen2), `copy of ${gen2}, a generation of an ended epoch this writer will never merge`).toBe(false);
-    expect(w.ownRows.has(gen2), `own rows of ${gen2}`).toBe(false);
+    expect(w.memory.mergeCopies.has(gen2), `copy of ${gen2}, a generation of an ended epoch this writer will never merge`).toBe(false);
+    expect(w.memory.ownRows.has(gen2), `own rows of ${gen2}`).toBe(false);
   });
 });
 
@@ -154,8 +158,8 @@ describe('F2: merge copies are capped per generation, not per writer', () => {
     const blob = Buffer.alloc(4 * 1024 * 1024, 7).toString('base64');
     for (let i = 0; i < 9; i++) await W.log.append([createBatch(`big${i}`, { set: { image: { $blob: blob } } })]);
     const w = writerOf(W);
-    await (w as unknown as { merging: Promise<unknown> | null }).merging;
-    expect(w.frozen.length).toBe(9); // every generation queued behind the first failing merge
+    await w.merges.merging;
+    expect(w.merges.frozen.length).toBe(9); // every generation queued behind the first failing merge
     // 9 x 4 MiB of blobs held: the cap meant to bound this is 8 MiB here (32 MiB when found).
     expect(copyBytes(w), 'bytes of merge copies the writer holds').toBeLessThanOrEqual(8 * 1024 * 1024);
   });
@@ -167,7 +171,7 @@ describe('F3: a merge that finds its epoch sealed keeps the generation copy', ()
     const W = open({ slots: 2, mergeEveryCommits: 1 });
     await W.log.append([createBatch('x', { set: { image: { $blob: Buffer.alloc(1024 * 1024, 1).toString('base64') } } })]);
     const w = writerOf(W);
-    await (w as unknown as { merging: Promise<unknown> | null }).merging; // generation 1 merged
+    await w.merges.merging; // generation 1 merged
     const epoch = W.log.writerEpoch!;
     const slot = Number(/^s(\d+)-/.exec(epoch)![1]);
 
@@ -179,16 +183,16 @@ describe('F3: a merge that finds its epoch sealed keeps the generation copy', ()
     await W.log.append([createBatch('y', { set: { image: { $blob: Buffer.alloc(1024 * 1024, 2).toString('base64') } } })]);
     await sealRead.reached.promise;
     const gen2 = `${epoch}-g000002`;
-    expect(w.mergeCopies.has(gen2)).toBe(true);
+    expect(w.memory.mergeCopies.has(gen2)).toBe(true);
 
     // B takes the slot over and seals W's epoch; W's merge finds the seal and gives up.
     clock.advance(TTL + 1);
     const B = open({ slots: 2, slot });
     await B.log.append([createBatch('z')]);
     sealRead.release();
-    await (w as unknown as { merging: Promise<unknown> | null }).merging;
-    expect(w.frozen.length).toBe(0); // no longer queued: this writer never merges it
-    expect(w.mergeCopies.has(gen2), `copy of ${gen2} (sealed by a takeover, merged by the maintainer)`).toBe(false);
+    await w.merges.merging;
+    expect(w.merges.frozen.length).toBe(0); // no longer queued: this writer never merges it
+    expect(w.memory.mergeCopies.has(gen2), `copy of ${gen2} (sealed by a takeover, merged by the maintainer)`).toBe(false);
   });
 });
 

@@ -112,7 +112,7 @@ describe('review23 findings (fail on c9565e3, pass since)', () => {
     const e = uniq('e');
     await append({ pipeline: 'p', experiment: e, batches: [createBatch('a')] }, ctx());
     const entry = await logCache.get(readConfig(), 'p', e, { leaseTtlMs: 60_000 });
-    const writer = (entry.log as unknown as { writer: { merging: unknown; opts: { hooks?: unknown } } }).writer;
+    const writer = (entry.log as unknown as { writer: { merges: { merging: unknown }; opts: { hooks?: unknown } } }).writer;
     for (let i = 1; i < 63; i++) await append({ pipeline: 'p', experiment: e, batches: [stepBatch('a', i)] }, ctx());
 
     // The 64th commit (mergeEveryCommits) rotates its generation and starts the merge; its claim
@@ -133,7 +133,7 @@ describe('review23 findings (fail on c9565e3, pass since)', () => {
     const trim = logCache.trim.bind(logCache);
     logCache.trim = async () => {
       await stall.reached.promise;
-      finished.resolve(writer.merging !== null);
+      finished.resolve(writer.merges.merging !== null);
       return trim();
     };
     onTestFinished(() => {

@@ -1,5 +1,5 @@
 /**
- * review41: the idle merge (5f173d9, lib/log/write/writer.ts armIdleMerge).
+ * review41: the idle merge (5f173d9, lib/log/write/own-merges.ts armIdleMerge).
  *
  *  1. It ran mergeOwn() as an exclusive job, so an append that arrived while it ran waited for
  *     the whole merge (base commit, fsync, retirement). The merges by commits / bytes run in the

@@ -1,6 +1,6 @@
 /**
  * review42 F1: a merge copy's first commits are kept as the committed row objects
- * (lib/log/write/writer.ts keepCopy, COPY_ROWS_MAX_BYTES) and encoded again at the merge
+ * (lib/log/write/own-memory.ts keepCopy, COPY_ROWS_MAX_BYTES) and encoded again at the merge
  * (lib/log/write/lance-add.ts mergeData). A blob given as a Uint8Array (docs/api.md) was kept in the
  * row by reference (lib/codec.ts): a caller that reused its buffer after the ack changed what the
  * writer's merge put in the base, and the acked blob read as CORRUPT (its checksum is of the

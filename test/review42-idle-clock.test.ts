@@ -1,5 +1,5 @@
 /**
- * review42 F2: the idle merge's timer after the writer's clock stepped back (lib/log/write/writer.ts
+ * review42 F2: the idle merge's timer after the writer's clock stepped back (lib/log/write/own-merges.ts
  * armIdleMerge). With the clock behind the last commit's time the time idle is negative, and the
  * next look was `wait` minus it: past 2^31-1 ms Node runs a timer after 1 ms (with a
  * TimeoutOverflowWarning each time), so it fired every millisecond until the clock passed the

@@ -1,5 +1,5 @@
 /**
- * review43: giveUpAhead (lib/log/write/writer.ts) retires the made-ahead generation through
+ * review43: giveUpAhead (lib/log/write/generations.ts) retires the made-ahead generation through
  * retireUnused, which, for a making that failed after its marker PUT was sent and whose marker is
  * not there (yet), returns without retiring: right for close() (its seal comes next), but
  * giveUpAhead runs in a live epoch and does not put the name on `givenUp` either. The marker PUT

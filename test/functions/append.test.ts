@@ -259,11 +259,11 @@ describe('append handler: background merges', () => {
     await append({ pipeline: 'p', experiment: e, batches: [createBatch('a')] }, ctx());
     const entry = await logCache.get(readConfig(), 'p', e, { leaseTtlMs: 60_000 });
     // White-box: what runs in the background of the cached log at the moment a handler returns.
-    const writer = (entry.log as unknown as { writer: { merging: unknown; running: unknown } }).writer;
+    const writer = (entry.log as unknown as { writer: { merges: { merging: unknown }; running: unknown } }).writer;
     let mergeSeen = false;
     for (let i = 1; i < 64; i++) {
       await append({ pipeline: 'p', experiment: e, batches: [stepBatch('a', i)] }, ctx());
-      expect([writer.merging, writer.running], `background work when invocation ${i + 1} returned`).toEqual([null, null]);
+      expect([writer.merges.merging, writer.running], `background work when invocation ${i + 1} returned`).toEqual([null, null]);
       mergeSeen ||= (await entry.log.stats()).base.rows > 0;
     }
     expect(mergeSeen, 'the 64th commit started a merge').toBe(true);

@@ -27,7 +27,7 @@ export async function mergeGeneration(
   shard: string,
   version: number | null,
   /**
-   * The generation's rows at `version`, from its writer (lib/log/write/writer.ts, "merge copies"):
+   * The generation's rows at `version`, from its writer (lib/log/write/own-memory.ts, "merge copies"):
    * reading them back costs a file open per commit (~1.5-3 ms each here), most of a merge.
    */
   copy?: { data: unknown; rows: number },

@@ -107,7 +107,7 @@ export type BaseItemRows = (base: Table, itemId: string) => Promise<EventRow[] |
 
 /**
  * The light rows of `items` this process's writer committed to generation `gen` and confirmed,
- * kept in memory (lib/log/write/writer.ts `ownItemRows`); null when `gen` is not one of its unmerged
+ * kept in memory (lib/log/write/own-memory.ts `OwnMemory.itemRows`); null when `gen` is not one of its unmerged
  * generations (read it from storage). Shared: never change them.
  */
 export type OwnItemRows = (gen: string, items: readonly string[]) => readonly EventRow[] | null;

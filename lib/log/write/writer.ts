@@ -13,126 +13,33 @@
  * writer seals it at whatever landed, forgets its memory, and continues under a new epoch, so a
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
-import { startTimer, type Clock } from '../../clock.ts';
-import { CorruptError, DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
+import { DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
 import { permissionOf } from '../read/damage.ts';
-import { acquireWriterSlot, LeaseKeeper, type SlotWaitListener } from '../../lease/slots.ts';
-import { randomUUID } from 'node:crypto';
 import { guard } from '../../guards.ts';
 import type { CoordStore } from '../../coord/types.ts';
 import type { Lease, LeaseStore } from '../../lease/types.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
 import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
-import { guardDecision } from './delete-guard.ts';
-import { deletedThrough } from '../deleted.ts';
-import { claimKey, floorDir, floorKey, genKey, itemKey, shardName, tombKey, type Tombstone } from '../layout.ts';
-import { sealOwnEpoch, sealPredecessors } from '../maintain/seal.ts';
-import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
-import { commitData, committedBytes, committedTable, mergeData } from './lance-add.ts';
-import { mergeGeneration, retireGeneration, type MergeHooks } from '../maintain/merge.ts';
+import { deleteItemNow } from './delete-item.ts';
+import { PENDING_EPOCH, planGroup, type Request } from './plan.ts';
+import { Generations, MAKE_AHEAD_COMMITS, MAKE_AHEAD_SHARE, type SlotState } from './generations.ts';
+import { OwnMemory } from './own-memory.ts';
+import { OwnMerges } from './own-merges.ts';
+import { Markers } from './markers.ts';
+import { shardName } from '../layout.ts';
+import { sealOwnEpoch } from '../maintain/seal.ts';
+import { takeSlot } from './slot.ts';
+import type { ItemTrack } from './sequence.ts';
+import { commitData, committedBytes, committedTable } from './lance-add.ts';
 import type { LogReader } from '../read/reader.ts';
-import { failedBeforeMarker, sqlIn, type LanceTables, type Table } from '../tables.ts';
+import type { LanceTables } from '../tables.ts';
+import type { WriterOptions } from './writer-options.ts';
 
-export interface WriterOptions {
-  pipeline: string;
-  experiment: string;
-  owner: string;
-  /** Number of shard slots of the experiment (writers beyond it wait for a free slot). */
-  slots: number;
-  /** Take this slot (tests, takeovers); default: any free one. */
-  slot?: number;
-  leaseTtlMs: number;
-  /** Merge the own shard into the base after this many commits to one generation. */
-  mergeEveryCommits: number;
-  /** ... or once its commits' rows (as encoded for them) reach this many bytes. */
-  mergeEveryBytes: number;
-  /** ... or once this long went by without a commit (0: never); merged between commits. */
-  mergeIdleMs: number;
-  /** Upper bound of batches combined into one commit (one request is never split). */
-  maxBatchesPerCommit: number;
-  /** Items whose state the writer keeps in memory between batches. */
-  cachedItems: number;
-  /** Claims only matter while duplicates of a batch are in flight: kept this long. */
-  claimRetentionMs: number;
-  clock: Clock;
-  hooks?: WriterHooks;
-  /** Told when the writer starts waiting for a slot (every one it may take is held). */
-  onSlotWait?: SlotWaitListener;
-}
+export type { WriterHooks, WriterOptions } from './writer-options.ts';
 
-export interface WriterHooks extends MergeHooks {
-  /** Called after the items were read and seqs assigned, before the shard commit (tests). */
-  beforeCommit?(itemIds: readonly string[]): void | Promise<void>;
-  /** Called after the shard commit, before its fsync, the epoch check and the claims (tests: crash here). */
-  afterCommit?(shard: string, version: number): void | Promise<void>;
-}
-
-interface Frozen {
-  st: SlotState;
-  name: string;
-  table: Table;
-  /** Set once its base commit succeeded: a retry after a failed retirement only retires. */
-  inBase: { rows: number | null };
-}
-
-interface Request {
-  batches: PreparedBatch[];
-  resolve(acks: Ack[]): void;
-  reject(e: unknown): void;
-}
-
-/** Item markers put by deleteItem start with this word (writers' start with their epoch). */
-const DELETED_MARKER = 'deleted';
-
-/** Tries of an item marker PUT (each with a new body) before the group fails. */
-const MARKER_PUT_ATTEMPTS = 3;
-
-/**
- * The next generation is made this many commits before the rotation (docs/design/shards.md,
- * "Merge"): its making (~10-30 ms with its first fsync round, more beside a merge) is then done
- * when its first commit comes, even when acks follow each other without a pause.
- */
-const MAKE_AHEAD_COMMITS = 4;
-/** ... or once its commits reach this share of `mergeEveryBytes`. */
-const MAKE_AHEAD_SHARE = 0.75;
-/**
- * Bytes of a generation's first commits (as encoded) its merge copy keeps as rows; later commits
- * are kept as their Arrow tables. A merge encodes rows as one batch, and tables per batch (~0.2 ms
- * each for 32 columns): 64 commits of 10 rows took 3.8 ms as rows, 13.7 ms as tables, on the
- * event loop beside the acks; a 46 MB generation ~0.6 s as rows, ~0.25 s as tables.
- */
-const COPY_ROWS_MAX_BYTES = 1024 * 1024;
 /** Bytes counted per row for the size bound where a commit's encoded size is not known. */
 const GUESSED_ROW_BYTES = 512;
-/** Merge rounds a given-up generation's marker is looked for before the name is left to the seal (retireGivenUp). */
-const GIVEN_UP_ROUNDS = 3;
-
-/** An own generation's light rows by item, in commit order (ShardWriter `ownRows`). */
-type OwnGeneration = Map<string, EventRow[]>;
-
-/** Placeholder epoch for a validation pass before the slot is taken; never written. */
-const PENDING_EPOCH = 'pending';
-
-interface SlotState {
-  slot: number;
-  lease: Lease;
-  writerEpoch: string;
-  keeper: LeaseKeeper;
-  generation: number;
-  table: Table | null;
-  commitsInGen: number;
-  /** Bytes of the current generation's commits (as encoded for them). */
-  bytesInGen: number;
-  /** The next generation, made MAKE_AHEAD_COMMITS before the rotation; taken by its first commit. */
-  creating: { gen: string; table: Promise<Table> } | null;
-  /**
-   * Names whose making failed after their marker PUT was sent (openGeneration), until retired
-   * once the marker is seen, or left to the seal after GIVEN_UP_ROUNDS rounds without it
-   * (retireGivenUp).
-   */
-  givenUp: Array<{ gen: string; rounds: number }>;
-}
 
 export class ShardWriter {
   private queue: Request[] = [];
@@ -144,56 +51,17 @@ export class ShardWriter {
   private unsealed: SlotState | null = null;
   /** The lease of the epoch close() sealed, until released (a close() whose release failed is run again). */
   private unreleased: Lease | null = null;
-  /** Frozen generations waiting for their merge (a failed merge is retried after later commits). */
-  private frozen: Frozen[] = [];
-  /** Tells this writer's claims from another's (a retried claim PUT may find its own body). */
-  private readonly claimNonce = randomUUID();
-  /**
-   * Light rows this writer committed to its own not-yet-merged generations (confirmed commits),
-   * by generation, then item. It is their only writer, so sequencing reads them from here
-   * instead of from storage (whose cost grows with every commit until the merge), and so do
-   * this process's point reads (LogReader `ownItemRows`).
-   */
-  private ownRows = new Map<string, OwnGeneration>();
-  /**
-   * The commit being made: its generation and items, from just before its add until its rows
-   * are in ownRows (or its epoch ends). Once it has landed any process's storage read shows it,
-   * so this process's reads of those items in that generation go to storage too until then
-   * (from memory they showed less than a read that had ended before them, I3).
-   */
-  private landing: { gen: string; items: ReadonlySet<string> } | null = null;
-  /**
-   * Merge copies: what each confirmed commit to an own generation wrote (every column, blobs
-   * included), by generation (null: past copyMaxBytes(), read back instead). Its only writer,
-   * whose every commit either was confirmed or ended the epoch (and with it the generation's
-   * merge by this writer), knows its rows: reading them back cost a file open per commit, and
-   * decoding and encoding them again on the event loop (a 46 MB generation: ~2 s). The first
-   * commits are kept as rows while they take at most COPY_ROWS_MAX_BYTES, the rest as the Arrow
-   * tables they were encoded from (columnar: the retained heap is about what they wrote); the
-   * merge hands them to Lance encoded once (lib/log/write/lance-add.ts `mergeData`). Kept and dropped
-   * with ownRows.
-   */
-  private mergeCopies = new Map<string, { rows: EventRow[]; tables: ArrowTable[]; count: number; bytes: number } | null>();
-  /** Bytes of all merge copies together: at most copyMaxBytes() (failing merges queue generations). */
-  private copyBytes = 0;
-  /** Tracks of items this writer sequenced (LRU, `cachedItems`); see plan(). */
+  /** Item markers, claims and deleted-seq records (coordination records). */
+  private readonly markers: Markers;
+  /** Own rows, the landing commit and merge copies: memory of confirmed commits. */
+  private readonly memory: OwnMemory;
+  /** Generations made ahead, given up, abandoned and retired; rotation. */
+  private readonly gens: Generations;
+  /** Frozen generations and their merges: in the background, between commits, when idle. */
+  private readonly merges: OwnMerges;
+  /** Tracks of items this writer sequenced (LRU, `cachedItems`); see planGroup (lib/log/write/plan.ts). */
   private tracks = new Map<string, { track: ItemTrack; marker: string }>();
-  /** Numbers this writer's marker bodies, so each PUT is told from every earlier one. */
-  private markerSeq = 0;
-  /** When this writer's last commit was confirmed (its clock), and the idle merge's timer. */
-  private lastCommitMs = 0;
-  private idleTimer: (() => void) | null = null;
-  /** The background merge of a frozen generation, if one runs (one at a time). */
-  private merging: Promise<unknown> | null = null;
   private exclusiveJobs: Array<() => Promise<void>> = [];
-  /**
-   * Dropped slots whose made-ahead generation no commit took (yet: the commit running when the
-   * slot was dropped may still take it). Retired between commits (retireAbandoned), so that
-   * nothing of them outlives close().
-   */
-  private abandoned: SlotState[] = [];
-  /** Retirements of abandoned made-ahead generations in flight (awaited by close()). */
-  private retiring = new Set<Promise<void>>();
 
   constructor(
     private readonly ctx: {
@@ -206,21 +74,26 @@ export class ShardWriter {
       checkBase?: () => Promise<void>;
     },
     private readonly opts: WriterOptions,
-  ) {}
+  ) {
+    this.markers = new Markers(ctx, opts);
+    this.memory = new OwnMemory(opts);
+    this.gens = new Generations(ctx, opts, () => this.state, () => this.closing);
+    this.merges = new OwnMerges(ctx, opts, this.memory, this.gens, {
+      current: () => this.state,
+      closing: () => this.closing,
+      busy: () => this.queue.length > 0 || !!this.running,
+      fenced: (st) => {
+        if (this.state === st) this.dropSlot();
+      },
+    });
+  }
 
   /**
-   * The light rows of `items` in own generation `gen` from the commits confirmed so far (shared:
-   * never change them), or null when `gen` is not an own unmerged generation with a confirmed
-   * commit. Every ack of a batch written to `gen` comes after its rows are here.
+   * The light rows of `items` in own generation `gen` from the commits confirmed so far
+   * (lib/log/write/own-memory.ts `OwnMemory.itemRows`).
    */
   ownItemRows(gen: string, items: readonly string[]): EventRow[] | null {
-    const mine = this.ownRows.get(gen);
-    if (!mine) return null;
-    const landing = this.landing;
-    if (landing?.gen === gen && items.some((id) => landing.items.has(id))) return null;
-    const out: EventRow[] = [];
-    for (const id of new Set(items)) for (const r of mine.get(id) ?? []) out.push(r);
-    return out;
+    return this.memory.itemRows(gen, items);
   }
 
   get writerEpoch(): string | null {
@@ -278,7 +151,7 @@ export class ShardWriter {
         const err = e instanceof DgclError ? e : new UnavailableError(`append failed: ${errMsg(e)}`, { cause: e });
         for (const r of group) r.reject(err);
       }
-      this.retireAbandoned();
+      this.gens.retireAbandoned();
     }
   }
 
@@ -314,7 +187,7 @@ export class ShardWriter {
       const begun = guard('marker-before-commit') ? [...writing].filter((id) => plan.markers.get(id) !== plan.ownMarkers.get(id)) : [];
       const puts = await Promise.allSettled(
         begun.map(async (id) => {
-          const body = await this.putMarker(id, st.writerEpoch);
+          const body = await this.markers.putMarker(id, st.writerEpoch);
           plan.ownMarkers.set(id, body);
           plan.markers.set(id, body);
         }),
@@ -333,15 +206,15 @@ export class ShardWriter {
       committedCopy = committedTable(data);
       await syncing;
       await this.opts.hooks?.beforeCommit?.(plan.itemIds);
-      const table = st.table ?? (st.table = await this.openGeneration(st));
+      const table = st.table ?? (st.table = await this.gens.openGeneration(st));
       gen = shardName(st.writerEpoch, st.generation);
-      if (guard('landing-mark')) this.landing = { gen, items: writing };
+      if (guard('landing-mark')) this.memory.landing = { gen, items: writing };
       committing = true;
       await table.add(data as never);
-      if (!guard('claim-after-epoch-check')) await this.claimAll(plans, st.writerEpoch);
+      if (!guard('claim-after-epoch-check')) await this.markers.claimAll(plans, st.writerEpoch);
       st.commitsInGen++;
       st.bytesInGen += committed;
-      this.lastCommitMs = this.opts.clock.nowMs();
+      this.merges.lastCommitMs = this.opts.clock.nowMs();
       if (this.opts.hooks?.afterCommit) await this.opts.hooks.afterCommit(gen, await table.version());
       // Durable (fsync; a no-op on object stores) and confirmed before the claims and the ack.
       // The two run at once: the epoch check must start after the commit became visible (the
@@ -360,7 +233,7 @@ export class ShardWriter {
       else if (committing) this.keepCommit(st, gen, rows, plan, committedCopy, committed);
       // endEpoch dropped the slot (and with it what was kept) if it was still ours; else it had
       // been dropped before: nothing of this generation is kept either way.
-      if (this.landing?.gen === gen) this.landing = null;
+      if (this.memory.landing?.gen === gen) this.memory.landing = null;
       throw e instanceof DgclError ? e : new UnavailableError(`commit to shard ${gen} failed: ${errMsg(e)}`, { cause: e });
     }
     // Confirmed: from here on the rows are visible to every read, forever.
@@ -373,7 +246,7 @@ export class ShardWriter {
     await Promise.all(
       plans.map(async (p) => {
         try {
-          if (guard('claims') && guard('claim-after-epoch-check')) await Promise.all(p.fresh.map((ack) => this.claim(ack, st.writerEpoch)));
+          if (guard('claims') && guard('claim-after-epoch-check')) await Promise.all(p.fresh.map((ack) => this.markers.claim(ack, st.writerEpoch)));
           p.req.resolve(p.acks);
         } catch (e) {
           const refused = e instanceof PermissionDeniedError ? e : permissionOf(e, this.ctx.objects.baseUri);
@@ -387,13 +260,13 @@ export class ShardWriter {
     // merge is tried again after a later commit, and by close(); the maintainer merges what is
     // left once the epoch is sealed.
     const { mergeEveryCommits, mergeEveryBytes } = this.opts;
-    if (st.commitsInGen >= Math.max(1, mergeEveryCommits - MAKE_AHEAD_COMMITS) || st.bytesInGen >= mergeEveryBytes * MAKE_AHEAD_SHARE) this.makeAhead(st);
+    if (st.commitsInGen >= Math.max(1, mergeEveryCommits - MAKE_AHEAD_COMMITS) || st.bytesInGen >= mergeEveryBytes * MAKE_AHEAD_SHARE) this.gens.makeAhead(st);
     if (st.commitsInGen >= mergeEveryCommits || st.bytesInGen >= mergeEveryBytes) {
-      const f = this.rotate();
-      if (f) this.frozen.push(f);
+      const f = this.gens.rotate();
+      if (f) this.merges.frozen.push(f);
     }
-    this.startMerge();
-    this.armIdleMerge();
+    this.merges.startMerge();
+    this.merges.armIdleMerge();
   }
 
   /**
@@ -404,16 +277,9 @@ export class ShardWriter {
    * commit was being confirmed.
    */
   private keepCommit(st: SlotState, gen: string, rows: EventRow[], plan: { tracks: Map<string, ItemTrack>; markers: Map<string, string | null>; ownMarkers: Map<string, string> }, copy: ArrowTable | null, bytes: number): void {
-    this.landing = null;
+    this.memory.landing = null;
     if (this.state === st) {
-      const mine = this.ownRows.get(gen) ?? new Map<string, EventRow[]>();
-      for (const r of rows) {
-        const l = mine.get(r.item_id);
-        if (l) l.push({ ...r, value_blob: null });
-        else mine.set(r.item_id, [{ ...r, value_blob: null }]);
-      }
-      this.ownRows.set(gen, mine);
-      if (copy) this.keepCopy(gen, rows, copy, bytes);
+      this.memory.keep(gen, rows, copy, bytes);
       for (const [id, track] of plan.tracks) {
         const marker = plan.ownMarkers.get(id);
         if (marker === undefined || plan.markers.get(id) !== marker) continue;
@@ -427,164 +293,6 @@ export class ShardWriter {
     }
   }
 
-  /** The claims of a group's new checkpoints, before its epoch check (a mutant's order only). */
-  private async claimAll(plans: Array<{ fresh: Ack[] }>, writerEpoch: string): Promise<void> {
-    if (guard('claims')) await Promise.all(plans.flatMap((p) => p.fresh.map((ack) => this.claim(ack, writerEpoch))));
-  }
-
-  /** Merge the frozen generations in the background, one merge at a time; commits go on meanwhile. */
-  private startMerge(): void {
-    if (this.frozen.length === 0 || this.merging) return;
-    // The merge starts once the next generation exists: made by the next commit while the
-    // merge's base commit and fsync ran, it took several acks' time (the slowest acks). The
-    // merge's base commit still slows the ack it overlaps (Lance's runtime on 2 cores).
-    const ready = this.state?.creating?.table;
-    this.merging = (async () => {
-      await ready?.catch(() => undefined);
-      return this.mergeFrozenAll();
-    })()
-      .catch(() => undefined)
-      .finally(() => {
-        this.merging = null;
-        // Failed: tried again after a later commit, by close(), or once the writer is idle.
-        if (this.frozen.length > 0) this.armIdleMerge();
-      });
-  }
-
-  /**
-   * After a commit: merge the current generation once `mergeIdleMs` passed without another, so
-   * a writer that stops writing (but keeps its log open) leaves nothing unmerged for long: every
-   * read of the log, in every process, pays for each live generation (docs/design/shards.md,
-   * "Merge"). The timer does not keep the process alive. Off (mergeIdleMs 0) by default on
-   * hosts that freeze processes between requests (lib/index.ts `freezingHost`): a merge it
-   * started after a request returned could be frozen mid-way (docs/design/deletion.md).
-   */
-  private armIdleMerge(delay = this.opts.mergeIdleMs): void {
-    const wait = this.opts.mergeIdleMs;
-    if (wait <= 0 || this.idleTimer || this.closing) return;
-    this.idleTimer = startTimer(this.opts.clock, Math.max(1, delay), () => {
-      this.idleTimer = null;
-      const st = this.state;
-      if (this.closing || !st) return;
-      if (this.queue.length > 0 || this.running) return this.armIdleMerge();
-      // Time through the writer's clock (a test's stands still until moved).
-      const idleFor = this.opts.clock.nowMs() - this.lastCommitMs;
-      // At most `wait`: a clock set back would otherwise put the next look beyond it.
-      if (idleFor < wait) return this.armIdleMerge(Math.min(wait, wait - idleFor));
-      // Nothing runs (no commit, no exclusive job): between commits, as rotate() needs. The
-      // merge runs in the background like the one a commit starts, so an append that comes
-      // meanwhile is not held by it; without a generation made ahead, its commit makes one.
-      const f = this.rotate();
-      if (f) this.frozen.push(f);
-      this.startMerge();
-      void this.giveUpAhead(st);
-    });
-  }
-
-  /**
-   * After a rotation between commits (the idle timer's, mergeOwn's): give up the generation made
-   * ahead that no commit took, so that a writer that stopped leaves no live generation (every
-   * read in every process checks each for a newer version). Its name is given up like a failed
-   * making's (the next commit makes the one after it, on its ack path, so no commit meets the
-   * retirement) and retired the way given-up names are: only in an epoch confirmed current (a
-   * retirement under a maintainer's merge of the sealed epoch failed that merge),
-   * and once its marker is seen, asked again after later merge rounds and by close() (a marker
-   * PUT that timed out may land later). close() and idle() wait for it.
-   */
-  private giveUpAhead(st: SlotState): Promise<void> {
-    const ahead = st.creating;
-    if (!ahead || ahead.gen !== shardName(st.writerEpoch, st.generation) || st.table) return Promise.resolve();
-    st.creating = null;
-    st.generation++;
-    const p: Promise<void> = ahead.table
-      .then(
-        () => true,
-        (e: unknown) => !failedBeforeMarker(e), // a making that failed before its marker left nothing listed
-      )
-      .then((listed) => {
-        if (!listed) return;
-        st.givenUp.push({ gen: ahead.gen, rounds: 0 });
-        return this.retireGivenUp(st);
-      })
-      .catch(() => undefined) // what is left is asked again after later merges, by close(), or the seal's
-      .finally(() => this.retiring.delete(p));
-    this.retiring.add(p);
-    return p;
-  }
-
-  /**
-   * PUT the item's marker (`lead`: the writer epoch, or DELETED_MARKER), retried on a transient
-   * failure with a new body each time: the store sends a PUT once (ObjectStore.put), and a failed
-   * one may still land later, which is harmless only because no failed body is ever trusted.
-   * Returns the body that was answered.
-   */
-  private async putMarker(itemId: string, lead: string): Promise<string> {
-    const coord = await this.ctx.coord();
-    for (let attempt = 0; ; attempt++) {
-      const body = guard('unique-marker-bodies') ? `${lead} ${this.claimNonce} ${++this.markerSeq}` : `${lead} ${this.claimNonce}`;
-      try {
-        await coord.put(itemKey(itemId), body);
-        return body;
-      } catch (e) {
-        if (!(e instanceof UnavailableError) || attempt + 1 >= MARKER_PUT_ATTEMPTS) throw e;
-        await this.opts.clock.sleep(25 * 2 ** attempt);
-      }
-    }
-  }
-
-  /** The highest seq each item was ever deleted through (lib/log/layout.ts floorDir); absent: never. */
-  private async floorsOf(itemIds: readonly string[]): Promise<Map<string, number>> {
-    const out = new Map<string, number>();
-    if (!guard('deleted-seq-records')) return out;
-    await Promise.all(
-      itemIds.map(async (id) => {
-        for (const n of await this.floorSeqs(id)) out.set(id, Math.max(out.get(id) ?? 0, n));
-      }),
-    );
-    return out;
-  }
-
-  /** Every seq the item's deletes wrote a deleted-seq record for (one listing). */
-  private async floorSeqs(itemId: string): Promise<number[]> {
-    return (await this.ctx.objects.list(floorDir(itemId))).map((name) => {
-      const n = Number(name);
-      if (!/^\d{12}$/.test(name) || !Number.isSafeInteger(n)) throw new CorruptError(`deleted-seq record ${floorDir(itemId)}/${name} of item ${JSON.stringify(itemId)} is not a seq`);
-      return n;
-    });
-  }
-
-  /**
-   * Claim a checkpoint's first ack; turns `ack` into the winner's duplicate if another writer won.
-   * A claim in the table holds the ack's seqs and its number of events, not the event ids: those
-   * follow from the batch, which the checkpoint id names, so every claimant has the same ones,
-   * and a claim stays a few hundred bytes for any batch (a table item holds at most 400 KB).
-   */
-  private async claim(ack: Ack, writerEpoch: string): Promise<void> {
-    const by = `${writerEpoch}/${this.claimNonce}`;
-    const key = claimKey(ack.checkpointId);
-    const coord = await this.ctx.coord();
-    // As objects, claims keep the ids too: versions before 0.2.0 (which only use objects) read a
-    // claim as a whole ack. Elsewhere no id at all: nothing reads the item id back,
-    // and a SQLite file keeps a deleted row's bytes until they are overwritten, where a purged
-    // item's id must not stay (docs/design/deletion.md, "Purge").
-    const ids = coord.kind === 'objects' ? { itemId: ack.itemId, eventIds: ack.eventIds } : {};
-    const body = JSON.stringify({ checkpointId: ack.checkpointId, ...ids, events: ack.eventIds.length, firstSeq: ack.firstSeq, lastSeq: ack.lastSeq, claimedBy: by });
-    for (let attempt = 0; attempt < 3; attempt++) {
-      if (await coord.putIfAbsent(key, body, { expiresAfterMs: this.opts.claimRetentionMs })) return;
-      const got = await coord.get(key);
-      if (got === null) continue; // deleted by maintenance meanwhile: claim again
-      const first = JSON.parse(got) as Partial<Ack> & { events?: number; claimedBy?: string };
-      if (first.claimedBy === by) return; // our own earlier attempt landed
-      const events = first.eventIds?.length ?? first.events;
-      if (first.checkpointId !== ack.checkpointId || events !== ack.eventIds.length || typeof first.firstSeq !== 'number' || typeof first.lastSeq !== 'number') {
-        throw new CorruptError(`the claim of checkpoint ${ack.checkpointId} is not one of its batch (${events} events, expected ${ack.eventIds.length}): ${got.slice(0, 200)}`);
-      }
-      Object.assign(ack, { firstSeq: first.firstSeq, lastSeq: first.lastSeq, duplicate: true });
-      return;
-    }
-    throw new UnavailableError(`claim of checkpoint ${ack.checkpointId} kept vanishing`);
-  }
-
   /**
    * After a commit whose outcome is unknown: end the epoch. Seal it at whatever landed (a commit
    * landing later stays invisible), drop the slot and everything remembered of it. If the seal
@@ -592,7 +300,7 @@ export class ShardWriter {
    */
   private async endEpoch(st: SlotState, cause: unknown): Promise<void> {
     if (this.state === st) this.dropSlot();
-    this.frozen = this.frozen.filter((f) => f.st !== st);
+    this.merges.frozen = this.merges.frozen.filter((f) => f.st !== st);
     if (cause instanceof FencedError || !guard('seal-own-epoch-before-next')) return; // the new owner seals it
     this.unsealed = st;
     await this.sealUnsealed().catch(() => undefined);
@@ -608,136 +316,29 @@ export class ShardWriter {
     else await this.ctx.leases.release(st.lease).catch(() => undefined);
   }
 
-  private async plan(group: Request[], writerEpoch: string) {
-    const itemIds = [...new Set(group.flatMap((r) => r.batches.map((b) => b.itemId)))];
-    // Item markers say which writer last began writing each item. A cached track is good
-    // while the marker is exactly the body this writer put (nobody else wrote the item since);
-    // no marker means no writer ever wrote it. Only the other items are read from storage
-    // (base + other writers' shards, which is what makes an ack's cost grow with writers).
-    const markers = new Map<string, string | null>();
-    /** Items whose marker is one this writer put and whose state it has cached: the body. */
-    const ownMarkers = new Map<string, string>();
-    const tracks = new Map<string, ItemTrack>();
-    const toRead: string[] = [];
-    // One request for the group's markers in the lease table; one GET each as objects. The
-    // validation pass before the slot is taken must write nothing, not even the choice record.
-    const coord = await this.ctx.coord({ create: writerEpoch !== PENDING_EPOCH });
-    const keys = itemIds.map(itemKey);
-    const bodies = await coord.getMany(keys);
-    for (const [i, id] of itemIds.entries()) {
-      const marker = bodies.get(keys[i]!) ?? null;
-      markers.set(id, marker);
-      const cached = this.tracks.get(id);
-      if (cached && writerEpoch !== PENDING_EPOCH && (!guard('cached-track-marker-check') || (marker === cached.marker && marker.startsWith(`${writerEpoch} `)))) {
-        tracks.set(id, cached.track);
-        ownMarkers.set(id, cached.marker);
-        continue;
-      }
-      // Not (or no longer) ours alone: forget the copy before anything else can fail, so no
-      // later attempt trusts it once our marker is back.
-      this.tracks.delete(id);
-      if (marker === null) tracks.set(id, cloneTrack(undefined));
-      else toRead.push(id);
-    }
-    if (toRead.length > 0) {
-      const wanted = new Set(toRead);
-      // Snapshot the own rows before reading storage: a background merge that finishes during
-      // the read moves them into the base (maybe after we read it) and drops them from memory.
-      const own = [...this.ownRows.entries()];
-      const skip = new Set(own.map(([name]) => name));
-      const { existing, tombstones, visible } = await this.ctx.reader.read(
-        async (listing) => ({
-          existing: await this.ctx.reader.scanListing(listing, sqlIn('item_id', toRead), TRACK_COLUMNS, skip, { scope: { items: toRead } }),
-          tombstones: listing.tombstones,
-          visible: new Set(listing.visible.map((v) => v.name)),
-        }),
-        skip,
-        // No damage probe here: it would scan the log while every append waits (a read names it).
-        'none',
-      );
-      for (const [, mine] of ownVisible(own, visible)) for (const id of wanted) for (const r of mine.get(id) ?? []) if (r.item_seq > deletedThrough(tombstones, id)) existing.push(r);
-      // A deleted item keeps its deleted seqs after the purge dropped its tombstone: a new
-      // incarnation continues after them (its ids never repeat a deleted incarnation's).
-      // Read for items with a marker (someone began writing them) but no visible row: deleted,
-      // or a creation that never committed.
-      const withRows = new Set(existing.map((r) => r.item_id));
-      const floors = await this.floorsOf(toRead.filter((id) => !withRows.has(id)));
-      const read = buildTracks(existing, (id) => Math.max(deletedThrough(tombstones, id), floors.get(id) ?? 0), toRead);
-      for (const id of toRead) tracks.set(id, read.get(id) ?? cloneTrack(undefined));
-    }
-    const eventTsUs = this.opts.clock.nowMs() * 1000;
-    const rows: EventRow[] = [];
-    const plans: Array<{ req: Request; acks: Ack[]; fresh: Ack[] }> = [];
-    for (const req of group) {
-      try {
-        const overlay = new Map<string, ItemTrack>();
-        const acks: Ack[] = [];
-        const fresh: Ack[] = [];
-        const reqRows: EventRow[] = [];
-        for (const b of req.batches) {
-          const t = overlay.get(b.itemId) ?? cloneTrack(tracks.get(b.itemId));
-          overlay.set(b.itemId, t);
-          const { ack, rows: batchRows } = sequence(b, t, writerEpoch, eventTsUs);
-          acks.push(ack);
-          if (batchRows.length > 0) {
-            fresh.push(ack);
-            reqRows.push(...batchRows);
-          }
-        }
-        for (const [id, t] of overlay) tracks.set(id, t);
-        rows.push(...reqRows);
-        plans.push({ req, acks, fresh });
-      } catch (e) {
-        req.reject(e);
-      }
-    }
-    return { epoch: writerEpoch, itemIds, rows, plans, tracks, markers, ownMarkers };
+  /** Read, validate and sequence a group (lib/log/write/plan.ts `planGroup`). */
+  private plan(group: Request[], writerEpoch: string) {
+    return planGroup({ ctx: this.ctx, opts: this.opts, tracks: this.tracks, ownRows: this.memory.ownRows, markers: this.markers }, group, writerEpoch);
   }
 
   private async ensureSlot(): Promise<SlotState> {
     if (this.state && !this.state.keeper.lost) return this.state;
     if (this.state) this.dropSlot();
     await this.sealUnsealed();
-    const { slot, lease, writerEpoch } = await acquireWriterSlot(this.ctx.leases, {
-      pipeline: this.opts.pipeline,
-      experiment: this.opts.experiment,
-      owner: this.opts.owner,
-      slots: this.opts.slots,
-      ttlMs: this.opts.leaseTtlMs,
-      ...(this.opts.slot !== undefined ? { slot: this.opts.slot } : {}),
-      // Writers beyond the slots (or behind a pinned slot's holder) wait: a dead holder's
-      // lease runs out within one ttl.
-      waitMs: this.opts.leaseTtlMs,
-      clock: this.opts.clock,
-      ...(this.opts.onSlotWait ? { onWait: this.opts.onSlotWait } : {}),
-      stop: () => this.closing, // close() (a signal) must not wait out the holders' leases
-    });
-    const keeper = new LeaseKeeper(this.ctx.leases, lease, { ttlMs: this.opts.leaseTtlMs, clock: this.opts.clock });
-    try {
-      await sealPredecessors(this.ctx, slot, lease.epoch, writerEpoch, this.opts.clock);
-    } catch (e) {
-      await keeper.stop();
-      // Nothing was written under the new epoch: give the slot back rather than hold it till expiry.
-      await this.ctx.leases.release(lease).catch(() => undefined);
-      throw e;
-    }
-    this.state = { slot, lease, writerEpoch, keeper, generation: 1, table: null, commitsInGen: 0, bytesInGen: 0, creating: null, givenUp: [] };
+    this.state = await takeSlot(this.ctx, this.opts, () => this.closing);
     return this.state;
   }
 
   private dropSlot(): void {
     const st = this.state;
     st?.keeper.stop();
-    if (st?.creating) this.abandoned.push(st);
+    if (st?.creating) this.gens.abandon(st);
     if (st) this.ctx.tables.forget(shardName(st.writerEpoch, st.generation));
     this.state = null;
     // A takeover decides what of our generations is visible (the seal): read them from storage,
     // on fresh handles (ours were opened without read consistency).
-    for (const gen of this.ownRows.keys()) this.ctx.tables.forget(gen);
-    this.ownRows.clear();
-    this.landing = null;
-    this.mergeCopies.clear();
-    this.copyBytes = 0;
+    for (const gen of this.memory.ownRows.keys()) this.ctx.tables.forget(gen);
+    this.memory.clear();
     this.tracks.clear();
   }
 
@@ -749,42 +350,11 @@ export class ShardWriter {
    * was created again meanwhile: `guardSeq` (the last seq the caller saw, checked by
    * checkDeleteOptions) then decides (lib/log/write/delete-guard.ts); a refused delete writes no
    * tombstone and no deleted-seq record (the marker PUT only makes writers re-read the item).
+   * Run by lib/log/write/delete-item.ts `deleteItemNow`.
    */
   deleteItem(itemId: string, guardSeq?: number): Promise<{ itemId: string; deleted: boolean; throughSeq: number }> {
     if (this.closing) return Promise.reject(new InternalError('the log is closed (or closing): open it again to delete'));
-    return this.exclusive(async () => {
-      this.tracks.delete(itemId);
-      await this.putMarker(itemId, DELETED_MARKER);
-      const own = [...this.ownRows.entries()];
-      const skip = new Set(own.map(([name]) => name));
-      const { rows, tombstones, visible } = await this.ctx.reader.read(
-        async (listing) => ({
-          rows: await this.ctx.reader.scanListing(listing, sqlIn('item_id', [itemId]), TRACK_COLUMNS, skip, { scope: { items: [itemId] } }),
-          tombstones: listing.tombstones,
-          visible: new Set(listing.visible.map((v) => v.name)),
-        }),
-        skip,
-        'none',
-      );
-      const gone = deletedThrough(tombstones, itemId);
-      for (const [, mine] of ownVisible(own, visible)) for (const r of mine.get(itemId) ?? []) if (r.item_seq > gone) rows.push(r);
-      let throughSeq: number;
-      if (guardSeq !== undefined && guard('delete-guard')) {
-        // The deleted-seq records are read whenever a guard is given, rows or not: the purge
-        // drops the tombstone but keeps them, so they alone tell a retry from a new incarnation.
-        const decision = guardDecision(itemId, guardSeq, { tombstoned: gone, floors: await this.floorSeqs(itemId), visibleSeqs: rows.map((r) => r.item_seq) });
-        if (!decision.deleted) return { itemId, deleted: false, throughSeq: decision.throughSeq };
-        throughSeq = decision.throughSeq;
-      } else {
-        if (rows.length === 0) return { itemId, deleted: false, throughSeq: Math.max(gone, (await this.floorsOf([itemId])).get(itemId) ?? 0) };
-        throughSeq = rows.reduce((m, r) => Math.max(m, r.item_seq), 0);
-      }
-      const tomb: Tombstone = { itemId, throughSeq, deletedAtMs: this.opts.clock.nowMs() };
-      // The floor first: once the tombstone exists the item may be purged at any time.
-      await this.ctx.objects.putIfAbsent(floorKey(itemId, throughSeq), '');
-      await this.ctx.objects.putIfAbsent(tombKey(itemId, throughSeq), JSON.stringify(tomb));
-      return { itemId, deleted: true, throughSeq };
-    });
+    return this.exclusive(() => deleteItemNow({ ctx: this.ctx, opts: this.opts, tracks: this.tracks, ownRows: this.memory.ownRows, markers: this.markers }, itemId, guardSeq));
   }
 
   /**
@@ -792,249 +362,21 @@ export class ShardWriter {
    * commit loop first: a commit answers its callers before it starts the merge it triggers.
    */
   async idle(): Promise<void> {
-    while (this.running || this.merging || this.retiring.size > 0) {
+    while (this.running || this.merges.merging || this.gens.retiring.size > 0) {
       await this.running?.catch(() => undefined);
-      await this.merging;
-      await Promise.allSettled([...this.retiring]);
+      await this.merges.merging;
+      await Promise.allSettled([...this.gens.retiring]);
     }
   }
 
   /** Merge the own shard into the base now (between commits), leaving no generation made ahead. */
   mergeOwn(): Promise<{ mergedRows: number; shards: string[] }> {
     return this.exclusive(async () => {
-      const merged = await this.mergeOwnUnlocked();
+      const merged = await this.merges.mergeOwnUnlocked();
       const st = this.state;
-      if (st) await this.giveUpAhead(st);
+      if (st) await this.gens.giveUpAhead(st);
       return merged;
     });
-  }
-
-  /**
-   * Merge the own shard between commits (mergeOwn, close): after any background merge, freeze
-   * the current generation and merge every frozen one.
-   */
-  private async mergeOwnUnlocked(): Promise<{ mergedRows: number; shards: string[] }> {
-    await this.merging;
-    const f = this.rotate();
-    if (f) this.frozen.push(f);
-    return this.mergeFrozenAll();
-  }
-
-  /** Merge frozen generations oldest first; one that fails stays queued (and stops the round). */
-  private async mergeFrozenAll(): Promise<{ mergedRows: number; shards: string[] }> {
-    const out = { mergedRows: 0, shards: [] as string[] };
-    while (this.frozen.length > 0) {
-      const f = this.frozen[0]!;
-      const r = await this.mergeFrozen(f);
-      if (this.frozen[0] === f) this.frozen.shift();
-      out.mergedRows += r.mergedRows;
-      out.shards.push(...r.shards);
-    }
-    const st = this.state;
-    if (st && st.givenUp.length > 0) await this.retireGivenUp(st);
-    return out;
-  }
-
-  /**
-   * Freeze the current generation: later commits go to a new one. Synchronous, and only called
-   * between commits, so no commit can still land in the frozen generation.
-   */
-  private rotate(): Frozen | null {
-    const st = this.state;
-    if (!st || !st.table || st.commitsInGen === 0) return null;
-    const frozen = { st, name: shardName(st.writerEpoch, st.generation), table: st.table, inBase: { rows: null } };
-    st.generation++;
-    st.table = null;
-    st.commitsInGen = 0;
-    st.bytesInGen = 0;
-    return frozen;
-  }
-
-  /**
-   * Make the next generation now, MAKE_AHEAD_COMMITS before the rotation, in the background, so
-   * that its first commit does not wait for its making. Until that commit it is an empty
-   * generation, as a new one is for a moment anyway; one never committed to is retired by
-   * close(), or merged (empty) by the maintainer once its epoch is sealed. Its name is never
-   * used for another: the next rotation moves on to it, and close() ends the epoch.
-   */
-  private makeAhead(st: SlotState): void {
-    const gen = shardName(st.writerEpoch, st.generation + 1);
-    if (this.state !== st || this.closing || st.creating?.gen === gen) return;
-    const table = this.ctx.tables.createShard(gen);
-    table.catch(() => undefined); // its first commit gives the name up and makes the next
-    st.creating = { gen, table };
-  }
-
-  /**
-   * The table of the slot's current generation: the one made ahead, or made now. A name whose
-   * making failed is never made again: the making may have landed (its marker put, the answer
-   * lost), and a second making of the same name after a takeover had sealed the epoch and a
-   * maintainer had merged and retired the generation brought its marker back over a deleted
-   * dataset, which every later read then failed on, for good (simulation seed 18370). So the
-   * name is given up and the next one made; after a second failure the commit fails. A given-up
-   * name is not retired at once: its marker may still land (a PUT that timed out), and one
-   * landing after the retirement is a marker without a dataset in a live epoch, which reads fail
-   * on (seed 20544). Made (and synced) before its marker, the dataset is there if the marker is:
-   * an empty generation, retired once its marker is seen (retireGivenUp), or else merged (empty)
-   * and retired by the maintainer after the epoch's seal.
-   */
-  private async openGeneration(st: SlotState): Promise<Table> {
-    const tried: string[] = [];
-    for (;;) {
-      const gen = shardName(st.writerEpoch, st.generation);
-      const ahead = st.creating;
-      if (ahead?.gen === gen) st.creating = null;
-      try {
-        return await (ahead?.gen === gen ? ahead.table : this.ctx.tables.createShard(gen));
-      } catch (e) {
-        if (shardName(st.writerEpoch, st.generation) === gen && guard('give-up-failed-names')) st.generation++;
-        if (!failedBeforeMarker(e) && guard('give-up-failed-names')) st.givenUp.push({ gen, rounds: 0 });
-        tried.push(gen);
-        // A slot dropped meanwhile (a background merge found the epoch over) makes nothing more.
-        if (tried.length >= 2 || this.state !== st) {
-          if (e instanceof DgclError) throw e;
-          throw new UnavailableError(`making shard generation ${tried.join(', then ')} failed: ${errMsg(e)}`, { cause: e });
-        }
-      }
-    }
-  }
-
-  /**
-   * Retire the slot's given-up generations whose marker is there (after a merge round, and by
-   * close()): otherwise each stays listed, an empty dataset every read opens, until the epoch is
-   * sealed and the maintainer merges it. Only once its marker is seen: the marker is sent once,
-   * so a marker that is there has no other copy to come, while one not there yet may still land
-   * (a PUT that timed out), and landing after the retirement it would be a marker without a
-   * dataset in a live epoch. Those are asked again after the next rounds, then
-   * left to the seal (a PUT lands within its timeout or, nearly always, never). Nothing is
-   * retired in an epoch not confirmed current (over, or the lease store not answering): they are
-   * left to the seal, and the maintainer merges them (a retirement under its merge failed that
-   * merge once).
-   */
-  private async retireGivenUp(st: SlotState): Promise<void> {
-    const names = st.givenUp.splice(0);
-    const current = await this.ctx.leases.assertCurrent(st.lease).then(
-      () => true,
-      () => false,
-    );
-    if (!current) return;
-    await Promise.all(
-      names.map(async (g) => {
-        const landed =
-          !guard('retire-given-up-once-marker-seen') ||
-          (await this.ctx.objects.get(genKey(g.gen)).then(
-            (body) => body !== null,
-            () => false,
-          ));
-        if (!landed) {
-          if (++g.rounds < GIVEN_UP_ROUNDS) st.givenUp.push(g);
-          return;
-        }
-        await retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, g.gen, { version: null, rows: 0 }).catch(() => st.givenUp.push(g));
-      }),
-    );
-  }
-
-  /**
-   * Retire the slot's made-ahead generation that no commit took (close(), and retireAbandoned
-   * for a dropped slot), so that no reader lists it after this writer is gone.
-   */
-  private async retireUnused(st: SlotState): Promise<void> {
-    const ahead = st.creating;
-    st.creating = null;
-    // Taken by no commit (a commit takes it before it adds anything), so empty. Retired even if
-    // its making failed, once its marker is there (it may have failed after the marker landed).
-    // Without the marker, its PUT may still land (timed out), and one landing after
-    // the retirement would be a marker without a dataset, which reads fail on until the epoch is
-    // sealed: left to the seal and the maintainer. The marker is sent once, so a
-    // marker that is there has no other copy to come.
-    if (!ahead) return;
-    const made = await ahead.table.then(
-      () => true,
-      () => false,
-    );
-    if (!made && (await this.ctx.objects.get(genKey(ahead.gen)).catch(() => null)) === null) return;
-    await retireGeneration({ ...this.ctx, hooks: this.opts.hooks }, ahead.gen, { version: null, rows: 0 });
-  }
-
-  /**
-   * Between commits: retire the made-ahead generations of dropped slots that no commit took
-   * (none can any more: only the commit running when its slot was dropped could). In the
-   * background; close() waits for them.
-   */
-  private retireAbandoned(): void {
-    for (const st of this.abandoned.splice(0)) {
-      const p: Promise<void> = this.retireUnused(st)
-        .catch(() => undefined) // what is left is the maintainer's (a sealed epoch's generation)
-        .finally(() => this.retiring.delete(p));
-      this.retiring.add(p);
-    }
-  }
-
-  /** Add a confirmed commit's rows to its generation's merge copy (null: none kept for it). */
-  private keepCopy(gen: string, rows: EventRow[], table: ArrowTable, bytes: number): void {
-    const copy = this.mergeCopies.has(gen) ? this.mergeCopies.get(gen)! : { rows: [], tables: [], count: 0, bytes: 0 };
-    if (copy === null || this.copyBytes + bytes > this.copyMaxBytes()) {
-      this.dropCopy(gen);
-      this.mergeCopies.set(gen, null);
-      return;
-    }
-    // The first commits' rows while they are small (one batch at the merge), then the tables.
-    if (copy.tables.length === 0 && copy.bytes + bytes <= COPY_ROWS_MAX_BYTES) copy.rows.push(...rows);
-    else copy.tables.push(table);
-    copy.count += rows.length;
-    copy.bytes += bytes;
-    this.copyBytes += bytes;
-    this.mergeCopies.set(gen, copy);
-  }
-
-  /** Bytes all merge copies together may hold: two generations' worth (one merging, one filling). */
-  private copyMaxBytes(): number {
-    return 2 * this.opts.mergeEveryBytes;
-  }
-
-  private dropCopy(gen: string): void {
-    this.copyBytes -= this.mergeCopies.get(gen)?.bytes ?? 0;
-    this.mergeCopies.delete(gen);
-  }
-
-  /**
-   * The frozen generation's rows from its merge copy, when the copy holds as many rows as the
-   * generation has at the version merged (the handle's own count: no read); else undefined and
-   * the merge reads them. A mismatch cannot happen while every commit is confirmed or ends the
-   * epoch; the count is a cheap check of that.
-   */
-  private async copyOf(f: Frozen): Promise<{ data: unknown; rows: number } | undefined> {
-    const copy = this.mergeCopies.get(f.name);
-    if (!copy || copy.count !== (await f.table.countRows())) return undefined;
-    return { data: mergeData(copy.rows, copy.tables), rows: copy.count };
-  }
-
-  private async mergeFrozen(f: Frozen): Promise<{ mergedRows: number; shards: string[] }> {
-    const version = await f.table.version();
-    // A takeover may have sealed this generation below `version` (we were a zombie for a
-    // while); then only the sealed part may reach the base, and the maintainer will do it.
-    const checked = guard('merge-own-only-in-current-epoch');
-    const seal = checked ? await this.ctx.reader.readSeal(f.st.writerEpoch) : null;
-    if (seal) {
-      // Fenced (a takeover sealed the epoch): the maintainer merges the sealed part.
-      if (this.state === f.st) this.dropSlot();
-      return { mergedRows: 0, shards: [] };
-    }
-    try {
-      if (checked) await this.ctx.leases.assertCurrent(f.st.lease);
-    } catch (e) {
-      if (e instanceof FencedError) {
-        if (this.state === f.st) this.dropSlot();
-        return { mergedRows: 0, shards: [] };
-      }
-      throw e;
-    }
-    const copy = f.inBase.rows === null ? await this.copyOf(f) : undefined;
-    const mergedRows = await mergeGeneration({ ...this.ctx, hooks: this.opts.hooks }, f.name, version, copy, f.inBase);
-    this.ownRows.delete(f.name);
-    this.dropCopy(f.name);
-    return { mergedRows, shards: [f.name] };
   }
 
   /**
@@ -1044,19 +386,18 @@ export class ShardWriter {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closing = true;
-    this.idleTimer?.();
-    this.idleTimer = null;
+    this.merges.stopIdleTimer();
     await this.exclusive(async () => {
-      await this.mergeOwnUnlocked().catch(() => undefined);
+      await this.merges.mergeOwnUnlocked().catch(() => undefined);
       const st = this.state;
-      if (st) await this.retireUnused(st).catch(() => undefined);
+      if (st) await this.gens.retireUnused(st).catch(() => undefined);
       if (st) {
         this.dropSlot();
         this.unsealed = st;
       }
-      this.frozen = [];
-      this.retireAbandoned();
-      await Promise.allSettled([...this.retiring]);
+      this.merges.frozen = [];
+      this.gens.retireAbandoned();
+      await Promise.allSettled([...this.gens.retiring]);
       await this.sealUnsealed('later');
       // The slot is free for the next writer now rather than when its lease expires: a release
       // that fails fails the close, and a close() again (this job again) retries it.
@@ -1071,16 +412,6 @@ export class ShardWriter {
     });
     this.closed = true;
   }
-}
-
-/**
- * The own rows of generations the read's listing still shows. A generation missing from it is
- * retired (its merge finished before the listing): its rows are in the base, read after the
- * listing, under the same listing's tombstones; the in-memory copy (dropped only when the merge
- * call returns) could outlive a purge of what it holds.
- */
-function ownVisible(own: ReadonlyArray<[string, OwnGeneration]>, visible: ReadonlySet<string>): Array<[string, OwnGeneration]> {
-  return own.filter(([name]) => visible.has(name) || !guard('own-rows-listed-only'));
 }
 
 function errMsg(e: unknown): string {

@@ -1,0 +1,123 @@
+/**
+ * Planning and sequencing of a group of batches (docs/design/invariants.md, "Acks", step 1): read
+ * the items' markers, take each item's state from the writer's cache while its marker is the body
+ * this writer put, read the others from storage (and the writer's own unmerged rows), validate
+ * and assign seqs. Writes nothing. Called by ShardWriter (lib/log/write/writer.ts) with its cache.
+ */
+import type { Clock } from '../../clock.ts';
+import type { CoordStore } from '../../coord/types.ts';
+import { guard } from '../../guards.ts';
+import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
+import { deletedThrough } from '../deleted.ts';
+import { itemKey } from '../layout.ts';
+import type { LogReader } from '../read/reader.ts';
+import { sqlIn } from '../tables.ts';
+import type { Markers } from './markers.ts';
+import { ownVisible, type OwnGeneration } from './own-memory.ts';
+import { buildTracks, cloneTrack, sequence, TRACK_COLUMNS, type ItemTrack } from './sequence.ts';
+
+export interface Request {
+  batches: PreparedBatch[];
+  resolve(acks: Ack[]): void;
+  reject(e: unknown): void;
+}
+
+/** Placeholder epoch for a validation pass before the slot is taken; never written. */
+export const PENDING_EPOCH = 'pending';
+
+/** What planGroup reads: the writer's context, its cache of item tracks, its own rows and markers. */
+export interface PlanContext {
+  ctx: { reader: LogReader; coord: (o?: { create: boolean }) => Promise<CoordStore> };
+  opts: { clock: Clock };
+  /** Tracks of items this writer sequenced (LRU, `cachedItems`), with the marker body they hold under. */
+  tracks: Map<string, { track: ItemTrack; marker: string }>;
+  /** The writer's own unmerged generations' light rows (lib/log/write/own-memory.ts). */
+  ownRows: Map<string, OwnGeneration>;
+  markers: Markers;
+}
+
+export async function planGroup(pc: PlanContext, group: Request[], writerEpoch: string) {
+  const itemIds = [...new Set(group.flatMap((r) => r.batches.map((b) => b.itemId)))];
+  // Item markers say which writer last began writing each item. A cached track is good
+  // while the marker is exactly the body this writer put (nobody else wrote the item since);
+  // no marker means no writer ever wrote it. Only the other items are read from storage
+  // (base + other writers' shards, which is what makes an ack's cost grow with writers).
+  const markers = new Map<string, string | null>();
+  /** Items whose marker is one this writer put and whose state it has cached: the body. */
+  const ownMarkers = new Map<string, string>();
+  const tracks = new Map<string, ItemTrack>();
+  const toRead: string[] = [];
+  // One request for the group's markers in the lease table; one GET each as objects. The
+  // validation pass before the slot is taken must write nothing, not even the choice record.
+  const coord = await pc.ctx.coord({ create: writerEpoch !== PENDING_EPOCH });
+  const keys = itemIds.map(itemKey);
+  const bodies = await coord.getMany(keys);
+  for (const [i, id] of itemIds.entries()) {
+    const marker = bodies.get(keys[i]!) ?? null;
+    markers.set(id, marker);
+    const cached = pc.tracks.get(id);
+    if (cached && writerEpoch !== PENDING_EPOCH && (!guard('cached-track-marker-check') || (marker === cached.marker && marker.startsWith(`${writerEpoch} `)))) {
+      tracks.set(id, cached.track);
+      ownMarkers.set(id, cached.marker);
+      continue;
+    }
+    // Not (or no longer) ours alone: forget the copy before anything else can fail, so no
+    // later attempt trusts it once our marker is back.
+    pc.tracks.delete(id);
+    if (marker === null) tracks.set(id, cloneTrack(undefined));
+    else toRead.push(id);
+  }
+  if (toRead.length > 0) {
+    const wanted = new Set(toRead);
+    // Snapshot the own rows before reading storage: a background merge that finishes during
+    // the read moves them into the base (maybe after we read it) and drops them from memory.
+    const own = [...pc.ownRows.entries()];
+    const skip = new Set(own.map(([name]) => name));
+    const { existing, tombstones, visible } = await pc.ctx.reader.read(
+      async (listing) => ({
+        existing: await pc.ctx.reader.scanListing(listing, sqlIn('item_id', toRead), TRACK_COLUMNS, skip, { scope: { items: toRead } }),
+        tombstones: listing.tombstones,
+        visible: new Set(listing.visible.map((v) => v.name)),
+      }),
+      skip,
+      // No damage probe here: it would scan the log while every append waits (a read names it).
+      'none',
+    );
+    for (const [, mine] of ownVisible(own, visible)) for (const id of wanted) for (const r of mine.get(id) ?? []) if (r.item_seq > deletedThrough(tombstones, id)) existing.push(r);
+    // A deleted item keeps its deleted seqs after the purge dropped its tombstone: a new
+    // incarnation continues after them (its ids never repeat a deleted incarnation's).
+    // Read for items with a marker (someone began writing them) but no visible row: deleted,
+    // or a creation that never committed.
+    const withRows = new Set(existing.map((r) => r.item_id));
+    const floors = await pc.markers.floorsOf(toRead.filter((id) => !withRows.has(id)));
+    const read = buildTracks(existing, (id) => Math.max(deletedThrough(tombstones, id), floors.get(id) ?? 0), toRead);
+    for (const id of toRead) tracks.set(id, read.get(id) ?? cloneTrack(undefined));
+  }
+  const eventTsUs = pc.opts.clock.nowMs() * 1000;
+  const rows: EventRow[] = [];
+  const plans: Array<{ req: Request; acks: Ack[]; fresh: Ack[] }> = [];
+  for (const req of group) {
+    try {
+      const overlay = new Map<string, ItemTrack>();
+      const acks: Ack[] = [];
+      const fresh: Ack[] = [];
+      const reqRows: EventRow[] = [];
+      for (const b of req.batches) {
+        const t = overlay.get(b.itemId) ?? cloneTrack(tracks.get(b.itemId));
+        overlay.set(b.itemId, t);
+        const { ack, rows: batchRows } = sequence(b, t, writerEpoch, eventTsUs);
+        acks.push(ack);
+        if (batchRows.length > 0) {
+          fresh.push(ack);
+          reqRows.push(...batchRows);
+        }
+      }
+      for (const [id, t] of overlay) tracks.set(id, t);
+      rows.push(...reqRows);
+      plans.push({ req, acks, fresh });
+    } catch (e) {
+      req.reject(e);
+    }
+  }
+  return { epoch: writerEpoch, itemIds, rows, plans, tracks, markers, ownMarkers };
+}
