@@ -3,7 +3,7 @@
  * JSON -> PreparedBatch (validated, values encoded, deterministic ids) -> EventRow[] once the
  * writer knows the seq, epoch and time.
  *
- * Decisions where the contract is silent:
+ * Decisions beyond the batch's shape (for callers: docs/contract.md, "Checkpoint batch"):
  *  - Optional members given as `null` are treated as absent (Python clients send None).
  *  - Unknown keys are rejected at every level (top, create, step, failed), naming the key.
  *  - Ids (itemId, runId, rootItemId, parentItemId, step.name, step.instanceId, errorType):
