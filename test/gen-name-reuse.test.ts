@@ -162,7 +162,7 @@ describe('a generation whose making failed', () => {
     expect(await read()).toBe(5);
   });
 
-  // review38: the log's id is put (when none is listed) after a new generation's dataset and
+  // The log's id is put (when none is listed) after a new generation's dataset and
   // before its marker; a failure there is one before the marker too.
   it('is not looked for when the log id PUT failed (before its marker was sent)', async () => {
     const s = setup();

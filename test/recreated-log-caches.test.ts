@@ -1,9 +1,10 @@
 /**
- * Review of 557a8fc: a read in flight across another read's clear (noteLogId changed) puts back
+ * A log deleted and made again at the same place, read by a long-lived reader: the caches a
+ * log-id change clears stay cleared. A read in flight across another read's clear (noteLogId changed) put back
  * what it fetched of the OLD log into the caches the clear emptied (here the seal cache: readSeal
- * sets it when its GET answers). Later reads of the new log (same id, no clear) take the old
+ * sets it when its GET answers). Later reads of the new log (same id, no clear) took the old
  * log's seal of a reused epoch name and read its generation at the old version: an acked batch
- * of the new log is missing.
+ * of the new log was missing.
  */
 import { promises as fs } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -14,8 +15,8 @@ const { setup, keep } = raceFixture(60_000);
 const names = async (log: { items(): Promise<{ items: { itemId: string }[] }> }) => (await log.items()).items.map((i) => i.itemId).sort();
 const noMerge = { beforeMergeStep: (step: string) => { if (step === 'read') throw new Error('merge held off (test)'); } };
 
-describe('review38: a read in flight refills the seal cache after a log-id change', () => {
-  it('a later read of the new log uses the old log seal of the same epoch name', async () => {
+describe('a read in flight across a log-id change', () => {
+  it('does not refill the seal cache with the old log\'s seal: later reads of the new log see every acked batch', async () => {
     const { open, root, leases, clock } = setup();
     // The old log: epoch s00-e000001 sealed at one commit (its generation left unmerged).
     const W1 = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, hooks: noMerge });
