@@ -263,3 +263,25 @@ describe('folds through the fold projection', () => {
     expect(D.counts.base).toBeLessThan(2 * ids.length);
   });
 });
+
+describe('rows files: the local read plan (the end, then the rest)', () => {
+  it('returns the right rows for every item of files from 100 B to 200 KB, directories shorter and longer than the end, items across its start', async () => {
+    const objects = new LocalObjectStore(tempRoot());
+    let checked = 0;
+    for (const [n, idLen, tbLen] of [[1, 1, 0], [3, 4, 10], [20, 8, 400], [60, 40, 250], [200, 120, 30], [40, 20, 4000], [1000, 10, 100]] as const) {
+      const ids = Array.from({ length: n }, (_, i) => `${String(i).padStart(5, '0')}${randomBytes(idLen).toString('hex')}`);
+      const items = ids.map((id) => [id, [row(id, 1, { traceback: randomBytes(tbLen).toString('base64') }), row(id, 2, { traceback: '' })]] as const);
+      const key = `_dgcl/projection/rows-v1-${n}-${idLen}-${tbLen}.bin`;
+      const file = encodeRowsFile(items);
+      await objects.putIfAbsent(key, file);
+      expect(decodeRowsFile(file)).toEqual(items);
+      const dirs = new RowsDirectories(objects);
+      for (const [id, rows] of items) {
+        expect(await dirs.itemRows(key, id), `${key} ${id} (file ${file.length} B)`).toEqual(rows);
+        checked++;
+      }
+      expect(await dirs.itemRows(key, 'zzz-none')).toEqual([]);
+    }
+    expect(checked).toBe(1324);
+  });
+});
