@@ -1,9 +1,8 @@
 /**
- * Adversarial review 3 (the fixes made after review 2, on main at 6c5a42a): interleavings that
- * break a promise of docs/design/invariants.md or deletion.md. Each test forces one schedule with
- * promises (tapped stores, sync wrappers, writer/merge hooks; no sleeps) on a local root with
- * real Lance, and asserts what a user sees. Each one FAILS on main; the failure is the finding
- * (see the review report). This branch changes no lib/ code.
+ * The maintenance pass's compaction step on a local root keeps every merged row in a durable file
+ * at each base fsync (docs/design/invariants.md, "Power loss on a local root"), also when a
+ * writer's merge commits between its two optimize calls. The schedule is forced with promises
+ * (tapped stores, sync wrappers, writer/merge hooks; no sleeps) on a local root with real Lance.
  */
 import { describe, expect, it } from 'vitest';
 import type { ManualClock } from '../lib/clock.ts';
@@ -17,11 +16,9 @@ import { baseDataFiles, eventsOf, EXPERIMENT, Pause, PIPELINE, raceFixture, sett
 const LONG_TTL = 10 * 3_600_000;
 const { setup, rawLog: fixtureLog } = raceFixture(LONG_TTL);
 const rawLog = (root: string, leases: LeaseStore, clock: ManualClock, extra: Partial<LanceLogOptions>) =>
-  fixtureLog(root, leases, clock, { owner: 'review3', leaseTtlMs: LONG_TTL, ...extra });
+  fixtureLog(root, leases, clock, { owner: 'compaction-test', leaseTtlMs: LONG_TTL, ...extra });
 
-
-
-describe('review3 F1: the compaction step\'s second optimize compacts too, and prunes before its fsync', () => {
+describe('the compaction step with a merge between its two optimize calls (the second compacts too, and prunes)', () => {
   // maintain.ts runs optimize(no cleanup) -> sync -> optimize(cleanup) -> sync. But the second
   // optimize is a whole optimize: it compacts again, then prunes, then the sync comes. A writer's
   // merge that commits a fragment between the two calls (fsynced by the merge, its shard then
@@ -45,7 +42,7 @@ describe('review3 F1: the compaction step\'s second optimize compacts too, and p
     let durable: Set<string> | null = null;
     let atSecond: { gone: string[]; fresh: string[] } | null = null;
     const M = rawLog(root, leases, clock, {
-      owner: 'review3-maintainer',
+      owner: 'compaction-test-maintainer',
       versionRetentionMs: 0,
       wrapSync: async (name, run) => {
         if (name !== 'base') return run();
