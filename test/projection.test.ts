@@ -250,7 +250,7 @@ describe('the item listing projection', () => {
     expect(first).toEqual(await fragmentRows(await tables.baseAt(v1)));
     // The next page pins the same handle: the same count, not a second pass over the row ids.
     expect(await cache.fragmentRowsOf(await tables.baseAt(v1))).toBe(first);
-    // Another handle (of what may be another dataset at the same place: review22 R1) is counted.
+    // Another handle (of what may be another dataset at the same place: test/recreated-log.test.ts) is counted.
     const other = await cache.fragmentRowsOf(await new LanceTables(A.log.uri, undefined, objects).baseAt(v1));
     expect(other).not.toBe(first);
     expect(other).toEqual(first);

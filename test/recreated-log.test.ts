@@ -11,7 +11,10 @@
  */
 import { promises as fs } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { summarize } from '../lib/fold.ts';
 import { META_DIR } from '../lib/log/layout.ts';
+import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/read/summary.ts';
+import type { Ack } from '../lib/types.ts';
 import { createBatch } from './support/batches.ts';
 import { eventsOf, Pause, raceFixture, settle, sharedLeases, tempRoot, testLog, withFreshReader } from './support/race-kit.ts';
 
@@ -194,5 +197,51 @@ describe('a read in flight across a log-id change', () => {
     expect(fresh).toEqual(['x', 'y']);
     expect(read2.ok && read2.value).toEqual(['x', 'y']);
     expect(read3.ok && read3.value, 'read #3 starts after y was acked and after read #2 saw it').toEqual(['x', 'y']);
+  });
+});
+
+// The count of live rows per base fragment was cached by the base version number alone. A process
+// that listed a log which is then deleted and made again at the same place reused the old base's
+// count once the new base reached that version number: the projection it held of the old log
+// "covered" it, and `items()` / `failures()` answered with the deleted log's items (the new log's
+// acked items missing) even though the base handle it pinned was a fresh one of the new dataset.
+describe('the base count cache (ProjectionCache.fragmentRowsOf) of a log made again', () => {
+  it('a process that listed a log deleted and made again lists the new log at the same base version', async () => {
+    const { open } = setup();
+    const R = open({}); // a long-lived reader (a report server, a dashboard)
+
+    // The first log: two items, merged; maintenance builds the projection.
+    const W1 = open({ mergeEveryCommits: 1000 });
+    await W1.log.append([createBatch('old-a'), createBatch('old-b')]);
+    await W1.log.mergeOwnShard();
+    await W1.log.close();
+    await open({}).log.maintain();
+    expect((await R.log.items()).items.map((i) => i.itemId)).toEqual(['old-a', 'old-b']);
+    const counted = (await R.log.stats()).base.version;
+    // One more merge; R's next read pins the newer version (its pinned base handle moves on).
+    const W2 = open({ mergeEveryCommits: 1000 });
+    await W2.log.append([createBatch('old-c')]);
+    await W2.log.mergeOwnShard();
+    await W2.log.close();
+    await R.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
+
+    // The log is deleted and made again at the same place; its base reaches the same version.
+    await fs.rm(R.log.uri, { recursive: true, force: true });
+    const W3 = open({ mergeEveryCommits: 1000 });
+    const acks: Ack[] = await W3.log.append([createBatch('new-x')]);
+    await W3.log.mergeOwnShard();
+    await W3.log.close();
+    await open({}).log.maintain();
+    const F = open({});
+    expect((await F.log.stats()).base.version, 'the new base is at the version R counted').toBe(counted);
+    const want = (await F.log.allStates({ fields: false })).map(summarize);
+    expect(want.map((s) => s.itemId)).toEqual(['new-x']);
+
+    // R lists through the projection: a fresh pinned handle of the new base, the old count.
+    expect((await R.log.items()).items, 'items() of the process that listed the old log').toEqual(want);
+    // And folds: the fold projection's index is the stored one, not one R held (its rows files
+    // are named by fragment and rows, which the new log reuses).
+    expect(await R.log.fold('new-x'), 'a fold in the process that listed the old log').toEqual(await F.log.fold('new-x'));
+    expect(acks[0]!.itemId).toBe('new-x');
   });
 });
