@@ -21,6 +21,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { summarize } from '../lib/fold.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { expectDurable, Gate, Pause, raceFixture, settle, startRead, withFreshReader, type TestLog } from './support/race-kit.ts';

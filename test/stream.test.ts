@@ -10,6 +10,7 @@ import { summarize } from '../lib/fold.ts';
 import type { LeaseStore } from '../lib/lease/types.ts';
 import type { LanceCheckpointLog, LanceLogOptions } from '../lib/log/log.ts';
 import type { Table, TableWrapper } from '../lib/log/tables.ts';
+import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { eventsOf, Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
 
