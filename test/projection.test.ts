@@ -336,12 +336,12 @@ describe('the item listing projection', () => {
     await expectProjected(fresh.log, 'restored');
 
     // A head left without a chunk (a stale maintainer's cleanup cut short): the next pass counts
-    // that fragment again instead of trusting the head (review31 F2).
+    // that fragment again instead of trusting the head.
     await objects.delete(fragKey);
     expect((await M.log.maintain()).projection?.countedRows, 'counted again').toBe(fRows);
     await expectProjected(open({ slot: 0, slots: 1, owner: 'reader3' }).log, 'after a chunk went missing');
   });
-  it('no projection file keeps a purged item, also when deleting the index failed once (review31b)', async () => {
+  it('no projection file keeps a purged item, also when deleting the index failed once', async () => {
     const { open, clock } = setup();
     const A = open({ slot: 0, slots: 2 });
     await A.log.append(batches(5, 0));
@@ -388,7 +388,7 @@ describe('the item listing projection', () => {
     expect((await M.log.maintain()).failures).toEqual([]);
     const { objects } = whiteBox(A.log);
     const docsMentioning = (needle: string) => projectionFilesHolding(objects, needle);
-    // The fragment's last item: the index names it too (review31 F1).
+    // The fragment's last item: the index names it too.
     expect(await docsMentioning('it-019'), 'the check below can fail: the documents hold the item').toEqual(expect.arrayContaining(['items.json']));
     expect(await docsMentioning('the doomed item says hi'), 'its traceback is in a rows file too').toEqual(expect.arrayContaining([expect.stringMatching(/^rows-v1-/)]));
 
