@@ -105,7 +105,7 @@ describe('a generation whose making failed', () => {
     expect(await read()).toBe(5);
   });
 
-  // review30 #1: without this a retirement that ignored whether the marker was there passed every test.
+  // Without this a retirement that ignored whether the marker was there passed every test.
   it('a merge round before its late marker lands keeps the name; the round after it lands retires it; reads never fail', async () => {
     const s = setup();
     const A = s.open({ slot: 0, slots: 2, owner: 'a', mergeEveryCommits: 2, cachedItems: 0 });
@@ -162,7 +162,7 @@ describe('a generation whose making failed', () => {
     expect(await read()).toBe(5);
   });
 
-  // review38: the log's id is put (when none is listed) after a new generation's dataset and
+  // The log's id is put (when none is listed) after a new generation's dataset and
   // before its marker; a failure there is one before the marker too.
   it('is not looked for when the log id PUT failed (before its marker was sent)', async () => {
     const s = setup();
@@ -189,7 +189,7 @@ describe('a generation whose making failed', () => {
     expect(await read()).toBe(5);
   });
 
-  // review28 F1, against a first version of the fix that retired the given-up name at once: its
+  // Against a first version of the fix that retired the given-up name at once: its
   // marker PUT timed out and landed after the retirement, a marker without a dataset in a live
   // epoch, and every read failed until the epoch was sealed.
   it('is not retired while its marker may still land: landing late, it is an empty generation readers read, retired by close()', async () => {
@@ -250,7 +250,7 @@ describe('a generation whose making failed', () => {
     }
   });
 
-  // review29: close() retired a made-ahead generation whose making failed before its marker was
+  // close() once retired a made-ahead generation whose making failed before its marker was
   // there; the marker PUT, timed out, landed after the retirement, and close()'s seal failed: a
   // marker without a dataset in a live epoch, and every read failed until the lease ran out.
   it('made ahead, is not retired by close() while its marker may still land', async () => {

@@ -3,13 +3,15 @@
  * what exists near it, and creates nothing; writing a new log stays one append. Real logs in temp
  * folders, the CLI as real processes.
  */
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { listExperiments } from '../functions/shared/experiments.ts';
 import { LogNotFoundError, NotFoundError } from '../lib/errors.ts';
 import { exportItems, openLog, report } from '../lib/index.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import { parseRoot } from '../lib/storage/location.ts';
 import { createBatch } from './support/batches.ts';
 import { dgcl } from './support/proc.ts';
 import { tree } from './support/tree.ts';
@@ -147,5 +149,29 @@ describe('a log that does not exist', () => {
       expect(r.stderr, c[0]).toBe(`dgcl: LOG_NOT_FOUND: no log at ${path.join(root, 'datagen_checkpoints/qa/exp-typo/log.lance')}; experiments of pipeline "qa": exp-a, exp-b\n`);
     }
     expect(tree(root)).toEqual(before);
+  });
+
+  // maintain() resolves the log's coordination store first; with create: true that made the
+  // choice record (`log.lance/_dgcl/coordination`, and with a DynamoDB lease store a sentinel item
+  // in the table that is never deleted) for an experiment with no log (a typo in `dgcl maintain`,
+  // a handler call with an experiment name). From then on the folder counted as a log: the
+  // scheduled maintenance listed it (functions/shared/experiments.ts) and maintained it on every
+  // run, and the first real writer inherited a choice the maintainer made with ITS configuration.
+  // A maintainer only checks: with no record it needs none (no table record can exist before the
+  // record names the table, and old claims are objects), both at the start and in the claims step.
+  it('maintaining an experiment that has no log makes no log: no coordination record, not listed by the scheduled maintenance', async () => {
+    const fresh = mkdtempSync(path.join(tmpdir(), 'dgcl-nolog-maintain-'));
+    try {
+      const log = await openLog({ root: fresh, pipeline: 'p', experiment: 'typo' });
+      try {
+        await expect(log.maintain()).rejects.toMatchObject({ code: 'LOG_NOT_FOUND' });
+      } finally {
+        await log.close();
+      }
+      const experiments = await listExperiments(parseRoot(fresh), {});
+      expect({ logFolder: existsSync(path.join(fresh, 'datagen_checkpoints', 'p', 'typo', 'log.lance')), experiments }).toEqual({ logFolder: false, experiments: [] });
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
   });
 });

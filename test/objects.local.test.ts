@@ -1,4 +1,5 @@
-import { promises as fs } from 'node:fs';
+import { promises as fs, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -64,4 +65,42 @@ describe('LocalObjectStore specifics', () => {
     expect(await store.deletePrefix('_dgcl/retired')).toBe(0);
     expect(await tree(dir)).toEqual(before);
   });
+});
+
+describe('LocalObjectStore: puts that create their folder only when the write finds it missing', () => {
+  it('a key below an object: putIfAbsent is INVALID_INPUT (direct parent or further up), put UNAVAILABLE; nothing is left behind', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'dgcl-objects-local-'));
+    const store = new LocalObjectStore(dir);
+    expect(await store.putIfAbsent('a', 'x')).toBe(true);
+    for (const key of ['a/b', 'a/b/c/d']) {
+      for (const durable of [true, false]) {
+        await expect(store.putIfAbsent(key, 'y', { durable }), `${key} durable ${durable}`).rejects.toMatchObject({ code: 'INVALID_INPUT', field: 'key' });
+      }
+      await expect(store.put(key, 'y'), key).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    }
+    expect(readdirSync(dir, { recursive: true })).toEqual(['a']);
+    expect(await store.get('a')).toBe('x');
+  });
+
+  it('many putIfAbsent of one key in a missing folder while a neighbour key is put and deleted (pruning the folder): exactly one wins each round', async () => {
+    const store = new LocalObjectStore(mkdtempSync(path.join(tmpdir(), 'dgcl-objects-local-')));
+    for (let round = 0; round < 150; round++) {
+      let stop = false;
+      let started!: () => void;
+      const running = new Promise<void>((resolve) => (started = resolve));
+      const churn = (async () => {
+        while (!stop) {
+          await store.put(`f${round}/g/s`, 'x');
+          await store.delete(`f${round}/g/s`); // prunes f<round>/g and f<round> when empty
+          started();
+        }
+      })();
+      await running; // the folder is being created and pruned while the writers start
+      const results = await Promise.all(Array.from({ length: 6 }, (_, j) => store.putIfAbsent(`f${round}/g/k`, `w${j}`, { durable: j % 2 === 0 })));
+      stop = true;
+      await churn;
+      expect(results.filter((r) => r).length, `round ${round}: ${JSON.stringify(results)}`).toBe(1);
+      expect(await store.get(`f${round}/g/k`)).toBe(`w${results.indexOf(true)}`);
+    }
+  }, 60_000);
 });

@@ -392,7 +392,7 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
   });
 
   // review12 F3: a put the server refused (SlowDown: nothing landed) is not resent either; the
-  // writer retries its item markers itself, each time with a new body (test/review12.test.ts).
+  // writer retries its item markers itself, each time with a new body (test/item-marker-retry.test.ts).
   it('does not resend a plain put the server refused with SlowDown either', async () => {
     let first = true;
     const t = scene((r) => (plainPut(r) && first ? ((first = false), s3Error(503, 'SlowDown', 'Please reduce your request rate.')) : 'forward'));

@@ -9,7 +9,7 @@ import { promises as fs } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
-import { landUnconfirmed, raceFixture, sharedLeases, tempRoot, testLog, withFreshReader } from './support/race-kit.ts';
+import { landUnconfirmed, Pause, raceFixture, settle, sharedLeases, tempRoot, testLog, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
 const { setup } = raceFixture(TTL);
@@ -71,7 +71,7 @@ describe("a writer's point reads of its own generations", () => {
   });
 
   // Two guards send this read to storage: the generation is sealed (read at its seal), and the
-  // commit is still landing (review39). Each alone suffices here.
+  // commit is still landing. Each alone suffices here.
   it('read a generation sealed by a takeover at its seal, which holds a commit the writer never confirmed', async () => {
     const { open, root, leases, clock } = setup();
     const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'w' });
@@ -91,7 +91,7 @@ describe("a writer's point reads of its own generations", () => {
     expect(await W.log.trajectory('x')).toEqual(fresh);
   });
 
-  it('of an item whose commit is landing come from storage; of other items, from memory still (review39)', async () => {
+  it('of an item whose commit is landing come from storage; of other items, from memory still', async () => {
     const { open, root, leases, clock } = setup();
     const names: string[] = [];
     const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'w', tableTap: { beforeRead: (n) => void names.push(n) } });
@@ -132,5 +132,161 @@ describe("a writer's point reads of its own generations", () => {
       await F.log.close();
       await leases2.close();
     }
+  });
+});
+
+// Between a commit's add and its confirmation the commit is visible to every storage read at the
+// latest version, in any process, but was not yet in the writer's memory, so a point read of the
+// item in the writer's process that started after such a read ended showed less (I3); within the
+// process too (its whole-log reads read the generation from storage). Fixed: the writer marks the
+// commit's items as landing from just before its add until their rows are kept (or the epoch
+// ends), and reads of those items in that generation go to storage meanwhile.
+const steps = (t: Array<{ stepName?: string | null }>) => t.map((e) => e.stepName);
+
+describe("a writer's point reads of a commit landed but not yet confirmed (I3 across processes)", () => {
+  it("W's own read that starts after a fresh reader showed W's landed commit shows it too", async () => {
+    const { open, root, leases, clock } = setup();
+    const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'w' });
+    await W.log.append([createBatch('x')]); // the generation's first confirmed commit: W keeps its rows
+    // W's next commit to the same generation lands; its fsync + epoch check are held.
+    const held = await landUnconfirmed(W, stepBatch('x', 1));
+    // Another process reads x (the generation live, at its latest version): it shows step1.
+    const fresh = await withFreshReader(root, leases, clock, (r) => r.trajectory('x'));
+    expect(steps(fresh), 'a reader of any other process shows the landed commit').toContain('step1');
+    // A read in W's process that starts after that read ended (I3: shows at least what it showed).
+    const own = await W.log.trajectory('x');
+    const ownFold = await W.log.fold('x');
+    held.release();
+    expect((await held.answer).ok, 'the commit is then acked').toBe(true);
+    expect(steps(own), "W's later read shows what the earlier read showed (I3)").toEqual(steps(fresh));
+    expect(ownFold.lastSeq, "W's fold too").toBe(fresh[fresh.length - 1]!.itemSeq);
+  });
+});
+
+describe("a writer's point reads of a commit landed but not yet confirmed, within one process (a whole-log read, then a point read)", () => {
+  it("W's fold that starts after W's allStates() showed its landed commit shows it too", async () => {
+    const { open } = setup();
+    const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'w' });
+    await W.log.append([createBatch('x')]);
+    const held = await landUnconfirmed(W, stepBatch('x', 1));
+    const all = await W.log.allStates(); // reads W's generation from storage, at its latest version
+    const before = all.find((s) => s.itemId === 'x')!;
+    const after = await W.log.fold('x'); // from W's memory of confirmed commits
+    held.release();
+    const acked = await held.answer;
+    expect(acked.ok, 'the commit is then acked').toBe(true);
+    const lastSeq = acked.ok ? acked.value[0]!.lastSeq : -1;
+    expect(before.lastSeq, 'allStates showed step1 (landed, not yet confirmed)').toBe(lastSeq);
+    expect(after.lastSeq, "W's later fold shows at least what its earlier read showed (I3)").toBe(lastSeq);
+  });
+});
+
+// The paths where a writer's commit lands but is never kept in memory (the landing mark above).
+// Each compares the writer's point reads with a fresh reader's, during and after, and checks the
+// fast path is back once a new epoch commits (the mark is not left set).
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 2000 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));
+  expect(cond()).toBe(true);
+}
+
+describe("a writer's point reads of commits that land and are never kept", () => {
+  it('a group of two items whose add lands, then throws: reads equal a fresh reader during and after; the next epoch reads from memory', async () => {
+    const { open, root, leases, clock } = setup();
+    const names: string[] = [];
+    const landed = new Pause();
+    let fail = false;
+    const W = open({
+      slot: 0,
+      slots: 1,
+      mergeEveryCommits: 1000,
+      owner: 'w',
+      tableTap: {
+        beforeRead: (n) => void names.push(n),
+        add: async (_name, run) => {
+          const r = await run();
+          if (fail) {
+            await landed.hit();
+            throw new Error('answer lost');
+          }
+          return r;
+        },
+      },
+    });
+    await W.log.append([createBatch('x'), createBatch('y'), createBatch('z')]);
+    fail = true;
+    const late = settle(W.log.append([stepBatch('x', 1), stepBatch('y', 1)]));
+    await landed.reached.promise;
+    fail = false;
+    const fresh = await withFreshReader(root, leases, clock, async (r) => ({ x: await r.trajectory('x'), y: await r.trajectory('y'), z: await r.fold('z') }));
+    expect(steps(fresh.x)).toContain('step1');
+    expect(await W.log.trajectory('x')).toEqual(fresh.x);
+    expect(await W.log.trajectory('y')).toEqual(fresh.y);
+    expect(await W.log.fold('z')).toEqual(fresh.z);
+    landed.release();
+    expect((await late).ok).toBe(false);
+    const after = await withFreshReader(root, leases, clock, async (r) => ({ x: await r.trajectory('x'), y: await r.trajectory('y') }));
+    expect(await W.log.trajectory('x')).toEqual(after.x);
+    expect(await W.log.trajectory('y')).toEqual(after.y);
+    expect(steps(after.x), 'the landed commit stays (sealed in)').toEqual(steps(fresh.x));
+    // A new epoch: its generation's reads come from memory again (no landing mark left behind).
+    const acks = await W.log.append([stepBatch('x', 2)]);
+    const epoch = W.log.writerEpoch!;
+    const gen = (await W.log.stats()).shards.map((s) => s.name).find((n) => n.startsWith(`${epoch}-g`));
+    names.length = 0;
+    const x = await W.log.trajectory('x');
+    expect(x.at(-1)!.itemSeq).toBe(acks[0]!.lastSeq);
+    expect(x).toEqual(await withFreshReader(root, leases, clock, (r) => r.trajectory('x')));
+    expect(gen, 'the new epoch\'s first generation is live').toBe(`${epoch}-g000001`);
+    expect(names.filter((n) => n === gen), 'read from memory').toEqual([]);
+  });
+
+  it('a background merge drops the slot (fenced, not yet sealed) while a commit is landing: reads equal a fresh reader', async () => {
+    const { open, root, leases, clock } = setup();
+    const W = open({ slot: 0, slots: 1, mergeEveryCommits: 2, owner: 'w' });
+    await W.log.append([createBatch('x')]);
+    // The second commit freezes generation 1; its merge reads the seal first: held there.
+    const mergeSeal = new Pause();
+    let holdSeal = true;
+    W.objects.tap.before = async (op, key) => {
+      if (op === 'get' && key.includes('/seal.') && holdSeal) {
+        holdSeal = false;
+        await mergeSeal.hit();
+      }
+    };
+    await W.log.append([stepBatch('x', 1)]);
+    await mergeSeal.reached.promise;
+    // The next commit (into the made-ahead generation) lands; its epoch check is held.
+    const checking = new Pause();
+    let checks = 0;
+    W.leases.tap.before = async (op) => {
+      if (op === 'assertCurrent' && ++checks === 1) await checking.hit();
+    };
+    const late = settle(W.log.append([stepBatch('x', 2)]));
+    await checking.reached.promise;
+    // B takes the slot; its fence is held (W's epoch still reads as live at latest).
+    clock.advance(2 * TTL);
+    const B = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'b' });
+    const fencing = new Pause();
+    B.objects.tap.before = async (op, key) => {
+      if (key.includes('/fence.') && (op === 'put' || op === 'putIfAbsent')) await fencing.hit();
+    };
+    const bAppend = settle(B.log.append([createBatch('y')]));
+    await fencing.reached.promise;
+    // W's merge goes on: no seal, its epoch check fails (fenced): it drops the slot.
+    mergeSeal.release();
+    await until(() => W.log.writerEpoch === null);
+    const fresh = await withFreshReader(root, leases, clock, (r) => r.trajectory('x'));
+    expect(steps(fresh)).toContain('step2');
+    expect(await W.log.trajectory('x')).toEqual(fresh);
+    expect((await W.log.fold('x')).lastSeq).toBe(fresh.at(-1)!.itemSeq);
+    fencing.release();
+    expect((await bAppend).ok).toBe(true);
+    W.leases.tap.before = undefined;
+    checking.release();
+    const answer = await late;
+    expect(answer.ok ? 'acked' : (answer.error as { code?: string }).code).toBe('FENCED');
+    const after = await withFreshReader(root, leases, clock, (r) => r.trajectory('x'));
+    expect(steps(after)).toEqual(steps(fresh));
+    expect(await W.log.trajectory('x')).toEqual(after);
   });
 });

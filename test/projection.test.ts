@@ -7,6 +7,7 @@
  * the folds.
  */
 import { describe, expect, it } from 'vitest';
+import type { ItemSummary } from '../lib/api.ts';
 import { summarize } from '../lib/fold.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
 import { refreshProjection } from '../lib/log/projection/build.ts';
@@ -19,6 +20,7 @@ import { LanceTables } from '../lib/log/tables.ts';
 import { rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { raceFixture } from './support/race-kit.ts';
+import { createBatch } from './support/batches.ts';
 
 const { setup } = raceFixture(60_000);
 
@@ -248,7 +250,7 @@ describe('the item listing projection', () => {
     expect(first).toEqual(await fragmentRows(await tables.baseAt(v1)));
     // The next page pins the same handle: the same count, not a second pass over the row ids.
     expect(await cache.fragmentRowsOf(await tables.baseAt(v1))).toBe(first);
-    // Another handle (of what may be another dataset at the same place: review22 R1) is counted.
+    // Another handle (of what may be another dataset at the same place: test/recreated-log.test.ts) is counted.
     const other = await cache.fragmentRowsOf(await new LanceTables(A.log.uri, undefined, objects).baseAt(v1));
     expect(other).not.toBe(first);
     expect(other).toEqual(first);
@@ -334,12 +336,12 @@ describe('the item listing projection', () => {
     await expectProjected(fresh.log, 'restored');
 
     // A head left without a chunk (a stale maintainer's cleanup cut short): the next pass counts
-    // that fragment again instead of trusting the head (review31 F2).
+    // that fragment again instead of trusting the head.
     await objects.delete(fragKey);
     expect((await M.log.maintain()).projection?.countedRows, 'counted again').toBe(fRows);
     await expectProjected(open({ slot: 0, slots: 1, owner: 'reader3' }).log, 'after a chunk went missing');
   });
-  it('no projection file keeps a purged item, also when deleting the index failed once (review31b)', async () => {
+  it('no projection file keeps a purged item, also when deleting the index failed once', async () => {
     const { open, clock } = setup();
     const A = open({ slot: 0, slots: 2 });
     await A.log.append(batches(5, 0));
@@ -386,7 +388,7 @@ describe('the item listing projection', () => {
     expect((await M.log.maintain()).failures).toEqual([]);
     const { objects } = whiteBox(A.log);
     const docsMentioning = (needle: string) => projectionFilesHolding(objects, needle);
-    // The fragment's last item: the index names it too (review31 F1).
+    // The fragment's last item: the index names it too.
     expect(await docsMentioning('it-019'), 'the check below can fail: the documents hold the item').toEqual(expect.arrayContaining(['items.json']));
     expect(await docsMentioning('the doomed item says hi'), 'its traceback is in a rows file too').toEqual(expect.arrayContaining([expect.stringMatching(/^rows-v1-/)]));
 
@@ -414,5 +416,67 @@ describe('the item listing projection', () => {
     expect(await docsMentioning('it-019')).toEqual([]);
     expect(await M.log.projected(), 'rebuilt by the next pass').not.toBeNull();
     await expectProjected(M.log, 'rebuilt after the purge');
+  });
+});
+
+/** A step `name` (index `index`) of `itemId` that sets the field `name`. */
+function namedStepBatch(itemId: string, name: string, index: number): unknown {
+  return { itemId, runId: 'r', step: { name, index }, set: { [name]: index } };
+}
+
+// Maintenance decided which fragments needed a document from the names in the projection folder
+// alone, while readers ignore a document of another format. A document stored under the name this
+// release looks up but written by another release (the next FORMAT bump: the name did not carry
+// the format) was taken as written: never counted again, named by every index, and every listing
+// scanned the log from then on (a full-size fragment never changes, so nothing ever replaced it).
+// The single document before this version was rebuilt whole when unusable.
+describe('the item listing projection: a fragment document of another format', () => {
+  it('under the looked-up name is counted again by the next pass', async () => {
+    const { open } = setup();
+    const A = open({ slot: 0, slots: 1 });
+    await A.log.append([createBatch('a'), createBatch('b')]);
+    await A.log.append([namedStepBatch('a', 'load', 0), namedStepBatch('b', 'load', 0)]);
+    await A.log.mergeOwnShard();
+    const rows = (await A.log.stats()).base.rows;
+    // What the release before the next FORMAT bump leaves: its index and, per fragment, a
+    // document under `frag-<id>-<rows>.json` in its own format. Fragment and row count as this
+    // base has them (one merge: one fragment, id 0).
+    const oldIndex = { format: 1, baseVersion: 1, fragments: [[0, rows]] };
+    const oldDoc = { format: 1, fragment: 0, rows, items: [] };
+    await A.objects.inner.put(PROJECTION_KEY, JSON.stringify(oldIndex));
+    await A.objects.inner.put(`${PROJECTION_DIR}/frag-0-${rows}.json`, JSON.stringify(oldDoc));
+
+    const M = open({ slot: 0, slots: 1, owner: 'maintainer' });
+    const rep = await M.log.maintain();
+    expect(rep.failures).toEqual([]);
+    expect(rep.projection, 'every row counted in this format').toMatchObject({ fragments: 1, countedRows: rows });
+    const R = open({ slot: 0, slots: 1, owner: 'reader' });
+    expect(await R.log.projected(), 'a fresh reader uses the projection').toEqual(await scanned(R.log));
+    expect(await A.objects.inner.list(PROJECTION_DIR), 'the other release\'s document is gone').not.toContain(`frag-0-${rows}.json`);
+  });
+});
+
+// The projection a process keeps was handed out by reference: `items()` returned the cached
+// aggregate's cursor object itself, so a caller changing a page it was given changed every later
+// listing of that process (the scan answers from fresh objects every time).
+describe('the item listing projection: listings handed out', () => {
+  it('a caller changing a listing it was given does not change later listings', async () => {
+    const { open } = setup();
+    const A = open({ slot: 0, slots: 1 });
+    await A.log.append([createBatch('a'), createBatch('b')]);
+    await A.log.append([namedStepBatch('a', 'load', 0), namedStepBatch('b', 'load', 0)]);
+    await A.log.mergeOwnShard();
+    const M = open({ slot: 0, slots: 1, owner: 'maintainer' });
+    expect((await M.log.maintain()).projection?.countedRows).toBe((await A.log.stats()).base.rows);
+    expect(await A.log.projected(), 'the listing is served from the projection').not.toBeNull();
+
+    const first = (await A.log.items()).items;
+    const want: ItemSummary[] = structuredClone(first);
+    expect(want[0]!.cursor).toMatchObject({ stepName: 'load', stepIndex: 0 });
+    // What a caller may do with its own page.
+    first[0]!.cursor!.stepName = 'changed by the caller';
+    first[0]!.cursor!.stepIndex = 99;
+    expect((await A.log.items()).items, 'a later listing').toEqual(want);
+    expect((await A.log.items({ status: 'in_progress' })).items, 'a later filtered listing').toEqual(want);
   });
 });

@@ -181,3 +181,41 @@ describe('a merge stalled across a takeover and a purge', () => {
     expect(stats.base.rows, 'the merge had committed when idle() resolved').toBe((await A.log.trajectory('x')).length);
   });
 });
+
+describe('a merge retried after its base commit, across a takeover and a purge', () => {
+  // A writer's merge whose base commit landed and whose retirement failed is retried; with a
+  // takeover between the base commit and the retry, the retry sees the seal and leaves the
+  // generation to the maintainer; nothing is committed again.
+  it('a takeover between the writer\'s base commit and its retry: the retry stops at the seal, the purged rows stay gone', async () => {
+    const s = setup();
+    const { open, clock } = s;
+    let failOnce = true;
+    const A = open({
+      slot: 0,
+      slots: 2,
+      hooks: {
+        beforeMergeStep: (step) => {
+          if (step === 'retire-marker' && failOnce) {
+            failOnce = false;
+            throw new Error('PUT of the retired marker failed');
+          }
+        },
+      },
+    });
+    for (const id of ['doomed', 'bystander']) await A.log.append([batch(id)]);
+    expect((await settle(A.log.mergeOwnShard())).ok, 'base commit done, retirement failed').toBe(false);
+    expect((await A.log.deleteItem('doomed')).deleted).toBe(true);
+    clock.advance(TTL + 1); // A's lease runs out (its keeper's timer does not run on this clock)
+    const B = open({ slot: 0, slots: 2, owner: 'successor' });
+    await B.log.append([batch('other')]); // takes slot 0: seals A's epoch with the generation
+    const M = open({ slot: 1, slots: 2, owner: 'maintainer' });
+    clock.advance(RETENTION);
+    expect((await M.log.maintain()).failures).toEqual([]);
+    clock.advance(RETENTION);
+    expect((await M.log.maintain()).purgedItems).toBe(1);
+    const retry = await A.log.mergeOwnShard();
+    expect(retry).toEqual({ mergedRows: 0, shards: [] });
+    const shown = await withFreshReader(s.root, s.leases, clock, async (log) => (await trajectoryOrNone(log, 'doomed')).length);
+    expect(shown).toBe(0);
+  });
+});

@@ -146,7 +146,7 @@ describe('schema', () => {
         expect(got).toEqual(want);
         // The reference for the other types: apache-arrow's own cell reads. Not for int64 and
         // timestamps (get() gives milliseconds or bigints), nor strings (get() drops a leading
-        // U+FEFF, review17 F3): those are checked against the rows above.
+        // U+FEFF, test/encoded-rows.test.ts): those are checked against the rows above.
         for (const [k, r] of got.entries()) {
           for (const f of whole.schema.fields) {
             if (arrow.DataType.isUtf8(f.type) || f.name === 'event_ts' || f.name === 'value_i64' || f.name === 'item_seq' || f.name === 'step_index' || f.name === 'iteration' || f.name === 'payload_size') continue;

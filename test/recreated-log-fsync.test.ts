@@ -1,5 +1,6 @@
 /**
- * Review of 557a8fc: noteLogId drops every handle, but not LanceTables.syncs. A DatasetSync
+ * A log deleted and made again at the same place, merged by a long-lived maintainer: every file of
+ * the new base is fsynced. noteLogId dropped every handle, but not LanceTables.syncs. A DatasetSync
  * remembers the paths it fsynced; a log made again at the same place has the same manifest
  * paths (_versions/<n>.manifest), so a process that synced the old base skips the new base's
  * manifests (and their folders) before it retires the merged generation.
@@ -27,7 +28,7 @@ async function files(dir: string): Promise<string[]> {
   return out;
 }
 
-describe('review38: a long-lived maintainer merges into a log made again at the same place', () => {
+describe('a long-lived maintainer merges into a log made again at the same place', () => {
   it('every file of the new base is fsynced before the generation is retired', async () => {
     const { open } = setup();
     const M = open({}); // a long-lived maintainer process

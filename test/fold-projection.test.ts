@@ -1,28 +1,28 @@
 /**
- * Review 32: the fold projection (0b4be15, lib/log/projection/fold-rows.ts).
+ * The fold projection (lib/log/projection/fold-rows.ts) across a log's history, with large items
+ * and failing steps.
  *
- *  - F1: a process kept rows-file directories (and parsed listing chunks, and the listing's
- *    index) by names made of fragment id and live rows, which a log deleted and made again at
- *    the same place reuses: its folds returned the deleted log's rows and missed acked ones, its
- *    listings listed the deleted log's items. Now every document's name carries a nonce (see
- *    review33 F1 below) and every read takes the index as stored.
- *  - F2: an item with large values made the projection step fail on every pass (one JSON string
- *    per item, queries sized by rows). Now an item too large for one file is left out (its folds
- *    query Lance) and the queries are sized by bytes.
- *  - F4: a rows-file read that failed for a storage reason failed the fold; now Lance answers.
- *  - review34 F3: each count writes under a new nonce, so a step failing pass after pass left
- *    a set of a fragment's files per pass; a fragment's leftovers are now deleted before it is
- *    counted again.
- *  - review34 F1: a pass of the old history still running after the log was deleted (or
- *    restored) wrote its index and documents into the new one, and the next pass took them for
- *    the new fragments (same ids, same live rows). A fragment's documents are now taken only if
- *    its first item's events in them are those in the fragment.
- *  - review33 F1: the projection id of F1 lived in the log's folder, so a log restored from an
- *    archive kept it, and its merges reused the lost history's fragment ids: the same names
- *    again. Now each fragment's documents get a new nonce whenever they are counted.
- *  - review33 F2: a process kept the base pinned by version number; a log made again at the
- *    same place reaches that number with other files, and the process's scans failed ("Not
- *    found") until the version moved. A read that fails now opens the base's handles again.
+ *  - A process kept rows-file directories (and parsed listing chunks, and the listing's index) by
+ *    names made of fragment id and live rows, which a log deleted and made again at the same place
+ *    reuses: its folds returned the deleted log's rows and missed acked ones, its listings listed
+ *    the deleted log's items. Every document's name carries a nonce (see the restored log below)
+ *    and every read takes the index as stored.
+ *  - An item with large values made the projection step fail on every pass (one JSON string per
+ *    item, queries sized by rows). An item too large for one file is left out (its folds query
+ *    Lance) and the queries are sized by bytes.
+ *  - A rows-file read that fails for a storage reason does not fail the fold: Lance answers.
+ *  - Each count writes under a new nonce, so a step failing pass after pass left a set of a
+ *    fragment's files per pass; a fragment's leftovers are deleted before it is counted again.
+ *  - A pass of the old history still running after the log was deleted (or restored) wrote its
+ *    index and documents into the new one, and the next pass took them for the new fragments
+ *    (same ids, same live rows). A fragment's documents are taken only if its first item's events
+ *    in them are those in the fragment.
+ *  - The projection id lived in the log's folder, so a log restored from an archive kept it, and
+ *    its merges reused the lost history's fragment ids: the same names again. Each fragment's
+ *    documents get a new nonce whenever they are counted.
+ *  - A process kept the base pinned by version number; a log made again at the same place reaches
+ *    that number with other files, and the process's scans failed ("Not found") until the version
+ *    moved. A read that fails opens the base's handles again.
  */
 import { promises as fs } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -44,7 +44,7 @@ async function merged(open: ReturnType<typeof setup>['open'], batches: unknown[]
   if (maintain) expect((await open({}).log.maintain()).failures).toEqual([]);
 }
 
-describe('F1: a log deleted and made again at the same place', () => {
+describe('the fold projection: a log deleted and made again at the same place', () => {
   it('a process that folded and listed the old log folds and lists the new one', async () => {
     const { open } = setup();
     const R = open({}); // a long-lived reader
@@ -69,7 +69,7 @@ describe('F1: a log deleted and made again at the same place', () => {
   });
 });
 
-describe('review33 F2: a base version number the deleted log had', () => {
+describe('the fold projection: a base version number the deleted log had', () => {
   it('a process that scanned the old log at that version scans the new one', async () => {
     const { open } = setup();
     const R = open({});
@@ -88,7 +88,7 @@ describe('review33 F2: a base version number the deleted log had', () => {
   });
 });
 
-describe('review33 F1: a log restored from an archive at the same place', () => {
+describe('the fold projection: a log restored from an archive at the same place', () => {
   it('a process that folded and listed the lost history folds and lists the restored log', async () => {
     const { open } = setup();
     const R = open({});
@@ -123,7 +123,7 @@ describe('review33 F1: a log restored from an archive at the same place', () => 
   });
 });
 
-describe('F2 and F4: items too large for a file, and rows files that cannot be read', () => {
+describe('the fold projection: items too large for a file, and rows files that cannot be read', () => {
   it('leaves out an item larger than a file holds (its folds query Lance), and a storage error sends the fold to Lance', async () => {
     const { open } = setup();
     const W = open({ mergeEveryCommits: 1000 });
@@ -162,7 +162,7 @@ describe('F2 and F4: items too large for a file, and rows files that cannot be r
   });
 });
 
-describe('review34 F3: a projection step that keeps failing', () => {
+describe('the fold projection: a projection step that keeps failing', () => {
   it('does not pile up a fragment\'s leftovers, one set per failed pass', async () => {
     const { open } = setup();
     const W = open({ mergeEveryCommits: 1000 });
@@ -188,7 +188,7 @@ describe('review34 F3: a projection step that keeps failing', () => {
   });
 });
 
-describe('review34 F1: an old history\'s maintenance writing into the new one', () => {
+describe('the fold projection: an old history\'s maintenance writing into the new one', () => {
   it('the next pass does not take its documents for the new fragments: folds and listings answer the new log', async () => {
     const { open } = setup();
     const W1 = open({ mergeEveryCommits: 1000 });
@@ -204,7 +204,7 @@ describe('review34 F1: an old history\'s maintenance writing into the new one', 
     const W2 = open({ mergeEveryCommits: 1000 });
     // The same shape: fragment 0 with the same live rows at the same base version.
     // old-a the same checkpoint in both histories (a re-run of the same inputs): its events are
-    // the same, the fragment's last item is not (review35 F1).
+    // the same, the fragment's last item is not: checking only the first item's events took the old documents.
     await W2.log.append([createBatch('old-a', { set: { prompt: 'OLD LOG' } }), createBatch('new-x')]);
     await W2.log.mergeOwnShard();
     await W2.log.close();

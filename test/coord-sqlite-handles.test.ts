@@ -1,26 +1,23 @@
 /**
- * Review 18: local coordination in one SQLite file (lib/coord/sqlite.ts, lib/coord/choose.ts, the
- * writer's WAL sync before a commit that begins items).
+ * Local coordination in one SQLite file (lib/coord/sqlite.ts, lib/coord/choose.ts, the writer's
+ * WAL sync before a commit that begins items): its handles, connections and durability.
  *
- *  - F1: a handle closed in the turn it queued a write fails the whole turn's transaction, so the
- *    writes other handles of the file (another log handle of the process) queued in that turn are
- *    rejected although nothing was wrong with them (the queued closure looked its connection up
- *    again at flush time, through the now closed handle).
- *  - F2: a write waiting for another process's transaction blocked the whole event loop for up to
- *    the busy timeout (10 s): SQLite's busy handler sleeps inside the synchronous call. Lease
- *    renewals, other logs' acks and reads of the process all stop meanwhile.
- *  - F3: two first calls of a log's coordination store at once (maintain() and the first
- *    append() of a handle, both `create: false`) each open a SqliteCoordStore; only one is kept
- *    and closed by close(), the other's reference leaks: the connection stays open for the life of
- *    the process (its WAL is never checkpointed and removed at the end). Noticed after: a
- *    maintain() still running when close() is called opened the store after close() released
- *    the log's: close() now waits for it.
- *  - F4: an objects-coordinated local log (every log created before 0.3.0, and
- *    `coordination: 'objects'`) still puts a new item's marker without fsync before the commit
- *    whose rows it guards: a power cut that keeps the (fsynced) rows and loses the marker makes the
- *    item look new: its next step is refused as "item not found", a retried creation is acked
- *    `duplicate: false` a second time. The change fixed it for SQLite only.
- * Each test failed before its fix (commits after the one adding this file).
+ *  - A handle closed in the turn it queued a write does not fail the whole turn's transaction (the
+ *    queued closure looked its connection up again at flush time, through the now closed handle,
+ *    so the writes other handles of the file queued in that turn were rejected).
+ *  - A write waiting for another process's transaction does not block the event loop (SQLite's
+ *    busy handler sleeps inside the synchronous call: lease renewals, other logs' acks and reads
+ *    of the process all stopped for up to the busy timeout, 10 s).
+ *  - Two first calls of a log's coordination store at once (maintain() and the first append() of a
+ *    handle, both `create: false`) each opened a SqliteCoordStore; only one was kept and closed by
+ *    close(), the other's connection stayed open for the life of the process (its WAL never
+ *    checkpointed and removed at the end). A maintain() still running when close() is called
+ *    opened the store after close() released the log's: close() waits for it.
+ *  - An objects-coordinated local log (every log created before 0.3.0, and
+ *    `coordination: 'objects'`) puts a new item's marker with fsync before the commit whose rows it
+ *    guards: a power cut that kept the (fsynced) rows and lost the marker made the item look new:
+ *    its next step was refused as "item not found", a retried creation acked `duplicate: false` a
+ *    second time.
  * Not tested here (a timing test at scale): a claim sweep (deleteClaimsOlderThan) is one DELETE in
  * one transaction, scanning every claim: ~1.2 s for 500k of 1M claims on this machine; other
  * processes' writes wait behind it and fail after 10 s (proposed: chunks per transaction).
@@ -35,14 +32,14 @@ import { openLog } from '../lib/index.ts';
 import { claimKey, ITEMS_DIR, itemKey } from '../lib/log/layout.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 
-const root = mkdtempSync(path.join(tmpdir(), 'dgcl-review18-'));
+const root = mkdtempSync(path.join(tmpdir(), 'dgcl-coord-sqlite-handles-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 let n = 0;
 const newDir = () => path.join(root, `t${n++}`, 'log.lance');
 const EXPIRY = { expiresAfterMs: 3_600_000 };
 
-describe('review18', () => {
-  it('F1: a handle closed in the turn it wrote does not fail the writes other handles queued in that turn', async () => {
+describe('the local SQLite coordination file', () => {
+  it('a handle closed in the turn it wrote does not fail the writes other handles queued in that turn', async () => {
     const dir = newDir();
     const a = await SqliteCoordStore.open(dir, { create: true });
     const b = await SqliteCoordStore.open(dir, { create: true });
@@ -66,7 +63,7 @@ describe('review18', () => {
     b.close();
   });
 
-  it("F2: a write waiting for another process's transaction does not block this process's event loop", async () => {
+  it("a write waiting for another process's transaction does not block this process's event loop", async () => {
     const dir = newDir();
     const s = await SqliteCoordStore.open(dir, { create: true });
     await s.put(itemKey('warm'), 'x');
@@ -112,7 +109,7 @@ describe('review18', () => {
     s.close();
   }, 30_000);
 
-  it("F3: maintain() and the first append() of a handle at once: close() closes the log's only connection (no reference leaks)", async () => {
+  it("maintain() and the first append() of a handle at once: close() closes the log's only connection (no reference leaks)", async () => {
     const exp = `f3-${n++}`;
     const a = await openLog({ root, pipeline: 'p', experiment: exp, owner: 'a' });
     await a.append([createBatch('i1')]);
@@ -145,7 +142,7 @@ describe('review18', () => {
     await expect(b.maintain()).rejects.toMatchObject({ code: 'INTERNAL' });
   });
 
-  it('F4: an objects-coordinated local log: a power cut after an ack keeps the item (its marker was durable before the rows)', async () => {
+  it('an objects-coordinated local log: a power cut after an ack keeps the item (its marker was durable before the rows)', async () => {
     const exp = `f4-${n++}`;
     const dir = path.join(root, 'datagen_checkpoints', 'p', exp, 'log.lance');
     const markers = path.join(dir, ...ITEMS_DIR.split('/'));

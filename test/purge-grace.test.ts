@@ -1,8 +1,10 @@
 /**
- * Adversarial review 23 of c9565e3 (the purge's grace after removal; log.idle()).
- * Findings first (each test FAILS on c9565e3; F1 on its parent too: older than the grace), then
- * what was checked and found sound (passing). F3 (maintainer clock skew shortens the grace) is
- * documented, not fixed.
+ * The purge's grace after removal (a tombstone stays one deletion retention after the purge
+ * removed its rows, with removal records under `_dgcl/purged/`), and what runs beside it: a
+ * writer retrying a merge whose base commit had succeeded, malformed or late records, the direct
+ * append handler's background merge, re-creation during the grace, and log.idle(). A maintainer
+ * clock ahead by S shortens the grace by S: documented, not fixed (docs/design/invariants.md "D1
+ * has a time window too", deletion.md "Stalled mergers").
  * Real Lance on local roots, manual clocks, gates/pauses (no sleeps as synchronization).
  */
 import './functions/support/env.ts';
@@ -27,15 +29,15 @@ type Setup = ReturnType<typeof setup>;
 const shownRows = (s: Setup, itemId: string) => withFreshReader(s.root, s.leases, s.clock, async (log) => (await trajectoryOrNone(log, itemId)).length);
 const tombNames = async (objects: { list(p: string): Promise<string[]> }) => (await objects.list(META_DIR)).filter((n) => n.startsWith('tomb.'));
 
-describe('review23 findings (fail on c9565e3, pass since)', () => {
-  // F1 (High). No stall, no takeover: writer A's merge commits its generation into the base,
+describe('the purge grace', () => {
+  // No stall, no takeover: writer A's merge commits its generation into the base,
   // then the DELETE of the generation's `gen.` marker fails (one transient error). The
   // generation is retired (marker + retired marker), so it is not visible; the maintainer
   // finishes the retirement and the purge removes the deleted item's rows and, a grace later,
   // drops the tombstone. A still holds the generation in `frozen` with its merge copy; its next
-  // commit retries the merge (epoch still current, no seal) and re-inserts the purged rows from
+  // commit retried the merge (epoch still current, no seal) and re-inserted the purged rows from
   // memory: visible again. The grace only helps if that retry comes within the retention.
-  it('F1: a writer retrying a merge whose base commit had succeeded puts purged rows back after the tombstone is gone (D1, no stall needed)', async () => {
+  it('a writer retrying a merge whose base commit had succeeded does not put purged rows back after the tombstone is gone (D1, no stall needed)', async () => {
     const s = setup();
     const { open, clock } = s;
     let failOnce = true;
@@ -72,11 +74,11 @@ describe('review23 findings (fail on c9565e3, pass since)', () => {
     expect(await shownRows(s, 'doomed'), 'D1: the deleted item is visible again').toBe(0);
   });
 
-  // F2 (Medium). One purge record whose name is not a 15-digit time (a stray object, a tool's
-  // marker, a "folder" object) makes latestRemoval throw CORRUPT out of purgeDeleted: every
-  // other tombstone of the log is neither purged nor dropped, pass after pass. The old code
+  // One purge record whose name is not a 15-digit time (a stray object, a tool's marker, a
+  // "folder" object) made latestRemoval throw CORRUPT out of purgeDeleted: every other tombstone
+  // of the log was neither purged nor dropped, pass after pass. The old code
   // reported an unreadable tombstone and purged the others.
-  it('F2: a malformed purge record of one tombstone blocks the purge of every other tombstone', async () => {
+  it('a malformed purge record of one tombstone does not block the purge of the other tombstones', async () => {
     const s = setup();
     const { open, clock } = s;
     const A = open({ slot: 0, slots: 2 });
@@ -98,14 +100,11 @@ describe('review23 findings (fail on c9565e3, pass since)', () => {
     expect(await shownRows(s, 'a')).toBe(0);
   });
 
-  // F3 (Low; docs): a maintainer clock ahead by S shortens the grace by S. Documented (not
-  // fixed): docs/design/invariants.md "D1 has a time window too", deletion.md "Stalled mergers".
-
-  // F4 (Low). appendDirect calls settleMerges only on success. When the append fails after its
+  // appendDirect called settleMerges only on success. When the append fails after its
   // commit (a claim that fails: UNAVAILABLE or CORRUPT) on the commit that rotates the
-  // generation, the merge it started in the background still runs when the handler returns the
-  // error, and the frozen container holds it (the hazard settleMerges exists for).
-  it('F4: the direct append handler returns an error while the merge its commit started is running', async () => {
+  // generation, the merge it started in the background still ran when the handler returned the
+  // error, and the frozen container held it (the hazard settleMerges exists for).
+  it('the direct append handler does not return an error while the merge its commit started is running', async () => {
     freshFileRoot();
     onTestFinished(() => logCache.closeAll());
     const append = appendHandler as unknown as (event: unknown, context: ReturnType<typeof ctx>) => Promise<unknown>;
@@ -149,12 +148,12 @@ describe('review23 findings (fail on c9565e3, pass since)', () => {
     expect(first).toBe('waited for the merge');
   });
 
-  // F5 (Low). A record PUT that fails (answer lost) and lands after the tombstone and its
+  // A record PUT that fails (answer lost) and lands after the tombstone and its
   // records were deleted leaves `_dgcl/purged/<tomb>/<ms>` that nothing ever deletes (no step
   // lists _dgcl/purged/ for folders without a tombstone). deletion.md: "never a record nothing
-  // deletes". Mixed versions do the same (a pre-c9565e3 maintainer drops tombstones without
+  // deletes". Mixed versions do the same (a maintainer from before the grace drops tombstones without
   // deleting their records).
-  it('F5: a record PUT landing late, after the tombstone is dropped, stays forever', async () => {
+  it('a record PUT landing late, after the tombstone is dropped, does not stay forever', async () => {
     const s = setup();
     const { open, clock } = s;
     await deleteMergedItem(open({ slot: 0, slots: 2 }), batch('gone'));
@@ -180,7 +179,7 @@ describe('review23 findings (fail on c9565e3, pass since)', () => {
   });
 });
 
-describe('review23: checked and sound (pass on c9565e3)', () => {
+describe('the purge grace: passes that stop, re-creation, idle()', () => {
   it('a pass that stops between deleting the records and the tombstone: the next pass records now and waits a whole grace', async () => {
     const s = setup();
     const { open, clock } = s;

@@ -1,11 +1,11 @@
 /**
- * review25: a maintenance pass stops when its maintainer lease was taken over (lib/log/maintain/maintain.ts,
- * `leaseStop`; docs/design/shards.md, "Maintenance"). Found by the review of the first version:
- * F1 a step left unlisted, F2 an unreachable lease store asked before every step, F3 a takeover
- * by a maintainer whose clock runs ahead not noticed, F4 a test that could not see whether the
- * pass renewed; and by the review of the fixes (review26): L1 a store that answered nothing just
- * before the expiry not asked again after it; and by review27: H1 a renewal joined instead of sent
- * (a change since reverted) let a paused pass run on. Real Lance on a local root, manual clocks, gates.
+ * A maintenance pass stops when its maintainer lease was taken over (lib/log/maintain/maintain.ts,
+ * `leaseStop`; docs/design/shards.md, "Maintenance"): every step left is listed, an unreachable
+ * lease store is not asked before every step, a takeover by a maintainer whose clock runs ahead is
+ * noticed, a pass paused past its lease renews it (or stops), a store that answered nothing just
+ * before the expiry is asked again after it, and a renewal in flight answered before a pause does
+ * not let the paused pass run on (a renewal joined instead of sent did: since reverted). Real
+ * Lance on a local root, manual clocks, gates.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { MaintenanceStep } from '../lib/api.ts';
@@ -17,7 +17,7 @@ import { EXPERIMENT, Pause, PIPELINE, raceFixture, settle, sharedLeases, TapLeas
 
 const TTL = 60_000;
 const { setup } = raceFixture(TTL);
-/** A ttl whose keeper renews every second of real time (H1 needs a timer renewal to happen). */
+/** A ttl whose keeper renews every second of real time (the paused-pass tests below need a timer renewal to happen). */
 const SHORT_TTL = 3_000;
 const raceFixtureShort = raceFixture(SHORT_TTL);
 const batch = (itemId: string) => ({ itemId, runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: itemId } });
@@ -55,8 +55,8 @@ async function orphanedWrite(s: ReturnType<typeof setup>): Promise<void> {
   s.clock.advance(2 * TTL);
 }
 
-describe('review25: a pass whose maintainer lease was taken over', () => {
-  it('F1: fenced during the orphans step, every step left is listed FENCED (zombies too)', async () => {
+describe('a maintenance pass whose maintainer lease was taken over', () => {
+  it('fenced during the orphans step, every step left is listed FENCED (zombies too)', async () => {
     const s = setup();
     await orphanedWrite(s);
     const pause = new Pause();
@@ -84,7 +84,7 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
     expect(late.ok && late.value.failures.map((f) => f.skipped), 'each marked skipped').toEqual(['retirements', ...AFTER_MERGE].map(() => true));
   });
 
-  it('F2: a store that does not renew but answers the read is asked once; one that answers neither stops an expired pass', async () => {
+  it('a store that does not renew but answers the read is asked once; one that answers neither stops an expired pass', async () => {
     for (const readToo of [false, true]) {
       const s = setup();
       await orphanedWrite(s);
@@ -115,7 +115,7 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
     }
   });
 
-  it('F3: a takeover by a maintainer whose clock runs ahead (less than half the ttl) is noticed', async () => {
+  it('a takeover by a maintainer whose clock runs ahead (less than half the ttl) is noticed', async () => {
     const s = setup();
     await orphanedWrite(s);
     const { pause, M: M1 } = pausedAtCommit(s, 'maintainer-1');
@@ -137,7 +137,7 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
     expect(late.ok && [codes(late.value), late.value.stoppedBy]).toEqual([AFTER_MERGE.map((step) => `${step}:FENCED`), 'FENCED']);
   });
 
-  it('F4: a pass paused past its lease that nobody took renews it before its next step', async () => {
+  it('a pass paused past its lease that nobody took renews it before its next step', async () => {
     const s = setup();
     await orphanedWrite(s);
     const atIndexes = new Pause();
@@ -165,7 +165,7 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
     expect(done.ok && done.value.failures).toEqual([]);
   });
 
-  it('review26 L1: a store that answered nothing just before the expiry is asked again once the lease ran out, and the pass stops UNAVAILABLE', async () => {
+  it('a store that answered nothing just before the expiry is asked again once the lease ran out, and the pass stops UNAVAILABLE', async () => {
     const s = setup();
     const A = s.open({ slot: 0, slots: 2 });
     await A.log.append([batch('x')]);
@@ -208,10 +208,10 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
     expect(await withFreshReader(s.root, s.leases, s.clock, async (log) => (await log.trajectory('x')).length), 'x whole: each event once').toBe(3);
   });
 
-  // review27 H1, against a change that made renewNow join the renewal in flight (F7's "one renewal
-  // too many"): a renewal the store answered before the process was paused says nothing of the
+  // Against a change that made renewNow join the renewal in flight (to save "one renewal too
+  // many"): a renewal the store answered before the process was paused says nothing of the
   // lease after the pause. Both tests fail with the joining renewNow.
-  it('H1: a pass paused past its lease while its keeper\'s renewal was answered stops FENCED at its next step', async () => {
+  it('a pass paused past its lease while its keeper\'s renewal was answered stops FENCED at its next step', async () => {
     const s = raceFixtureShort.setup();
     const A = s.open({ slot: 0, slots: 2 });
     await A.log.append([batch('x')]);
@@ -254,7 +254,7 @@ describe('review25: a pass whose maintainer lease was taken over', () => {
     expect(done.ok && [codes(done.value), done.value.stoppedBy]).toEqual([['projection:FENCED', 'claims:FENCED', 'meta:FENCED'], 'FENCED']);
   });
 
-  it('H1 (keeper alone): renewNow after a pause fails FENCED although the renewal in flight was answered before it', async () => {
+  it('the keeper alone: renewNow after a pause fails FENCED although the renewal in flight was answered before it', async () => {
     const s = setup();
     const store = new TapLeaseStore(s.leases);
     const key = maintainerKey(PIPELINE, EXPERIMENT);

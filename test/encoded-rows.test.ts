@@ -1,16 +1,16 @@
 /**
- * Review 17: the ack path's encoding change (EncodedRows + the patched LocalTable.add,
- * rowsToArrow from column buffers, arrowToRows from chunk buffers).
+ * The ack path's encoding (EncodedRows + the patched LocalTable.add, rowsToArrow from column
+ * buffers, arrowToRows from chunk buffers).
  *
- *  - F1 (fixed: a brand in the global symbol registry instead of `instanceof`; this test failed
- *    before): a second module instance of lib/log/write/lance-add.ts in one process (two
- *    copies of this library sharing one hoisted @lancedb/lancedb, or a test runner's module reset)
- *    finds LocalTable.prototype already patched, but the patch recognises only the FIRST
- *    instance's EncodedRows class (`instanceof`). The second instance's rows go to LanceDB's own
- *    add, which takes them for row objects and throws: every commit of that log fails.
- *  - The rest pin what the review found sound: the stored rows equal the old encoder's through
- *    real Lance for the edge values; the buffer reader keeps a leading U+FEFF (get() dropped it);
- *    a required-column null in a later chunk is still a CorruptError naming the row.
+ *  - A second module instance of lib/log/write/lance-add.ts in one process (two copies of this
+ *    library sharing one hoisted @lancedb/lancedb, or a test runner's module reset) finds
+ *    LocalTable.prototype already patched; the patch recognises EncodedRows by a brand in the
+ *    global symbol registry, not `instanceof` (which knew only the FIRST instance's class: the
+ *    second instance's rows went to LanceDB's own add, which took them for row objects and threw:
+ *    every commit of that log failed).
+ *  - The stored rows equal the old encoder's through real Lance for the edge values; the buffer
+ *    reader keeps a leading U+FEFF (get() dropped it); a required-column null in a later chunk is
+ *    still a CorruptError naming the row.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,7 +25,7 @@ import { EVENT_SCHEMA, rowsFromArrow } from '../lib/schema.ts';
 import type { EventRow } from '../lib/types.ts';
 import { fullRow } from './support/rows.ts';
 
-const tmp = () => mkdtempSync(path.join(tmpdir(), 'dgcl-review17-'));
+const tmp = () => mkdtempSync(path.join(tmpdir(), 'dgcl-encoded-rows-'));
 
 
 /** The encoder before this change (af5097b): apache-arrow builders, int64/timestamps raw. */
@@ -57,8 +57,8 @@ const show = (rows: EventRow[]) =>
     typeof v === 'bigint' ? `${v}n` : v instanceof Uint8Array ? `u8[${[...v]}]` : typeof v === 'number' && (!Number.isFinite(v) || Object.is(v, -0)) ? `num:${Object.is(v, -0) ? '-0' : v}` : v,
   );
 
-describe('review17: EncodedRows and the patched LocalTable.add', () => {
-  it('F1: rows encoded by a second module instance of lance-add.ts are committed too', async () => {
+describe('EncodedRows and the patched LocalTable.add', () => {
+  it('rows encoded by a second module instance of lance-add.ts are committed too', async () => {
     const db = await lancedb.connect(tmp());
     const t = await db.createEmptyTable('log', EVENT_SCHEMA);
     vi.resetModules();

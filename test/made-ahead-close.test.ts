@@ -1,34 +1,27 @@
 /**
- * Review 22: the base count cache (a82331e: `ProjectionCache.fragmentRowsOf`) and the generation
- * made ahead (0c3b5c0: `makeAhead`, `generationTable`, `retireUnused`), with review21's fixes.
+ * A generation made ahead (`makeAhead`, `generationTable`, `retireUnused`) and close(): close()
+ * awaits and retires a made-ahead generation that no commit took, also when the slot was dropped
+ * while it was being made or its making rejected after its marker landed.
  *
- *  - R1: the count of live rows per base fragment is cached by the base version number alone.
- *    A process that listed a log which is then deleted and made again at the same place (the
- *    case docs/design/performance.md names for the coordination record) reuses the old base's
- *    count once the new base reaches that version number: the projection it holds of the old
- *    log "covers" it, and `items()` / `failures()` answer with the deleted log's items (the new
- *    log's acked items missing) even though the base handle it pinned is a fresh one of the
- *    new dataset. Before a82331e the pass over the new handle's row ids found other fragments.
- *  - W1: a generation being made ahead when the slot is dropped (a failed commit ends the
- *    epoch; likewise a fenced or sealed background merge, or a lost lease) is forgotten with
- *    the slot: nobody awaits or retires it. `close()` may return while it is still being made
- *    (writes after close()), and its dataset and `gen.` marker stay after a clean close (an
- *    invisible generation of a sealed epoch, or listed empty in its seal, until a maintenance
- *    pass sweeps or merges it), with its handle and fsync state in LanceTables.
- *  - W2: `retireUnused` skips a made-ahead generation whose making rejected, claiming it left
- *    "at most a dataset folder without its marker". A making rejects after its marker landed
- *    too (the marker PUT's answer lost, or the fsync round failed): close() then seals the
- *    epoch with that empty generation listed, and it stays for readers and the maintainer.
- * Checked and sound (pass): a takeover racing a making in flight (its marker landing after the
- * seal): no reader waits or fails, every ack visible, the maintainer sweeps the generation; a
- * reader that listed the made-ahead generation while close() retires it.
+ *  - A generation being made ahead when the slot is dropped (a failed commit ends the epoch;
+ *    likewise a fenced or sealed background merge, or a lost lease) was forgotten with the slot:
+ *    nobody awaited or retired it. `close()` could return while it was still being made (writes
+ *    after close()), and its dataset and `gen.` marker stayed after a clean close (an invisible
+ *    generation of a sealed epoch, or listed empty in its seal, until a maintenance pass swept or
+ *    merged it), with its handle and fsync state in LanceTables.
+ *  - `retireUnused` skipped a made-ahead generation whose making rejected, claiming it left "at
+ *    most a dataset folder without its marker". A making rejects after its marker landed too (the
+ *    marker PUT's answer lost, or the fsync round failed): close() then sealed the epoch with that
+ *    empty generation listed, and it stayed for readers and the maintainer.
+ *  - A takeover racing a making in flight (its marker landing after the seal): no reader waits or
+ *    fails, every ack visible, the maintainer sweeps the generation; a reader that listed the
+ *    made-ahead generation while close() retires it starts over.
  * Real Lance on a local root; pauses are gates in the tapped stores, no sleeps.
  */
-import { existsSync, promises as fs } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { summarize } from '../lib/fold.ts';
-import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/read/summary.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { expectDurable, Gate, Pause, raceFixture, settle, startRead, withFreshReader, type TestLog } from './support/race-kit.ts';
@@ -53,49 +46,8 @@ function onDisk(t: TestLog, gen: string) {
   };
 }
 
-describe('R1: the base count is cached by version number alone', () => {
-  it('a process that listed a log deleted and made again lists the old log at the same base version', async () => {
-    const { open } = setup();
-    const R = open({}); // a long-lived reader (a report server, a dashboard)
-
-    // The first log: two items, merged; maintenance builds the projection.
-    const W1 = open({ mergeEveryCommits: 1000 });
-    await W1.log.append([createBatch('old-a'), createBatch('old-b')]);
-    await W1.log.mergeOwnShard();
-    await W1.log.close();
-    await open({}).log.maintain();
-    expect((await R.log.items()).items.map((i) => i.itemId)).toEqual(['old-a', 'old-b']);
-    const counted = (await R.log.stats()).base.version;
-    // One more merge; R's next read pins the newer version (its pinned base handle moves on).
-    const W2 = open({ mergeEveryCommits: 1000 });
-    await W2.log.append([createBatch('old-c')]);
-    await W2.log.mergeOwnShard();
-    await W2.log.close();
-    await R.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
-
-    // The log is deleted and made again at the same place; its base reaches the same version.
-    await fs.rm(R.log.uri, { recursive: true, force: true });
-    const W3 = open({ mergeEveryCommits: 1000 });
-    const acks: Ack[] = await W3.log.append([createBatch('new-x')]);
-    await W3.log.mergeOwnShard();
-    await W3.log.close();
-    await open({}).log.maintain();
-    const F = open({});
-    expect((await F.log.stats()).base.version, 'the new base is at the version R counted').toBe(counted);
-    const want = (await F.log.allStates({ fields: false })).map(summarize);
-    expect(want.map((s) => s.itemId)).toEqual(['new-x']);
-
-    // R lists through the projection: a fresh pinned handle of the new base, the old count.
-    expect((await R.log.items()).items, 'items() of the process that listed the old log').toEqual(want);
-    // And folds: the fold projection's index is the stored one, not one R held (its rows files
-    // are named by fragment and rows, which the new log reuses).
-    expect(await R.log.fold('new-x'), 'a fold in the process that listed the old log').toEqual(await F.log.fold('new-x'));
-    expect(acks[0]!.itemId).toBe('new-x');
-  });
-});
-
-describe('W1: a generation being made when the slot is dropped outlives close()', () => {
-  it('a failed commit ends the epoch during the making: close() neither waits for it nor retires it, its dataset and marker stay', async () => {
+describe('a generation being made ahead when the slot is dropped', () => {
+  it('a failed commit ends the epoch during the making: close() waits for it and retires it, no dataset or marker stays', async () => {
     const { root, clock, leases, open } = setup();
     let loseNextAdd: string | null = null;
     const W = open({
@@ -137,8 +89,8 @@ describe('W1: a generation being made when the slot is dropped outlives close()'
   });
 });
 
-describe('W2: close() does not retire a made-ahead generation whose making rejected after its marker landed', () => {
-  it('the marker PUT answer is lost: the empty generation is sealed into the epoch and stays after close()', async () => {
+describe('close() and a made-ahead generation whose making rejected after its marker landed', () => {
+  it('the marker PUT answer is lost: close() retires the empty generation, none of the epoch stays', async () => {
     const { root, clock, leases, open } = setup();
     const W = open({ mergeEveryCommits: 6 });
     const { acks, epoch, next } = await firstAck(W);
@@ -160,7 +112,7 @@ describe('W2: close() does not retire a made-ahead generation whose making rejec
   });
 });
 
-describe('checked: a made-ahead generation beside takeovers and readers', () => {
+describe('a made-ahead generation beside takeovers and readers', () => {
   it('a takeover seals the epoch while the making is in flight: its marker lands after the seal, nothing waits, the maintainer sweeps it', async () => {
     const { root, clock, leases, open } = setup();
     const W = open({ slots: 2, mergeEveryCommits: 6 });

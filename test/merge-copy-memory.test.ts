@@ -1,26 +1,26 @@
 /**
- * Review 21: the writer's merge copy (commit ffbce87: `mergeCopies`, `keepCopy`, `copyOf`).
+ * What a writer keeps in memory for its merges (merge copies: `mergeCopies`, `keepCopy`, `copyOf`;
+ * and its own rows) is released when it is no longer needed, and stays bounded.
  *
- *  - F1: a background merge that finds the epoch fenced drops the slot (`dropSlot`: ownRows,
- *    merge copies, tracks, state) while a commit to the current generation is between its
- *    (passed) epoch check and its fsync. That commit is confirmed afterwards and puts its rows
- *    into `ownRows` and `mergeCopies` under its generation again: a partial entry (only this
- *    commit) that no later dropSlot of the slot it belonged to will clear. The next epoch's
- *    sequencing trusts `ownRows` for that generation (skips it in storage) and misses the
- *    generation's earlier commits: an item written there gets their seqs again (seq_conflict,
- *    an acked batch no longer alone at its seqs). The copy of it is never merged nor dropped.
- *    (The seq_conflict fails on ffbce87^ too: the own-rows half predates the copy.)
- *  - F2: the cap is per generation, not per writer: while merges fail (one failing merge stops
- *    the round, later generations queue behind it), every frozen generation keeps its copy,
- *    blobs included: memory grows by up to 32 MiB per `mergeEveryCommits` commits, unbounded.
- *  - F3: `mergeFrozen` returning early because the epoch is sealed (a takeover) drops the frozen
- *    generation from the queue but keeps its copy (and own rows) until the slot is dropped: a
- *    writer that stays idle after the takeover holds up to 32 MiB per such generation.
- * Checked and sound (passes): a merge from the copy leaves the base exactly as a merge that reads
- * the generation back (every column of every row, the schema), for edge values.
+ *  - A background merge that finds the epoch fenced drops the slot (`dropSlot`: ownRows, merge
+ *    copies, tracks, state) while a commit to the current generation is between its (passed) epoch
+ *    check and its fsync. That commit was confirmed afterwards and put its rows into `ownRows` and
+ *    `mergeCopies` under its generation again: a partial entry (only this commit) that no later
+ *    dropSlot of the slot it belonged to would clear. The next epoch's sequencing trusted
+ *    `ownRows` for that generation (skipped it in storage) and missed the generation's earlier
+ *    commits: an item written there got their seqs again (seq_conflict, an acked batch no longer
+ *    alone at its seqs). The copy of it was never merged nor dropped.
+ *  - The cap is per writer, not per generation: while merges fail (one failing merge stops the
+ *    round, later generations queue behind it), every frozen generation kept its copy, blobs
+ *    included: memory grew by up to 32 MiB per `mergeEveryCommits` commits, unbounded.
+ *  - `mergeFrozen` returning early because the epoch is sealed (a takeover) dropped the frozen
+ *    generation from the queue but kept its copy (and own rows) until the slot was dropped: a
+ *    writer that stayed idle after the takeover held up to 32 MiB per such generation.
+ *  - A merge from the copy leaves the base exactly as a merge that reads the generation back
+ *    (every column of every row, the schema), for edge values.
  * Real Lance on a local root; pauses are gates in the tapped stores and hooks, no sleeps.
- * White-box where the finding is memory: the writer's private maps are read (and its
- * dropSlot observed) through casts.
+ * White-box where the concern is memory: the writer's private maps are read (and its dropSlot
+ * observed) through casts.
  */
 import { execSync } from 'node:child_process';
 import * as lancedb from '@lancedb/lancedb';
@@ -122,8 +122,8 @@ async function fencedMergeDuringCommit(open: OpenTestLog, clock: ManualClock) {
   return { W, B, w, gen2, acks };
 }
 
-describe('F1: a fenced background merge drops the slot under a commit being confirmed', () => {
-  it('the next epoch sequences an item of that generation at seqs already acked (seq_conflict)', async () => {
+describe('a fenced background merge that drops the slot under a commit being confirmed', () => {
+  it('the next epoch does not sequence an item of that generation at seqs already acked (no seq_conflict)', async () => {
     const { root, clock, leases, open } = setup();
     const { W, acks } = await fencedMergeDuringCommit(open, clock);
     // W writes x again, under a new epoch (the other slot).
@@ -131,7 +131,7 @@ describe('F1: a fenced background merge drops the slot under a commit being conf
     await withFreshReader(root, leases, clock, (r) => expectAcksVisible(r, acks, 'after the new epoch'));
   });
 
-  it('the generation copy put back by that commit is never released while the writer goes on', async () => {
+  it('the generation copy put back by that commit is released while the writer goes on', async () => {
     const { clock, open } = setup();
     const { W, w, gen2 } = await fencedMergeDuringCommit(open, clock);
     await W.log.append([createBatch('v')]); // a new epoch
@@ -141,8 +141,8 @@ describe('F1: a fenced background merge drops the slot under a commit being conf
   });
 });
 
-describe('F2: merge copies are capped per generation, not per writer', () => {
-  it('while merges fail, the copies of every queued generation stay in memory, blobs included', async () => {
+describe('merge copies are capped per writer, not per generation', () => {
+  it('while merges fail, the copies of the queued generations stay within the cap, blobs included', async () => {
     const { open } = setup();
     const failing = { on: true };
     const W = open({
@@ -165,8 +165,8 @@ describe('F2: merge copies are capped per generation, not per writer', () => {
   });
 });
 
-describe('F3: a merge that finds its epoch sealed keeps the generation copy', () => {
-  it('an idle writer taken over holds the copy of the generation it no longer merges', async () => {
+describe('a merge that finds its epoch sealed drops the generation copy', () => {
+  it('an idle writer taken over does not hold the copy of the generation it no longer merges', async () => {
     const { clock, open } = setup();
     const W = open({ slots: 2, mergeEveryCommits: 1 });
     await W.log.append([createBatch('x', { set: { image: { $blob: Buffer.alloc(1024 * 1024, 1).toString('base64') } } })]);
@@ -206,7 +206,7 @@ async function baseRows(uri: string) {
   return { rows: rowsFromArrow(a as never).sort((x, y) => (x.event_id < y.event_id ? -1 : 1)), schema };
 }
 
-describe('checked: a merge from the copy equals a merge that reads the generation back', () => {
+describe('a merge from the copy equals a merge that reads the generation back', () => {
   it('same base rows and schema for edge values (U+FEFF, empty strings, int64 bounds, -0, json, empty blob)', async () => {
     const { root, open } = setup();
     const { log } = open({ mergeEveryCommits: 1000 });

@@ -1,5 +1,5 @@
 /**
- * Review 7: fields(), latestEvents() and blob inlining take an item's rows of an unmerged shard
+ * fields(), latestEvents() and blob inlining take an item's rows of an unmerged shard
  * generation by offset and keep them by a JS restatement of the Lance filter the base gets
  * (ItemFilter in lib/log/read/item-reads.ts). Both must select the same rows, or a read answers
  * differently before and after maintenance merges the item (I3). On real Lance: the same reads
@@ -70,7 +70,7 @@ describe('reads of an item in a live shard (rows kept in JS) equal the same read
   let merged: Record<string, Outcome> = {};
 
   beforeAll(async () => {
-    const root = mkdtempSync(path.join(tmpdir(), 'dgcl-review7-'));
+    const root = mkdtempSync(path.join(tmpdir(), 'dgcl-item-reads-'));
     const at = { root, pipeline: 'p', experiment: 'e' };
     const first = await openLog({ ...at, slot: 9 });
     await first.append([createBatch('in-the-base')]);
@@ -117,7 +117,7 @@ describe('reads of an item in a live shard (rows kept in JS) equal the same read
 });
 
 it('deleteItem refuses an id with a lone surrogate (SQL would read the item named U+FFFD) and deletes nothing', async () => {
-  const log = await openLog({ root: mkdtempSync(path.join(tmpdir(), 'dgcl-review7-del-')), pipeline: 'p', experiment: 'e' });
+  const log = await openLog({ root: mkdtempSync(path.join(tmpdir(), 'dgcl-item-reads-del-')), pipeline: 'p', experiment: 'e' });
   const [ack] = await log.append([createBatch('\uFFFD')]);
   await expect(log.deleteItem('\uD800')).rejects.toMatchObject({ code: 'INVALID_INPUT', field: 'itemId' });
   expect((await log.fold('\uFFFD')).lastSeq, 'the item named U+FFFD is untouched').toBe(ack!.lastSeq);

@@ -1,16 +1,18 @@
 /**
- * review41: the idle merge (5f173d9, lib/log/write/own-merges.ts armIdleMerge).
+ * The idle merge (lib/log/write/own-merges.ts armIdleMerge): a writer idle for `mergeIdleMs`
+ * merges its own generations.
  *
- *  1. It ran mergeOwn() as an exclusive job, so an append that arrived while it ran waited for
- *     the whole merge (base commit, fsync, retirement). The merges by commits / bytes run in the
- *     background and never hold an append (the control below). Failed on 5f173d9.
- *  2. A failed idle merge was not tried again while the writer stayed idle: the timer was not armed
- *     again, and the generation stayed live until the next commit or close(). Failed on 5f173d9.
- *  3. mergeIdleMs beyond a timer's range (Infinity, or more than 2^31-1 ms) was not refused: Node
- *     runs such a timer after 1 ms, and armIdleMerge re-armed it: a timer firing every
- *     millisecond for as long as the log is open. Now refused by openLog (InvalidInputError).
- *  4. (Finding 2) On hosts that freeze a process between requests the idle merge is off by
- *     default: a merge started after the request returned may stall mid-way (deletion.md).
+ *  1. It never holds an append that arrives while it runs (it ran as an exclusive job once, so the
+ *     append waited for the whole merge: base commit, fsync, retirement). The merges by commits /
+ *     bytes run in the background and never hold an append (the control below).
+ *  2. A failed idle merge is tried again while the writer stays idle (the timer was once not armed
+ *     again, and the generation stayed live until the next commit or close()).
+ *  3. mergeIdleMs beyond a timer's range (Infinity, or more than 2^31-1 ms) is refused by openLog
+ *     (InvalidInputError): Node runs such a timer after 1 ms, and armIdleMerge re-armed it: a timer
+ *     firing every millisecond for as long as the log is open.
+ *  4. On hosts that freeze a process between requests the idle merge is off by default: a merge
+ *     started after the request returned may stall mid-way (deletion.md).
+ *  5. After the writer's clock stepped back, the timer does not re-arm itself every millisecond.
  */
 import { describe, expect, it, vi } from 'vitest';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
@@ -55,7 +57,7 @@ function heldAtBaseCommit(open: OpenTestLog, o: { mergeEveryCommits: number; mer
   return { W, pause, arm: () => void (armed = true) };
 }
 
-describe('review41: the idle merge', () => {
+describe('the idle merge', () => {
   it('control: an append is not held by the automatic (commit-count) merge while its base commit is held', async () => {
     const { open } = setup();
     const { W, pause, arm } = heldAtBaseCommit(open, { mergeEveryCommits: 1, mergeIdleMs: 0 });
@@ -139,5 +141,29 @@ describe('review41: the idle merge', () => {
     expect(await opts({})).toBe(DEFAULTS.mergeIdleMs);
     expect(await opts({ AWS_LAMBDA_FUNCTION_NAME: 'f' })).toBe(0);
     expect(await opts({ AWS_LAMBDA_FUNCTION_NAME: 'f' }, { mergeIdleMs: 5000 }), 'asked for explicitly').toBe(5000);
+  });
+});
+
+// With the clock behind the last commit's time the time idle is negative, and the next look was
+// `wait` minus it: past 2^31-1 ms Node runs a timer after 1 ms (with a TimeoutOverflowWarning each
+// time), so it fired every millisecond until the clock passed the last commit again (a smaller
+// step postponed the idle merge by the step). Fixed: the next look is at most `wait` away.
+describe('the idle merge after the writer\'s clock stepped back', () => {
+  it('its timer does not re-arm itself every millisecond, and the merge runs once the clock catches up', async () => {
+    const { open, clock } = setup();
+    let overflows = 0;
+    const onWarning = (w: Error) => void (w.name === 'TimeoutOverflowWarning' && overflows++);
+    process.on('warning', onWarning);
+    try {
+      const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, mergeIdleMs: 20 });
+      await W.log.append([createBatch('a')]);
+      clock.advance(-(2 ** 31));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(overflows, 'timers beyond the range Node holds').toBe(0);
+      clock.advance(2 ** 31 + 20); // the clock catches up: the idle merge runs
+      await expect.poll(async () => (await W.log.stats()).shards.filter((s) => !s.retired && s.rows > 0).length, { timeout: 10_000 }).toBe(0);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });
