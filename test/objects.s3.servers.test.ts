@@ -355,7 +355,7 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
     expect(await t.direct.get('marker')).toBe('body-2');
   });
 
-  // A shard generation's marker (review28 F2): a resent copy landing after the generation was
+  // A shard generation's marker: a resent copy landing after the generation was
   // retired would bring its marker back over a deleted dataset.
   it('sends putIfAbsent once when asked: a lost answer fails the call and nothing is resent', async () => {
     let first = true;
@@ -380,9 +380,9 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
     expect(await t.direct.get('gen')).toBe('x');
   });
 
-  // review12: the surfaced error is the first attempt's (checked), and a put the server itself
+  // The surfaced error is the first attempt's (checked), and a put the server itself
   // refused (S3's SlowDown: nothing landed, nothing can land later) is no longer resent either.
-  it('review12: a lost answer surfaces as the first attempt\'s error (the cause)', async () => {
+  it('a lost answer surfaces as the first attempt\'s error (the cause)', async () => {
     let first = true;
     const t = scene((r) => (plainPut(r) && first ? ((first = false), 'forward-then-fail') : 'forward'));
     const err = await t.store.put('marker', 'body-1').catch((e: unknown) => e);
@@ -391,7 +391,7 @@ describe('S3ObjectStore through a fault-injecting proxy in front of the real ser
     expect(t.count(plainPut)).toBe(1);
   });
 
-  // review12 F3: a put the server refused (SlowDown: nothing landed) is not resent either; the
+  // A put the server refused (SlowDown: nothing landed) is not resent either; the
   // writer retries its item markers itself, each time with a new body (test/item-marker-retry.test.ts).
   it('does not resend a plain put the server refused with SlowDown either', async () => {
     let first = true;

@@ -1,5 +1,5 @@
 /**
- * review15 (servers: leases on DynamoDB Local, local roots with real Lance).
+ * Servers (leases on DynamoDB Local, local roots with real Lance).
  *
  * F3: the sentinel compares the log's location as spelled by the opener (`objects.baseUri`,
  *     `path.resolve` of a local root: symlinks are not resolved). The same log, on the same
@@ -8,8 +8,8 @@
  *     record. Expected: the log is written from either spelling (one first ack, then a
  *     duplicate). Proposed fix: compare `realpath` for local roots (S3 locations are canonical
  *     already), and name the location spelling in the CORRUPT message.
- * F4 (a maintainer on another lease table seals a live writer: I1) is tested with review16 F1
- *     in test/review16.servers.test.ts.
+ * A maintainer on another lease table sealing a live writer (I1) is tested in
+ *     test/lease-table-mismatch.servers.test.ts.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, realpathSync, symlinkSync } from 'node:fs';
@@ -23,8 +23,8 @@ import { useTwoLeaseTables } from './support/two-tables.ts';
 
 const t = useTwoLeaseTables('dgcl-rev15');
 
-describe('review15 (servers)', () => {
-  it('F3: one log opened through a symlinked root and through its real path is not a copy of itself', async () => {
+describe('a log opened through another spelling of its location', () => {
+  it('one log opened through a symlinked root and through its real path is not a copy of itself', async () => {
     const top = realpathSync(mkdtempSync(path.join(tmpdir(), 'dgcl-rev15-')));
     t.dirs.push(top);
     const real = path.join(top, 'real');

@@ -1,5 +1,5 @@
 /**
- * review14: item markers and claims in the lease table (lib/coord). Each test shows one finding
+ * Item markers and claims in the lease table (lib/coord). Each test shows one finding
  * and asserts the behaviour of its fix (each failed before it). Local roots (real Lance) with
  * leases on DynamoDB Local (the same choice an S3 root makes).
  *
@@ -125,8 +125,8 @@ function experiment(name = `e-${randomUUID().slice(0, 8)}`) {
   return { name, rootDir, dir: loc.dir, objects: new LocalObjectStore(loc.dir), newLog, oldLog };
 }
 
-describe('review14', () => {
-  it("F1: a writer of the previous version beside this one on a new log, with coordination: 'objects' during the upgrade: one first ack per checkpoint, no two events at one seq", async () => {
+describe('item markers and claims in the lease table', () => {
+  it("a writer of the previous version beside this one on a new log, with coordination: 'objects' during the upgrade: one first ack per checkpoint, no two events at one seq", async () => {
     const x = experiment();
     const a = await x.newLog('new', leasesA, 0, { coordination: 'objects' });
     const old = x.oldLog('old', leasesA, 1);
@@ -142,7 +142,7 @@ describe('review14', () => {
     expect.soft((await a.fold('i1')).violations).toEqual([]);
   });
 
-  it('F2: a log kept in the table opened with another lease table is refused, not taken for a new log', async () => {
+  it('a log kept in the table opened with another lease table is refused, not taken for a new log', async () => {
     const x = experiment();
     const a = await x.newLog('a', leasesA, 0);
     await a.append([createBatch('i1')]);
@@ -168,7 +168,7 @@ describe('review14', () => {
     expect.soft((await b.fold('i1')).violations).toEqual([]);
   });
 
-  it('F3: a log deleted and made again under the same names (its slots keep their epochs) still goes to the table', async () => {
+  it('a log deleted and made again under the same names (its slots keep their epochs) still goes to the table', async () => {
     const x = experiment();
     const a = await x.newLog('a', leasesA, 0);
     await a.append([createBatch('i1')]);
@@ -182,7 +182,7 @@ describe('review14', () => {
     expect(await x.objects.get(CHOICE_KEY)).toMatch(/^table /);
   });
 
-  it('a maintainer run on a new log before any writer chooses nothing (review16 F2: it is refused, LOG_NOT_FOUND); the first writer chooses the table, and the writers after it agree', async () => {
+  it('a maintainer run on a new log before any writer chooses nothing (it is refused, LOG_NOT_FOUND); the first writer chooses the table, and the writers after it agree', async () => {
     const x = experiment();
     const m = await x.newLog('m', leasesA, 0);
     await expect(m.maintain()).rejects.toMatchObject({ code: 'LOG_NOT_FOUND' });
@@ -197,7 +197,7 @@ describe('review14', () => {
     expect(await x.objects.get(CHOICE_KEY)).toBe(record);
   });
 
-  it('F4: a batch of 12,000 events on a table log is acked (its claim fits), as on objects', async () => {
+  it('a batch of 12,000 events on a table log is acked (its claim fits), as on objects', async () => {
     const x = experiment();
     const a = await x.newLog('a', leasesA, 0);
     const big = createBatch('i1', { append: { tokens: Array.from({ length: 12_000 }, (_, i) => i) } });
@@ -214,7 +214,7 @@ describe('review14', () => {
     expect.soft((await a.fold('i1')).lastSeq).toBe(12_004 - 1);
   }, 60_000);
 
-  it('F6: a copy of a table log under another root is refused for writing (it would share the original records), and still reads', async () => {
+  it('a copy of a table log under another root is refused for writing (it would share the original records), and still reads', async () => {
     const x = experiment();
     const a = await x.newLog('a', leasesA, 0);
     await a.append([createBatch('i1')]);
@@ -231,7 +231,7 @@ describe('review14', () => {
     expect((await inY.fold('i1')).lastSeq).toBe(s1x!.firstSeq - 1);
   });
 
-  it('F4b: claimRetentionMs is checked when the log is opened, not by the claim after a commit', async () => {
+  it('claimRetentionMs is checked when the log is opened, not by the claim after a commit', async () => {
     const x = experiment();
     // "Keep claims for ever" was fine on objects (nothing is ever older). Today openLog accepts
     // it, and every new batch then commits and fails INVALID_INPUT (field expiresAfterMs) at its

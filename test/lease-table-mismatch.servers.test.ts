@@ -1,8 +1,8 @@
 /**
- * review16 (servers: leases on DynamoDB Local, local roots with real Lance): adversarial review
- * of the review15 fixes (c65d964, 2443719).
+ * Servers (leases on DynamoDB Local, local roots with real Lance): a maintainer or writer opened
+ * with another lease table than the log's.
  *
- * F1 (I1): the review15 F4 fix (maintain() resolves the coordination store before it takes the
+ * I1: the earlier fix (maintain() resolves the coordination store before it takes the
  *     maintainer lease) only stops a maintainer on another lease table when the log keeps its
  *     records in the table: the sentinel is the only thing that ties a log to a table. A log kept
  *     on objects (every log with data from before 0.2.0, and every log created while the fleet
@@ -32,10 +32,10 @@ import { useTwoLeaseTables } from './support/two-tables.ts';
 
 const t = useTwoLeaseTables('dgcl-rev16');
 
-describe('review16 (servers)', () => {
-  // review15 F4 (a log kept in the table) and review16 F1 (on objects), for a maintainer and a writer.
+describe('a process opened with another lease table', () => {
+  // A log kept in the table and one kept on objects, for a maintainer and a writer.
   for (const [other, coordination] of [['maintainer', 'table'], ['maintainer', 'objects'], ['writer', 'table'], ['writer', 'objects']] as const) {
-    it(`F1: a ${other} opened with another lease table does not seal a live writer of a log kept on ${coordination} (I1)`, async () => {
+    it(`a ${other} opened with another lease table does not seal a live writer of a log kept on ${coordination} (I1)`, async () => {
       const rootDir = realpathSync(mkdtempSync(path.join(tmpdir(), 'dgcl-rev16-')));
       t.dirs.push(rootDir);
       const root = `file://${rootDir}`;
