@@ -103,6 +103,7 @@ function focusOf(guard: Guard): Focus {
 /** The guards the last 300-seed measurement found in at least 5% of their generator's seeds. */
 const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'epoch-check',
+  'fence-before-seal',
   'end-epoch-on-unknown-outcome',
   'cached-track-marker-check',
   'marker-before-commit',

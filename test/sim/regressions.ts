@@ -23,6 +23,7 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   // out) and answered it raw, without a code (fixed: UNAVAILABLE; lib/log/write-seal.ts writeSeal).
   { seed: 154, focus: 'takeover', name: 'a takeover seal failing on a Lance error answered an append untyped' },
   // One seed per proven guard (the first the mutants run found), each failing on its mutant.
+  { seed: 400003, guard: 'fence-before-seal', focus: 'takeover', name: 'a read at the latest version while a takeover seals' },
   { seed: 300001, guard: 'epoch-check', focus: 'takeover', name: 'a takeover between a commit and its ack' },
   { seed: 300002, guard: 'end-epoch-on-unknown-outcome', focus: 'faults', name: 'a commit whose outcome was unknown, kept as confirmed' },
   { seed: 300008, guard: 'cached-track-marker-check', focus: 'faults', name: 'a cached track trusted after another writer wrote the item' },
