@@ -27,7 +27,7 @@ describe.skipIf(!root)('a live writer in another pid namespace, same host name',
     // Forks a few hundred times first so the writer's pid in its namespace is not 1 (and not a pid
     // alive here); `; :` keeps sh from exec'ing node (node stays a child, pid > 1).
     const script = `for i in $(seq 300); do /bin/true; done; ${JSON.stringify(process.execPath)} --import tsx test/support/slot-holder.ts; :`;
-    const child = spawn('unshare', ['-p', '-f', '--mount-proc', 'sh', '-c', script], { cwd: REPO, env: { ...process.env, DGCL_TEST_TASK: task }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('unshare', ['-p', '-f', '--kill-child', '--mount-proc', 'sh', '-c', script], { cwd: REPO, env: { ...process.env, DGCL_TEST_TASK: task }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     child.stderr!.on('data', (d) => (stderr += String(d)));
     try {
