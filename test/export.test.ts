@@ -145,7 +145,7 @@ describe('exportItems', () => {
     await exportItems(log, { out, blobs, fields: ['image'] });
     const rows = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { item_id: string; image?: string });
     const withImage = rows.filter((x) => typeof x.image === 'string');
-    expect(withImage.length).toBeGreaterThan(0);
+    expect(withImage.length).toBe(states.filter((s) => s.status === 'completed' && 'image' in s.fields).length);
     for (const row of withImage) {
       expect(row.image).toBe(`../../elsewhere/${row.item_id}/image`);
       expect(readFileSync(path.resolve(path.dirname(out), row.image!))).toEqual(BLOB);

@@ -158,6 +158,7 @@ describe('the idle merge after the writer\'s clock stepped back', () => {
       const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, mergeIdleMs: 20 });
       await W.log.append([createBatch('a')]);
       clock.advance(-(2 ** 31));
+      // Not a race: the broken timer warned every millisecond, hundreds of times in this wait.
       await new Promise((r) => setTimeout(r, 300));
       expect(overflows, 'timers beyond the range Node holds').toBe(0);
       clock.advance(2 ** 31 + 20); // the clock catches up: the idle merge runs
