@@ -148,7 +148,7 @@ describe('a made-ahead generation beside takeovers and readers', () => {
   it('a reader that listed the made-ahead generation while close() retires it starts over and sees every ack', async () => {
     const { root, clock, leases, open } = setup();
     const W = open({ mergeEveryCommits: 6 });
-    const { acks, epoch, next } = await firstAck(W);
+    const { acks, next } = await firstAck(W);
     const made = new Gate();
     W.objects.tap.after = (op, key) => {
       if (op === 'putIfAbsent' && key === `${META}/gen.${next}`) made.resolve();

@@ -37,7 +37,6 @@ describe('a long-lived maintainer merges into a log made again at the same place
     await W1.log.close();
     expect((await M.log.maintain()).failures).toEqual([]);
     const uri = M.log.uri;
-    const oldBase = await files(uri);
     await fs.rm(uri, { recursive: true, force: true });
     const W2 = open({ slot: 1, mergeEveryCommits: 1000 });
     await W2.log.append([createBatch('x')]);

@@ -165,7 +165,7 @@ describe('a listing on a base pinned at a version number of a deleted log', () =
 // epoch name and read its generation at the old version: an acked batch of the new log was missing.
 describe('a read in flight across a log-id change', () => {
   it('does not refill the seal cache with the old log\'s seal: later reads of the new log see every acked batch', async () => {
-    const { open, root, leases, clock } = setup();
+    const { open, root, clock } = setup();
     // The old log: epoch s00-e000001 sealed at one commit (its generation left unmerged).
     const W1 = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, hooks: noMerge });
     await W1.log.append([createBatch('a')]);
@@ -191,9 +191,9 @@ describe('a read in flight across a log-id change', () => {
     const fresh = await withFreshReader(root, leases2, clock, (r) => names(r));
     const read2 = await settle(names(R.log)); // lists the new id: clears the caches
     hold.release();
-    const r1 = await read1;
+    await read1;
     const read3 = await settle(names(R.log));
-    const read4 = await settle(names(R.log));
+    await settle(names(R.log));
     expect(fresh).toEqual(['x', 'y']);
     expect(read2.ok && read2.value).toEqual(['x', 'y']);
     expect(read3.ok && read3.value, 'read #3 starts after y was acked and after read #2 saw it').toEqual(['x', 'y']);

@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { openLog } from '../lib/index.ts';
 import { ShardItemIndex } from '../lib/log/read/shard-index.ts';
 import { sqlIn, type Table } from '../lib/log/tables.ts';
-import { EVENT_SCHEMA, LIGHT_COLUMNS, rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
+import { EVENT_SCHEMA, rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import type { EventRow } from '../lib/types.ts';
 import { rowsOf } from '../bench/common.ts';
 import { createBatch, stepBatch } from './support/batches.ts';

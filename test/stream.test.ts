@@ -12,7 +12,7 @@ import type { LanceCheckpointLog, LanceLogOptions } from '../lib/log/log.ts';
 import type { Table, TableWrapper } from '../lib/log/tables.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
-import { eventsOf, Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
+import { Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
 
 const { setup, rawLog: fixtureLog } = raceFixture(60_000);
 const rawLog = (root: string, leases: LeaseStore, clock: ManualClock, extra: Partial<LanceLogOptions>) => fixtureLog(root, leases, clock, { owner: 'stream-test', ...extra });
