@@ -32,7 +32,7 @@ export const GUARDS = [
   'superseded-epoch-seals-nothing',
   'seal-earlier-epochs',
   'seal-out-missing-dataset',
-  // reads (lib/log/read/reader.ts)
+  // reads (lib/log/read/reader.ts, visibility.ts)
   'relist-sees-retirement',
   'relist-sees-fence',
   'retired-marker',

@@ -3,13 +3,7 @@
  * event_id and ordering are the fold's job (lib/fold.ts), so a row present both in a shard and in
  * the base (a merge in progress or interrupted) is harmless.
  *
- * Visibility of a shard generation (docs/design/fencing.md):
- *  - retired (merged into base): skipped;
- *  - its epoch has a seal: visible up to the sealed version if the seal lists it, else invisible;
- *  - its epoch has no seal but a later epoch of the same slot has one: invisible (a zombie
- *    created it after the takeover);
- *  - its epoch has a fence but no seal yet: being sealed; readers wait for the seal;
- *  - otherwise (the slot's live epoch): visible at its latest version.
+ * Which generations a read sees is decided in lib/log/read/visibility.ts.
  *
  * Every read that touched a shard generation lists the meta folder again afterwards and starts
  * over if what it read changed meanwhile (docs/design/invariants.md, "Reads"): a generation
@@ -24,58 +18,16 @@ import { CorruptError, DgclError, InternalError, PermissionDeniedError, Unavaila
 import { COLUMN_NAMES, LIGHT_COLUMNS, rowsFromArrow } from '../../schema.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
 import type { EventRow } from '../../types.ts';
-import {
-  maxEpochPerSlot,
-  META_DIR,
-  parseMetaNames,
-  parseShardName,
-  sealKey,
-  type MetaNames,
-  type Seal,
-  type ShardName,
-} from '../layout.ts';
+import { META_DIR, parseMetaNames, parseShardName, sealKey, type MetaNames, type Seal } from '../layout.ts';
 import { damageKey, damaged, DAMAGE_MIN_MS, DAMAGE_REPEATS, permissionOf, type DamageProbe } from './damage.ts';
 import { withoutDeleted } from '../deleted.ts';
 import { writeSeal } from '../write-seal.ts';
 import { ShardItemIndex } from './shard-index.ts';
 import { TailCache } from './tail-cache.ts';
 import { projection, type LanceTables, type Table } from '../tables.ts';
+import { keyOf, listingFrom, stable, type ShardListing, type ShardView } from './visibility.ts';
 
-export interface ShardView extends ShardName {
-  /** Version readers see; null = latest. */
-  version: number | null;
-  sealed: boolean;
-  /**
-   * What the reader keeps of the generation is keyed by this: its name within the log's id
-   * (lib/log/layout.ts `logIdKey`). A log made again at the same place may reuse the name,
-   * and a read of the old log still in flight may store what it read after the
-   * caches were cleared: under the old id, no read of the new log takes it.
-   */
-  key: string;
-}
-
-const keyOf = (logId: string, name: string) => `${logId}/${name}`;
-
-export interface ShardListing {
-  /** The log's id (lib/log/layout.ts `logIdKey`; '' when it has none). */
-  logId: string;
-  /** The base dataset exists (its marker is listed). */
-  baseExists: boolean;
-  visible: ShardView[];
-  /** Generations that exist but readers ignore (zombie writes after a seal). */
-  invisible: ShardName[];
-  retired: ShardName[];
-  /** Generations of epochs that are fenced and not yet sealed (a takeover in progress). */
-  pending: ShardName[];
-  /** Seals of epochs that still have generations. */
-  seals: Map<string, Seal>;
-  /** Every sealed writer epoch (names only). */
-  sealedEpochs: string[];
-  /** Every fenced writer epoch (names only; sealed ones included). */
-  fencedEpochs: string[];
-  /** Deleted items: hash of the item id -> the highest deleted seq (docs/design/deletion.md). */
-  tombstones: ReadonlyMap<string, number>;
-}
+export type { ShardListing, ShardView } from './visibility.ts';
 
 /** Attempts of one read before it gives up on a layout that keeps changing under it. */
 const READ_ATTEMPTS = 10;
@@ -165,7 +117,6 @@ export class LogReader {
 
   /** The listing of one meta folder listing the caller made (decisions from one snapshot). */
   async listingOf(meta: MetaNames): Promise<ShardListing> {
-    const { baseExists, gens, sealEpochs, fenceEpochs, retired, tombstones } = meta;
     if (this.tables.noteLogId(meta.logId)) {
       // Another log at this place: what was kept by generation name may be the old log's.
       this.sealCache.clear();
@@ -173,11 +124,10 @@ export class LogReader {
       this.tail.clear();
     }
     this.logId = meta.logId;
-    const shards = gens.map((n) => parseShardName(n)).filter((s): s is ShardName => s !== null);
     const seals = new Map<string, Seal>();
-    const needed = new Set(shards.map((s) => s.writerEpoch));
+    const needed = new Set(meta.gens.map((n) => parseShardName(n)?.writerEpoch));
     await Promise.all(
-      sealEpochs
+      meta.sealEpochs
         .filter((e) => needed.has(e))
         .map(async (e) => {
           const s = await this.readSeal(e, meta.logId);
@@ -189,42 +139,7 @@ export class LogReader {
           seals.set(e, s);
         }),
     );
-    // Highest sealed epoch per slot: unsealed epochs at or below it are zombies.
-    const maxSealed = maxEpochPerSlot(sealEpochs);
-    // Highest fenced epoch per slot: a generation of an epoch at or below it may become
-    // invisible (or be sealed below what it shows) any moment: wait for the seals.
-    const maxFenced = maxEpochPerSlot(fenceEpochs);
-    const listing: ShardListing = {
-      logId: meta.logId,
-      baseExists,
-      visible: [],
-      invisible: [],
-      retired: [],
-      pending: [],
-      seals,
-      sealedEpochs: sealEpochs,
-      fencedEpochs: fenceEpochs,
-      tombstones,
-    };
-    for (const s of shards) {
-      if (retired.has(s.name)) {
-        listing.retired.push(s);
-        continue;
-      }
-      const seal = seals.get(s.writerEpoch);
-      if (seal) {
-        const v = seal.gens[String(s.generation)];
-        if (v === undefined) listing.invisible.push(s);
-        else listing.visible.push({ ...s, version: v, sealed: true, key: keyOf(meta.logId, s.name) });
-      } else if ((maxSealed.get(s.slot) ?? 0) >= s.epoch && guard('zombie-generations-invisible')) {
-        listing.invisible.push(s);
-      } else if ((maxFenced.get(s.slot) ?? 0) >= s.epoch && guard('wait-for-seal')) {
-        listing.pending.push(s);
-      } else {
-        listing.visible.push({ ...s, version: null, sealed: false, key: keyOf(meta.logId, s.name) });
-      }
-    }
-    return listing;
+    return listingFrom(meta, seals);
   }
 
   /** Drop what this process holds of a generation: its handles and its item index. */
@@ -429,22 +344,6 @@ export class LogReader {
 
 /** The meta folder changed between its listing and what the listing named (read again). */
 class LayoutChangedError extends UnavailableError {}
-
-/**
- * Whether every generation `read` saw is still there and unretired, and, if read at its latest
- * version, no epoch at or above its own in its slot was fenced or sealed meanwhile (its epoch is
- * over: the seal decides what of it stays).
- */
-function stable(read: readonly ShardView[], now: MetaNames): boolean {
-  const gens = new Set(now.gens);
-  const ended = maxEpochPerSlot([...now.fenceEpochs, ...now.sealEpochs]);
-  return read.every(
-    (v) =>
-      (!guard('relist-sees-retirement') || (gens.has(v.name) && !now.retired.has(v.name))) &&
-      (v.version !== null || !guard('relist-sees-fence') || (ended.get(v.slot) ?? 0) < v.epoch),
-  );
-}
-
 
 /** A copy of `r` with only `columns` (the others null, as rowsFromArrow leaves columns not read). */
 function projectRow(r: EventRow, columns: readonly string[]): EventRow {
