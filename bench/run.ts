@@ -26,6 +26,7 @@ import { SqliteLog } from './baselines/sqlite.ts';
 import { PER_ITEM, allocatedBytes, bulkRows, fileCount, itemName, newItemBatch, now, ownedItemBatch, pct, pool, rowsOf } from './common.ts';
 import { aggregateRate, spawnWorkers } from './procs.ts';
 import { type BenchMeta, type BenchRow, bytes, formatTable, int, msText, ratio, sizeText } from './table.ts';
+import { readsOf } from '../lib/log/reads.ts';
 
 const args = process.argv.slice(2);
 const mode: BenchMeta['mode'] = args.includes('--long') ? 'long' : args.includes('--quick') ? 'quick' : 'normal';
@@ -364,7 +365,7 @@ async function atSize(n: number, first: SizeFigures | undefined, last: boolean):
     await reader.items();
     const itemsAgainMs = now() - t4;
     const t3 = now();
-    const scanned = (await reader.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor())).length;
+    const scanned = (await readsOf(reader).scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor())).length;
     const scanWithTailMs = now() - t3;
     if (listed !== items + 16 * P.shardCommits || scanned !== listed) throw new Error(`bench: items() with the tail saw ${listed}, the scan ${scanned}, expected ${items + 16 * P.shardCommits}`);
     withTail = { events: n + tailEvents, ms: itemsWithTailMs, againMs: itemsAgainMs, scanMs: scanWithTailMs };

@@ -36,6 +36,7 @@ import { bulkRows, itemName, newItemBatch, now, ownedItemBatch, PER_ITEM, pct, p
 import type { ColdResult } from './s3-child.ts';
 import { countDynamo, diff, dollars, perJson, perText, PRICES_TEXT, s3Total, type Requests } from './s3-cost.ts';
 import { type BenchRow, formatRows, int, msText, ratio } from './table.ts';
+import { readsOf } from '../lib/log/reads.ts';
 
 const quick = process.argv.includes('--quick');
 /** Also a cold and a warm fold over a 10^6-event base (building it takes a few minutes). */
@@ -317,7 +318,7 @@ async function listingFigures(lg: Awaited<ReturnType<typeof open>>, n: number): 
   const items = n / PER_ITEM;
   const first = await counted(() => lg.items());
   const again = await counted(() => lg.items());
-  const scan = await counted(() => lg.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor()));
+  const scan = await counted(() => readsOf(lg).scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor()));
   if (first.value.items.length !== items || again.value.items.length !== items || scan.value.length !== items) {
     throw new Error(`bench: items() on S3 saw ${first.value.items.length} / ${again.value.items.length}, the scan ${scan.value.length}, expected ${items}`);
   }

@@ -7,6 +7,7 @@
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { META_DIR } from '../lib/log/layout.ts';
 import { holdFirstList, Pause, raceFixture, resolvesAfterRelease, settle } from './support/race-kit.ts';
+import { readsOf } from '../lib/log/reads.ts';
 
 const { setup } = raceFixture(60_000);
 
@@ -121,7 +122,7 @@ describe('close() with a public call of several reads in flight', () => {
     await seeded(open);
     const R = open({});
     const hold = holdFirstList(R);
-    const listing = settle(R.log.aggregates());
+    const listing = settle(readsOf(R.log).aggregates());
     await hold.reached.promise;
     const closing = R.log.close();
     hold.release();

@@ -32,6 +32,7 @@ import { PROJECTION_DIR } from '../lib/log/projection/stored.ts';
 import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/read/summary.ts';
 import { createBatch } from './support/batches.ts';
 import { raceFixture, type TableTap } from './support/race-kit.ts';
+import { readsOf } from '../lib/log/reads.ts';
 
 const { setup } = raceFixture(60_000);
 
@@ -73,7 +74,7 @@ describe('the fold projection: a base version number the deleted log had', () =>
   it('a process that scanned the old log at that version scans the new one', async () => {
     const { open } = setup();
     const R = open({});
-    const scan = (l: typeof R) => l.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
+    const scan = (l: typeof R) => readsOf(l.log).scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
     await merged(open, [createBatch('old-a'), createBatch('old-b')], false);
     expect((await scan(R)).map((a) => a.itemId)).toEqual(['old-a', 'old-b']); // R pins the base at its version
     const v = (await R.log.stats()).base.version;
@@ -184,7 +185,7 @@ describe('the fold projection: a projection step that keeps failing', () => {
     const M = open({ owner: 'ok' });
     expect((await M.log.maintain()).failures).toEqual([]);
     const R = open({ owner: 'reader' });
-    expect(await R.log.projected()).toEqual(await R.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor()));
+    expect(await readsOf(R.log).projected()).toEqual(await readsOf(R.log).scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor()));
   });
 });
 

@@ -4,6 +4,8 @@
  * are hard to order or quote. Real Lance datasets in temp folders, the real local store.
  */
 import { describe, expect, it } from 'vitest';
+import type { CheckpointLog } from '../lib/api.ts';
+import { readsOf } from '../lib/log/reads.ts';
 import { createBatch } from './support/batches.ts';
 import { pageAll } from './support/paging.ts';
 import { raceFixture } from './support/race-kit.ts';
@@ -12,17 +14,14 @@ const LONG_TTL = 10 * 3_600_000;
 const { setup } = raceFixture(LONG_TTL);
 
 /**
- * Make `log.aggregates` (a page's second pass) delete `ids` first, once, when its filter reaches
- * `bound`: the deletes land between the page's id pass and its aggregate pass.
+ * Make the log's `aggregates` (a page's second pass) delete `ids` first, once, when its filter
+ * reaches `bound`: the deletes land between the page's id pass and its aggregate pass.
  */
-function deleteBeforeAggregating(
-  log: { aggregates(filter?: string | null): Promise<unknown>; deleteItem(id: string): Promise<unknown> },
-  bound: string,
-  ids: string[],
-): { ran: boolean } {
+function deleteBeforeAggregating(log: CheckpointLog, bound: string, ids: string[]): { ran: boolean } {
   const state = { ran: false };
-  const aggregates = log.aggregates.bind(log);
-  log.aggregates = async (filter) => {
+  const reads = readsOf(log);
+  const aggregates = reads.aggregates.bind(reads);
+  reads.aggregates = async (filter) => {
     if (!state.ran && filter?.includes(`item_id <= '${bound}'`)) {
       state.ran = true;
       for (const id of ids) await log.deleteItem(id);

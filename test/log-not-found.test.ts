@@ -15,6 +15,7 @@ import { parseRoot } from '../lib/storage/location.ts';
 import { createBatch } from './support/batches.ts';
 import { dgcl } from './support/proc.ts';
 import { tree } from './support/tree.ts';
+import { readsOf } from '../lib/log/reads.ts';
 
 const root = mkdtempSync(path.join(tmpdir(), 'dgcl-nolog-'));
 
@@ -38,7 +39,7 @@ function calls(log: LanceCheckpointLog): Array<[string, () => Promise<unknown>]>
     ['latestEvents', () => log.latestEvents('doc-1', { limit: 5 })],
     ['blob', () => log.blob('doc-1', 'image')],
     ['allStates', () => log.allStates()],
-    ['aggregates', () => log.aggregates()],
+    ['aggregates', () => readsOf(log).aggregates()],
     ['stats', () => log.stats()],
     ['report', () => report(log, { out: `${out}.html` })],
     ['exportItems', () => exportItems(log, { out: `${out}.jsonl`, blobs: `${out}-blobs` })],

@@ -21,17 +21,18 @@ import { rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { raceFixture } from './support/race-kit.ts';
 import { createBatch } from './support/batches.ts';
+import { readsOf } from '../lib/log/reads.ts';
 
 const { setup } = raceFixture(60_000);
 
 function scanned(log: LanceCheckpointLog): Promise<ItemAggregate[]> {
-  return log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
+  return readsOf(log).scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
 }
 
 /** The projection answers, and exactly as the scan does; listings equal the folds. */
 async function expectProjected(log: LanceCheckpointLog, label: string): Promise<void> {
   const want = await scanned(log);
-  expect(await log.projected(), `${label}: the projection answers as the scan`).toEqual(want);
+  expect(await readsOf(log).projected(), `${label}: the projection answers as the scan`).toEqual(want);
   await expectListingsMatchFold(log, label);
 }
 
@@ -116,7 +117,7 @@ describe('the item listing projection', () => {
     await A.log.append(batches(20, 1));
     await A.log.mergeOwnShard();
     await B.log.mergeOwnShard();
-    expect(await A.log.projected(), 'no projection before maintenance').toBeNull();
+    expect(await readsOf(A.log).projected(), 'no projection before maintenance').toBeNull();
 
     const M = open({ slot: 0, slots: 2, owner: 'maintainer' });
     const rep = await M.log.maintain();
@@ -154,7 +155,7 @@ describe('the item listing projection', () => {
     // A deleted item: its counted aggregate includes hidden rows and must be recounted.
     await A.log.deleteItem('it-003');
     await expectProjected(A.log, 'after a delete');
-    expect((await A.log.projected())!.map((a) => a.itemId)).not.toContain('it-003');
+    expect((await readsOf(A.log).projected())!.map((a) => a.itemId)).not.toContain('it-003');
 
     // A base copy of a tail event at a higher seq (as two writers' deliveries can leave it): the
     // scan keeps the tail's lower-seq copy; the projection counted the base's and must recount.
@@ -168,7 +169,7 @@ describe('the item listing projection', () => {
     // A fresh reader: A's copy of the projection did not count the copy (the range read skips it).
     const R = open({ slot: 0, slots: 2, owner: 'reader' });
     await expectProjected(R.log, 'a losing base copy');
-    expect((await R.log.projected())!.find((a) => a.itemId === 'it-021')!.lastSeq).toBeLessThan(1000);
+    expect((await readsOf(R.log).projected())!.find((a) => a.itemId === 'it-021')!.lastSeq).toBeLessThan(1000);
     await expectProjected(A.log, 'a losing base copy, the older projection');
   });
 
@@ -220,7 +221,7 @@ describe('the item listing projection', () => {
       }
     }
     expect((await A.log.items({ status: 'failed', limit: 30 })).items).toEqual(want.filter((w) => w.status === 'failed').slice(0, 30));
-    expect(await A.log.projected(), 'the projection answers').toEqual(await scanned(A.log));
+    expect(await readsOf(A.log).projected(), 'the projection answers').toEqual(await scanned(A.log));
 
     // In a fresh process a page of 10 from the middle reads at most two chunks per counted
     // fragment; the same page again reads none (parsed chunks are kept, up to a bound).
@@ -291,14 +292,14 @@ describe('the item listing projection', () => {
     const now = await fragmentRows(await tables.baseAt(await base.version()));
     expect(now.has(gone!), 'the counted fragment is gone').toBe(false);
     expect(sum(now), 'no row lost').toBe(total);
-    expect(await A.log.projected()).toBeNull();
+    expect(await readsOf(A.log).projected()).toBeNull();
     await expectListingsMatchFold(A.log, 'a counted fragment rewritten');
 
     // Rows deleted from a counted fragment (as a purge does): the count no longer matches.
     expect((await M.log.maintain()).projection?.countedRows).toBeGreaterThan(0);
     await expectProjected(A.log, 'rebuilt');
     await base.delete(`item_id = 'it-004'`);
-    expect(await A.log.projected()).toBeNull();
+    expect(await readsOf(A.log).projected()).toBeNull();
     await expectListingsMatchFold(A.log, 'rows deleted behind the projection');
 
     // Unreadable or foreign objects are ignored, never an error.
@@ -327,7 +328,7 @@ describe('the item listing projection', () => {
     for (const [key, bad] of bads) {
       await objects.put(key, bad);
       const fresh = open({ slot: 0, slots: 1, owner: 'reader' });
-      expect(await fresh.log.projected(), `${key}: ${bad.slice(0, 40)}`).toBeNull();
+      expect(await readsOf(fresh.log).projected(), `${key}: ${bad.slice(0, 40)}`).toBeNull();
       await expectListingsMatchFold(fresh.log, `stored ${bad.slice(0, 20)}`);
       await objects.put(PROJECTION_KEY, index);
       await objects.put(fragKey, doc);
@@ -414,7 +415,7 @@ describe('the item listing projection', () => {
     M.objects.tap = {};
     expect((await M.log.maintain()).failures).toEqual([]);
     expect(await docsMentioning('it-019')).toEqual([]);
-    expect(await M.log.projected(), 'rebuilt by the next pass').not.toBeNull();
+    expect(await readsOf(M.log).projected(), 'rebuilt by the next pass').not.toBeNull();
     await expectProjected(M.log, 'rebuilt after the purge');
   });
 });
@@ -451,7 +452,7 @@ describe('the item listing projection: a fragment document of another format', (
     expect(rep.failures).toEqual([]);
     expect(rep.projection, 'every row counted in this format').toMatchObject({ fragments: 1, countedRows: rows });
     const R = open({ slot: 0, slots: 1, owner: 'reader' });
-    expect(await R.log.projected(), 'a fresh reader uses the projection').toEqual(await scanned(R.log));
+    expect(await readsOf(R.log).projected(), 'a fresh reader uses the projection').toEqual(await scanned(R.log));
     expect(await A.objects.inner.list(PROJECTION_DIR), 'the other release\'s document is gone').not.toContain(`frag-0-${rows}.json`);
   });
 });
@@ -468,7 +469,7 @@ describe('the item listing projection: listings handed out', () => {
     await A.log.mergeOwnShard();
     const M = open({ slot: 0, slots: 1, owner: 'maintainer' });
     expect((await M.log.maintain()).projection?.countedRows).toBe((await A.log.stats()).base.rows);
-    expect(await A.log.projected(), 'the listing is served from the projection').not.toBeNull();
+    expect(await readsOf(A.log).projected(), 'the listing is served from the projection').not.toBeNull();
 
     const first = (await A.log.items()).items;
     const want: ItemSummary[] = structuredClone(first);

@@ -17,6 +17,7 @@ import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/read/summary.ts
 import type { Ack } from '../lib/types.ts';
 import { createBatch } from './support/batches.ts';
 import { eventsOf, Pause, raceFixture, settle, sharedLeases, tempRoot, testLog, withFreshReader } from './support/race-kit.ts';
+import { readsOf } from '../lib/log/reads.ts';
 
 const { setup, keep } = raceFixture(60_000);
 const names = async (log: { items(): Promise<{ items: { itemId: string }[] }> }) => (await log.items()).items.map((i) => i.itemId).sort();
@@ -223,7 +224,7 @@ describe('the base count cache (ProjectionCache.fragmentRowsOf) of a log made ag
     await W2.log.append([createBatch('old-c')]);
     await W2.log.mergeOwnShard();
     await W2.log.close();
-    await R.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
+    await readsOf(R.log).scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
 
     // The log is deleted and made again at the same place; its base reaches the same version.
     await fs.rm(R.log.uri, { recursive: true, force: true });

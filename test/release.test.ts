@@ -12,6 +12,7 @@ import { expect, it } from 'vitest';
 import { openLog } from '../lib/index.ts';
 import { releaseBatch } from '../lib/log/read/release.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
+import { readsOf } from '../lib/log/reads.ts';
 
 it('a scan detaches every base batch it handed to the visitor and keeps the shard rows cached for the next scan; what the visitor copied out is intact', async () => {
   const root = mkdtempSync(path.join(tmpdir(), 'dgcl-release-'));
@@ -22,7 +23,7 @@ it('a scan detaches every base batch it handed to the visitor and keeps the shar
   expect((await log.stats()).shards, 'one unmerged shard: the scan reads base and shard').toHaveLength(1);
 
   const held: arrow.RecordBatch[] = [];
-  const ids = await log.scanEvents({ columns: ['event_id'], keepTail: true }, () => {
+  const ids = await readsOf(log).scanEvents({ columns: ['event_id'], keepTail: true }, () => {
     const out: string[] = [];
     return {
       batch(b, keep) {
@@ -55,7 +56,7 @@ it('a scan detaches every base batch it handed to the visitor and keeps the shar
   // next scan, which reads no row of it again.
   expect(sizes(shardBatch).every((n) => n > 0), 'the cached shard batch is not released').toBe(true);
   const again: arrow.RecordBatch[] = [];
-  const ids2 = await log.scanEvents({ columns: ['event_id'], keepTail: true }, () => ({
+  const ids2 = await readsOf(log).scanEvents({ columns: ['event_id'], keepTail: true }, () => ({
     batch(b, keep) {
       again.push(b);
       for (let r = 0; r < b.numRows; r++) if (keep(r)) ids.push(String(b.getChild('event_id')!.get(r)));
@@ -66,7 +67,7 @@ it('a scan detaches every base batch it handed to the visitor and keeps the shar
   expect(again.filter((b) => b === shardBatch), 'the same cached batch, not a new read').toHaveLength(1);
   // A one-off pass (no keepTail: exports, reports) keeps nothing: its shard batch is released too.
   const once: arrow.RecordBatch[] = [];
-  await log.scanEvents({ columns: ['event_id'] }, () => ({ batch: (b) => void once.push(b), done: () => null }));
+  await readsOf(log).scanEvents({ columns: ['event_id'] }, () => ({ batch: (b) => void once.push(b), done: () => null }));
   const onceShard = once.filter((b) => b.numRows === tail && b !== shardBatch);
   expect(onceShard, 'its own shard batch').toHaveLength(1);
   expect(sizes(onceShard[0]!), 'released').toEqual([0, 0]);

@@ -13,13 +13,14 @@ import type { Table, TableWrapper } from '../lib/log/tables.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { Pause, raceFixture, settle, withFreshReader } from './support/race-kit.ts';
+import { readsOf } from '../lib/log/reads.ts';
 
 const { setup, rawLog: fixtureLog } = raceFixture(60_000);
 const rawLog = (root: string, leases: LeaseStore, clock: ManualClock, extra: Partial<LanceLogOptions>) => fixtureLog(root, leases, clock, { owner: 'stream-test', ...extra });
 
 async function expectListingsMatchFold(log: LanceCheckpointLog, label: string): Promise<void> {
   // Each event exactly once, at the seq fold shows it.
-  const seen = await log.scanEvents({ columns: ['event_id', 'item_seq'] }, () => {
+  const seen = await readsOf(log).scanEvents({ columns: ['event_id', 'item_seq'] }, () => {
     const ids: string[] = [];
     return {
       batch(b, keep) {
@@ -123,7 +124,7 @@ function readerWithBaseTap(root: string, leases: LeaseStore, clock: ManualClock,
 
 /** event_id -> how many times scanEvents handed it to the visitor as a kept row. */
 async function keptCounts(log: LanceCheckpointLog): Promise<Map<string, number>> {
-  return log.scanEvents({ columns: ['event_id', 'item_seq'] }, () => {
+  return readsOf(log).scanEvents({ columns: ['event_id', 'item_seq'] }, () => {
     const counts = new Map<string, number>();
     return {
       batch(b, keepRow) {

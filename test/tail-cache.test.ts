@@ -20,6 +20,7 @@ import { EVENT_SCHEMA, rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import { rowsOf } from '../bench/common.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { Pause, raceFixture, settle, tableTapper, type TableTap } from './support/race-kit.ts';
+import { readsOf } from '../lib/log/reads.ts';
 
 const TTL = 10_000;
 const META = '_dgcl/meta';
@@ -105,7 +106,7 @@ describe('the tail cache: a zombie commit above the seal, learned by one read, w
     let phase = 'r1';
     const takes: Record<string, number> = {};
     const R = open({ slots: 1, owner: 'r', tableTap: { take: (name) => name === gen && (takes[phase] = (takes[phase] ?? 0) + 1) } });
-    const scan = () => R.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS, keepTail: true }, () => new SummaryVisitor());
+    const scan = () => readsOf(R.log).scanEvents({ columns: SUMMARY_SCAN_COLUMNS, keepTail: true }, () => new SummaryVisitor());
 
     // R#1 lists (A's generation is live, no fence) and stops; its re-list is held later.
     let lists = 0;
@@ -149,7 +150,7 @@ describe('the tail cache: a zombie commit above the seal, learned by one read, w
     expect(first.ok, 'R#1 settles (it starts over: the epoch it read at latest was sealed)').toBe(true);
 
     const F = open({ slots: 1, owner: 'fresh' });
-    const fresh = await F.log.scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
+    const fresh = await readsOf(F.log).scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
     expect(fresh.map((a) => a.itemId).sort(), 'the fresh read: no zombie item').toEqual(['a1', 'b1']);
     expect(r2, 'R#2 (sealed version, through the shared entry) equals a fresh read').toEqual(fresh);
     expect(first.ok && first.value, 'R#1 equals a fresh read').toEqual(fresh);

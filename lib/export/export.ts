@@ -12,7 +12,8 @@
 import type * as arrow from 'apache-arrow';
 import { InvalidInputError } from '../errors.ts';
 import { foldItem } from '../fold.ts';
-import type { LanceCheckpointLog } from '../log/log.ts';
+import type { CheckpointLog } from '../api.ts';
+import { readsOf } from '../log/reads.ts';
 import type { EventVisitor } from '../log/read/stream.ts';
 import { sqlIn, sqlString } from '../log/tables.ts';
 import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
@@ -119,14 +120,15 @@ function safePart(s: string): string {
   return encodeURIComponent(s).replace(/\*/g, '%2A').replace(/^\.\.?$/, (m) => m.replace(/\./g, '%2E'));
 }
 
-export async function exportItems(log: LanceCheckpointLog, o: ExportOptions): Promise<ExportResult> {
+export async function exportItems(log: CheckpointLog, o: ExportOptions): Promise<ExportResult> {
+  const reads = readsOf(log);
   const { format, status, fields: chosen, chunk } = check(o);
   const env = o.env ?? process.env;
   // Every argument is checked before the first read or write.
   const target = parseTarget(o.out, 'out');
   const blobFolder: BlobFolder | null = o.blobs !== undefined ? openBlobFolder(o.blobs, env, target) : null;
   try {
-    const scan = log.scanEvents.bind(log);
+    const scan = reads.scanEvents.bind(reads);
     const plan = await scan({ columns: PLAN_COLUMNS }, () => new PlanVisitor());
     const names = chosen ?? [...plan.fields.keys()].sort(byteCompare);
     const cols: FieldColumn[] = fieldColumns(names, plan.fields, blobFolder !== null);
@@ -152,7 +154,7 @@ export async function exportItems(log: LanceCheckpointLog, o: ExportOptions): Pr
               const ref = c.blob ? blobRefOf(v) : null;
               if (ref && blobFolder) {
                 const rel = `${safePart(id)}/${safePart(c.name)}`;
-                await blobFolder.put(rel, await log.loadBlob(ref.eventId));
+                await blobFolder.put(rel, await reads.loadBlob(ref.eventId));
                 blobFiles++;
                 v = blobFolder.ref(rel);
               }

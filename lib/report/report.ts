@@ -7,7 +7,8 @@
 import { writeFile } from 'node:fs/promises';
 import { systemClock, type Clock } from '../clock.ts';
 import { InvalidInputError, NotFoundError } from '../errors.ts';
-import type { LanceCheckpointLog } from '../log/log.ts';
+import type { CheckpointLog } from '../api.ts';
+import { readsOf } from '../log/reads.ts';
 import { shardLabel } from '../log/read/stats.ts';
 import type { Env } from '../storage/location.ts';
 import { formatTarget, parseTarget, writeTarget } from '../export/output.ts';
@@ -38,7 +39,8 @@ export interface ReportResult {
 
 export const DEFAULT_REPORT_ITEMS = 5000;
 
-export async function report(log: LanceCheckpointLog, o: ReportOptions = {}): Promise<ReportResult> {
+export async function report(log: CheckpointLog, o: ReportOptions = {}): Promise<ReportResult> {
+  const reads = readsOf(log);
   const maxItems = o.maxItems ?? DEFAULT_REPORT_ITEMS;
   if (!Number.isSafeInteger(maxItems) || maxItems < 0) {
     throw new InvalidInputError(`maxItems must be a non-negative integer, got ${JSON.stringify(o.maxItems)}`, { field: 'maxItems' });
@@ -46,25 +48,25 @@ export async function report(log: LanceCheckpointLog, o: ReportOptions = {}): Pr
   // Checked before any read, so bad input fails at once and writes nothing.
   const target = o.out !== undefined ? parseTarget(o.out, 'out') : null;
   const clock = o.clock ?? systemClock;
-  const scan = log.scanEvents.bind(log);
+  const scan = reads.scanEvents.bind(reads);
   const agg = await scan({ columns: REPORT_COLUMNS }, () => new ReportVisitor(maxItems));
   const threads = agg.items.filter((i) => i.name !== null);
   const trajectories = await lightTrajectories(scan, agg.items.map((i) => i.id), new Set(threads.map((i) => i.id)));
   // A thread whose id could not be its item's id: its name says the thread id (field thread_id).
   for (const t of threads) {
     if (!isHashedThreadItem(t.id)) continue;
-    const got = await log.fields(t.id, { names: [THREAD_ID_FIELD] }).catch((e: unknown) => {
+    const got = await reads.fields(t.id, { names: [THREAD_ID_FIELD] }).catch((e: unknown) => {
       if (e instanceof NotFoundError) return null; // deleted since the pass
       throw e;
     });
     const threadId = got?.fields[THREAD_ID_FIELD];
     if (typeof threadId === 'string') t.name = `LangGraph thread ${JSON.stringify(threadId)}`;
   }
-  const stats = await log.stats();
+  const stats = await reads.stats();
   const data: ReportData = {
-    title: o.title ?? titleOf(log.uri),
+    title: o.title ?? titleOf(reads.uri),
     stepTime: STEP_TIME,
-    uri: log.uri,
+    uri: reads.uri,
     generatedAtMs: clock.nowMs(),
     events: agg.events,
     itemCount: agg.itemCount,

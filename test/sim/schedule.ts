@@ -38,6 +38,7 @@ import { Rng } from './prng.ts';
 import { isWholeLog, observe, READ_KINDS, type ReadKind } from './reads.ts';
 import { Scheduler, simContext } from './scheduler.ts';
 import { deliveryCopy, newItem, reuseBuffers, startOver, Workload, type ItemModel } from './workload.ts';
+import { readsOf } from '../../lib/log/reads.ts';
 
 export type { SimConfig } from './config.ts';
 
@@ -727,7 +728,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       const listed = JSON.stringify((await fr.items()).items);
       const folded = JSON.stringify(states.map(summarize));
       if (listed !== folded) violations.push(`FINAL: items() ${listed} differs from the folds' summaries ${folded}`);
-      if (states.length > 0 && (await fr.projected()) === null) violations.push('FINAL: no projection after the final maintenance');
+      if (states.length > 0 && (await readsOf(fr).projected()) === null) violations.push('FINAL: no projection after the final maintenance');
       // Each item's fold (through the fold projection) equals its state from the scan.
       for (const st of states) {
         const one = await fr.fold(st.itemId);

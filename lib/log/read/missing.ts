@@ -67,7 +67,7 @@ export interface LogPlace {
   root: Location;
   pipeline: string;
   experiment: string;
-  /** The log's URI, as `LanceCheckpointLog.uri`. */
+  /** The log's URI, as `CheckpointLog.uri`. */
   uri: string;
   /** A store at the root (lists `datagen_checkpoints/...`). */
   rootObjects: ObjectStore;
