@@ -6,7 +6,7 @@
 import { fstatSync } from 'node:fs';
 import type { ItemStatus } from '../lib/types.ts';
 import type { ExportFormat, ExportStatus } from '../lib/export/formats.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { openLog, type OpenLogOptions } from '../lib/open.ts';
 import { MaintenanceFailed } from './exit-codes.ts';
 import { formatFailures, formatFold, formatItems, formatSlotWait, formatStats, formatTrajectory } from './format.ts';
@@ -28,7 +28,7 @@ export interface Ctx {
   err: Output;
 }
 
-async function using<T>(ctx: Ctx, flags: LogFlags, fn: (log: LanceCheckpointLog) => Promise<T>, extra: Partial<OpenLogOptions> = {}): Promise<T> {
+async function using<T>(ctx: Ctx, flags: LogFlags, fn: (log: CheckpointLog) => Promise<T>, extra: Partial<OpenLogOptions> = {}): Promise<T> {
   const log = await openLog({ ...extra, root: flags.root, pipeline: flags.pipeline, experiment: flags.experiment, env: ctx.io.env });
   try {
     return await fn(log);

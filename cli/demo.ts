@@ -13,7 +13,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { NotFoundError } from '../lib/errors.ts';
 import { openLog } from '../lib/index.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { report as writeReport } from '../lib/report/report.ts';
 import type { ItemState } from '../lib/types.ts';
 
@@ -47,7 +47,7 @@ function bytes(seed: number, key: string, n: number): Buffer {
   return out;
 }
 
-async function stateOf(log: LanceCheckpointLog, itemId: string): Promise<ItemState | null> {
+async function stateOf(log: CheckpointLog, itemId: string): Promise<ItemState | null> {
   try {
     return await log.fold(itemId);
   } catch (e) {
@@ -64,14 +64,14 @@ interface Counters {
   onAck?: () => void;
 }
 
-async function send(log: LanceCheckpointLog, batch: Record<string, unknown>, c: Counters): Promise<void> {
+async function send(log: CheckpointLog, batch: Record<string, unknown>, c: Counters): Promise<void> {
   await log.append([batch]);
   c.acks++;
   c.onAck?.();
 }
 
 /** Run one child item (created by its parent's fanout) to its end, from wherever it stopped. */
-async function runChild(log: LanceCheckpointLog, id: string, parent: string, runId: string, seed: number, c: Counters): Promise<void> {
+async function runChild(log: CheckpointLog, id: string, parent: string, runId: string, seed: number, c: Counters): Promise<void> {
   const st = await stateOf(log, id);
   if (!st) {
     await send(log, { itemId: id, runId, create: { rootItemId: parent, parentItemId: parent }, step: { name: 'score', index: 0 }, set: { score: Math.round(draw(seed, id, 'score') * 1000) / 1000 } }, c);
@@ -82,7 +82,7 @@ async function runChild(log: LanceCheckpointLog, id: string, parent: string, run
 }
 
 /** Run one root item from its folded state to a terminal event. */
-async function runItem(log: LanceCheckpointLog, itemId: string, n: number, runId: string, seed: number, c: Counters): Promise<void> {
+async function runItem(log: CheckpointLog, itemId: string, n: number, runId: string, seed: number, c: Counters): Promise<void> {
   for (;;) {
     const st = await stateOf(log, itemId);
     if (st && (st.status === 'completed' || st.status === 'filtered')) return;
@@ -139,7 +139,7 @@ async function runItem(log: LanceCheckpointLog, itemId: string, n: number, runId
 
 const itemIds = (n: number) => Array.from({ length: n }, (_, i) => `doc-${String(i).padStart(3, '0')}`);
 
-async function runAll(log: LanceCheckpointLog, o: { items: number; seed: number; runId: string }, c: Counters): Promise<void> {
+async function runAll(log: CheckpointLog, o: { items: number; seed: number; runId: string }, c: Counters): Promise<void> {
   const ids = itemIds(o.items);
   let next = 0;
   await Promise.all(

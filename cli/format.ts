@@ -1,8 +1,7 @@
 /** Human-readable renderings for the CLI (the --json forms print the API objects as they are). */
-import type { FailureSummary, ItemSummary, LogStats } from '../lib/api.ts';
+import { shardLabel, type FailureSummary, type ItemSummary, type LogStats } from '../lib/api.ts';
 import { checkpointLabel, describeThreadField, isThreadCursor, summarizeThread } from '../lib/langgraph/view.ts';
 import type { SlotWait } from '../lib/lease/slots.ts';
-import { shardLabel } from '../lib/log/read/stats.ts';
 import type { Cursor, ItemState, TrajectoryEvent } from '../lib/types.ts';
 import { describeFailure, preview } from './preview.ts';
 

@@ -5,10 +5,10 @@
 import { NotFoundError } from '../lib/errors.ts';
 import { isHashedThreadItem, isThreadCursor } from '../lib/langgraph/view.ts';
 import { THREAD_ID_FIELD } from '../lib/langgraph/records.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import type { Cursor } from '../lib/types.ts';
 
-export async function threadNames(log: LanceCheckpointLog, items: ReadonlyArray<{ itemId: string; cursor: Cursor | null }>): Promise<Map<string, string>> {
+export async function threadNames(log: CheckpointLog, items: ReadonlyArray<{ itemId: string; cursor: Cursor | null }>): Promise<Map<string, string>> {
   const names = new Map<string, string>();
   for (const it of items) {
     if (!isThreadCursor(it.cursor)) continue;

@@ -44,6 +44,22 @@ export interface ShardStats {
 
 export type ShardState = 'live' | 'abandoned' | 'sealed' | 'retired' | 'unsealed';
 
+/** A shard generation's state in words (`dgcl stats`, the report page). */
+export function shardLabel(sh: ShardStats): string {
+  switch (sh.state) {
+    case 'retired':
+      return 'retired (being deleted)';
+    case 'sealed':
+      return `sealed at v${sh.sealedAtVersion} (its writer ended; maintenance merges it)`;
+    case 'abandoned':
+      return 'abandoned (its writer is gone; maintenance merges it)';
+    case 'unsealed':
+      return 'unsealed (no lease store to tell whether its writer is alive)';
+    default:
+      return 'live';
+  }
+}
+
 export interface LogStats {
   uri: string;
   base: { version: number; rows: number; fragments: number; indexes: string[] };
@@ -130,14 +146,34 @@ export interface MaintenanceReport {
 
 export type MaintenanceStep = 'orphans' | 'retirements' | 'merge' | 'zombies' | 'deletions' | 'compaction' | 'indexes' | 'projection' | 'claims' | 'meta';
 
+/** `done` of `total` steps are over, the last one `step`; `total` grows once the merges are known. */
+export type MaintainProgress = (step: MaintenanceStep, done: number, total: number) => void;
+
+/** Options of `maintain`. */
+export interface MaintainOptions {
+  /** Told after each step (a skipped one too), e.g. to draw a progress bar; never awaited, and what it throws is ignored. */
+  onProgress?: MaintainProgress;
+}
+
 /**
  * One experiment's log. Obtained from `openLog` (lib/index.ts). Writing takes a writer shard
  * slot lazily on the first append and keeps (renews) it until `close()`.
  */
 export interface CheckpointLog {
   readonly uri: string;
+  /**
+   * The writer epoch this process appends under (`s03-e000007`: slot 3, its 7th owner), as
+   * trajectory events carry it and `stats()` names shard generations; null while this log holds
+   * no writer slot (before its first append or delete, after `close()`).
+   */
+  readonly writerEpoch: string | null;
   /** Append checkpoint batches; one ack per batch, same order. All-or-nothing per batch. */
   append(batches: CheckpointBatchInput[]): Promise<Ack[]>;
+  /**
+   * The same with batches of any type (parsed JSON, say): each is checked at run time against
+   * `CheckpointBatchInput` (docs/contract.md) before anything is written (INVALID_INPUT naming it).
+   */
+  append(batches: unknown[]): Promise<Ack[]>;
   fold(itemId: string): Promise<ItemState>;
   /** Open an item for durable steps (lib/steps.ts): `await (await log.item(id, { runId })).step(...)`. */
   item(itemId: string, options: ItemOptions): Promise<DurableItem>;
@@ -152,6 +188,12 @@ export interface CheckpointLog {
   blob(itemId: string, field: string): Promise<Uint8Array>;
   loadBlob(eventId: string): Promise<Uint8Array>;
   failures(): Promise<FailureSummary[]>;
+  /**
+   * Every item's state, in item id order, from one scan of the log (its memory grows with the
+   * experiment: for large logs page with `items()` and fold what you need). `{fields: false}`
+   * reads no value columns and leaves each `fields` empty.
+   */
+  allStates(options?: { fields?: boolean }): Promise<ItemState[]>;
   /**
    * Delete an item: hidden from reads at once, purged by maintenance, its id reusable. Pass
    * `{throughSeq}` (the last seq you saw) so that a retried delete never deletes a newer incarnation.
@@ -171,7 +213,7 @@ export interface CheckpointLog {
    */
   idle(): Promise<void>;
   /** Elected-maintainer work: merge orphaned shards, compact, index, clean up. */
-  maintain(): Promise<MaintenanceReport>;
+  maintain(options?: MaintainOptions): Promise<MaintenanceReport>;
   stats(): Promise<LogStats>;
   /** Serve appends queued before it, merge own shard (best effort), release the writer slot, wait for a running maintain() and for reads in flight, close handles. Every later call fails (INTERNAL: the log is closed); a close() that failed (seal or release: UNAVAILABLE) is retried by calling close() again. */
   close(): Promise<void>;

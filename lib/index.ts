@@ -20,7 +20,6 @@ export type { Lease, LeaseStore } from './lease/types.ts';
 export type { SlotWait, SlotWaitListener } from './lease/slots.ts';
 export { LocalLeaseStore } from './lease/local.ts';
 export { MissingLeaseStore } from './lease/missing.ts';
-export type { MaintainProgress } from './log/maintain/maintain.ts';
 export { DynamoLeaseStore, createLeaseTable } from './lease/dynamo.ts';
 export { parseBatch, parseBatches } from './batch.ts';
 export { foldItem, trajectory } from './fold.ts';

@@ -7,7 +7,7 @@
 import './runtime.ts';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { DeleteOptions, DeleteResult, MaintenanceReport } from './api.ts';
+import type { CheckpointLog, DeleteOptions, DeleteResult, MaintainOptions, MaintenanceReport } from './api.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { CoordPreference } from './coord/choose.ts';
 import { InternalError, InvalidInputError } from './errors.ts';
@@ -16,7 +16,6 @@ import { MissingLeaseStore } from './lease/missing.ts';
 import type { SlotWaitListener } from './lease/slots.ts';
 import type { LeaseStore } from './lease/types.ts';
 import { LanceCheckpointLog, type LanceLogOptions } from './log/log.ts';
-import type { MaintainProgress } from './log/maintain/maintain.ts';
 import type { MergeHooks } from './log/maintain/merge.ts';
 import { logFolderExists, logNotFound } from './log/read/missing.ts';
 import type { WriterHooks } from './log/write/writer.ts';
@@ -126,7 +125,7 @@ export const DEFAULTS = {
 } as const;
 
 /** Open one experiment's log (nothing is created until the first append). */
-export async function openLog(o: OpenLogOptions): Promise<LanceCheckpointLog> {
+export async function openLog(o: OpenLogOptions): Promise<CheckpointLog> {
   const pipeline = validateName('pipeline', o.pipeline);
   const experiment = validateName('experiment', o.experiment);
   const env = o.env ?? process.env;
@@ -233,7 +232,7 @@ class LeaselessLog extends LanceCheckpointLog {
     return Promise.reject(this.missing.error());
   }
 
-  override maintain(_options: { onProgress?: MaintainProgress } = {}): Promise<MaintenanceReport> {
+  override maintain(_options: MaintainOptions = {}): Promise<MaintenanceReport> {
     return Promise.reject(this.missing.error());
   }
 }

@@ -15,7 +15,7 @@ import { CHOICE_KEY } from '../lib/coord/choose.ts';
 import { CorruptError, InvalidInputError } from '../lib/errors.ts';
 import { createLeaseTable, DynamoLeaseStore, openLog } from '../lib/index.ts';
 import { CLAIMS_DIR, ITEMS_DIR } from '../lib/log/layout.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { LocalLeaseStore } from '../lib/lease/local.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { logLocation, parseRoot } from '../lib/storage/location.ts';
@@ -34,7 +34,7 @@ afterAll(async () => {
   ddb.destroy();
 });
 
-const open: LanceCheckpointLog[] = [];
+const open: CheckpointLog[] = [];
 afterEach(async () => {
   for (const l of open.splice(0)) await l.close().catch(() => undefined);
 });

@@ -15,7 +15,7 @@ import { COORD_DB, SqliteCoordStore } from '../lib/coord/sqlite.ts';
 import { CorruptError, InvalidInputError } from '../lib/errors.ts';
 import { openLog, type OpenLogOptions } from '../lib/index.ts';
 import { CLAIMS_DIR, claimKey, ITEMS_DIR, itemKey } from '../lib/log/layout.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { logLocation, parseRoot } from '../lib/storage/location.ts';
 import type { Ack } from '../lib/types.ts';
@@ -26,7 +26,7 @@ import { tree } from './support/tree.ts';
 
 const root = mkdtempSync(path.join(tmpdir(), 'dgcl-coord-local-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-let opened: LanceCheckpointLog[] = [];
+let opened: CheckpointLog[] = [];
 afterEach(async () => {
   for (const l of opened) await l.close().catch(() => undefined);
   opened = [];

@@ -36,6 +36,7 @@ import { systemClock } from '../lib/clock.ts';
 import { CHOICE_KEY } from '../lib/coord/choose.ts';
 import { createLeaseTable, DEFAULTS, DynamoLeaseStore, openLog } from '../lib/index.ts';
 import type { LeaseStore } from '../lib/lease/types.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { LanceCheckpointLog } from '../lib/log/log.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { lanceStorageOptions, logLocation, logUri, parseRoot } from '../lib/storage/location.ts';
@@ -57,7 +58,7 @@ afterAll(async () => {
   ddb.destroy();
 });
 
-const open: LanceCheckpointLog[] = [];
+const open: CheckpointLog[] = [];
 afterEach(async () => {
   for (const l of open.splice(0)) await l.close().catch(() => undefined);
 });

@@ -12,14 +12,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ConflictError, InvalidInputError } from '../lib/errors.ts';
 import { openLog, type OpenLogOptions } from '../lib/index.ts';
 import { floorDir, itemKey, META_DIR } from '../lib/log/layout.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { logLocation, parseRoot } from '../lib/storage/location.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { localCoord } from './support/coord.ts';
 
-const open: LanceCheckpointLog[] = [];
+const open: CheckpointLog[] = [];
 afterEach(async () => {
   for (const l of open.splice(0)) await l.close().catch(() => undefined);
 });
@@ -55,7 +55,7 @@ function experiment(extra: Partial<OpenLogOptions> = {}) {
 }
 
 /** Creates `itemId` in three batches (three commits); the acks. */
-async function threeBatches(log: LanceCheckpointLog, itemId: string): Promise<Ack[]> {
+async function threeBatches(log: CheckpointLog, itemId: string): Promise<Ack[]> {
   const acks: Ack[] = [];
   acks.push(...(await log.append([createBatch(itemId)])));
   acks.push(...(await log.append([stepBatch(itemId, 1)])));

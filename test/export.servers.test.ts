@@ -9,14 +9,14 @@ import path from 'node:path';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportItems } from '../lib/export/export.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { report } from '../lib/report/report.ts';
 import { s3ClientConfig } from '../lib/storage/location.ts';
 import { BLOB, buildExperiment } from './support/report-log.ts';
 import { servers } from './support/servers.ts';
 
 let dir: string;
-let log: LanceCheckpointLog;
+let log: CheckpointLog;
 const s3 = new S3Client(s3ClientConfig(process.env));
 const prefix = `export-${randomUUID().slice(0, 8)}`;
 

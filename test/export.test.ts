@@ -10,13 +10,13 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportItems } from '../lib/export/export.ts';
 import { InvalidInputError } from '../lib/errors.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import type { ItemState, OutputValue } from '../lib/types.ts';
 import { BLOB, buildExperiment } from './support/report-log.ts';
 import { dgcl } from './support/proc.ts';
 
 let dir: string;
-let log: LanceCheckpointLog;
+let log: CheckpointLog;
 let states: ItemState[];
 
 beforeAll(async () => {
@@ -169,6 +169,14 @@ describe('exportItems', () => {
       expect((err as InvalidInputError).field).toBe(field);
       expect(existsSync(out)).toBe(false);
     }
+  });
+
+  it('refuses a log object openLog did not return (a wrapper around one): INVALID_INPUT naming `log`, nothing written', async () => {
+    const out = path.join(dir, 'wrapped.jsonl');
+    const err = await exportItems(Object.create(log) as CheckpointLog, { out }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect((err as InvalidInputError).field).toBe('log');
+    expect(existsSync(out)).toBe(false);
   });
 
   it('dgcl export writes the same rows as the library; bad usage exits 2', async () => {

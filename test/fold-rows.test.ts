@@ -10,7 +10,7 @@ import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { assembleRowsFile, decodeRow, decodeRowsFile, encodeItem, encodeRow, encodeRowsFile, RowsDirectories, RowsFileError } from '../lib/log/projection/fold-rows.ts';
 import { compareUtf8 } from '../lib/log/read/summary.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { PROJECTION_DIR, PROJECTION_KEY } from '../lib/log/projection/stored.ts';
 import { LIGHT_COLUMNS } from '../lib/schema.ts';
 import type { ByteRange } from '../lib/storage/objects.ts';
@@ -195,7 +195,7 @@ function reader(open: ReturnType<typeof setup>['open'], owner: string) {
   return { log: r.log, objects: r.objects, counts };
 }
 
-async function foldsOf(log: LanceCheckpointLog, ids: readonly string[]) {
+async function foldsOf(log: CheckpointLog, ids: readonly string[]) {
   const failed = (e: Error) => `${e.name}: ${e.message}`;
   return Promise.all(ids.map(async (id) => ({ state: await log.fold(id).catch(failed), trajectory: await log.trajectory(id).catch(failed) })));
 }

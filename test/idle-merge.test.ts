@@ -15,7 +15,7 @@
  *  5. After the writer's clock stepped back, the timer does not re-arm itself every millisecond.
  */
 import { describe, expect, it, vi } from 'vitest';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -24,7 +24,7 @@ import { type OpenTestLog, Pause, raceFixture, settle, tempRoot } from './suppor
 
 const { setup } = raceFixture(60_000);
 
-async function live(log: LanceCheckpointLog): Promise<number> {
+async function live(log: CheckpointLog): Promise<number> {
   const s = await log.stats();
   return s.shards.filter((g) => !g.retired).reduce((n, g) => n + g.rows, 0);
 }

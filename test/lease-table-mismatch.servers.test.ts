@@ -26,7 +26,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openLog } from '../lib/index.ts';
 import { slotKey } from '../lib/lease/slots.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { useTwoLeaseTables } from './support/two-tables.ts';
 
@@ -40,7 +40,7 @@ describe('a process opened with another lease table', () => {
       t.dirs.push(rootDir);
       const root = `file://${rootDir}`;
       const experiment = `e-${randomUUID().slice(0, 8)}`;
-      const logs: LanceCheckpointLog[] = [];
+      const logs: CheckpointLog[] = [];
       try {
         // On objects: an upgrade in progress, the fleet writes new logs on objects (docs/operations.md "Upgrades and migrations").
         const w = await openLog({ root, pipeline: 'p', experiment, owner: 'w', leases: t.leases, slots: 1, coordination });

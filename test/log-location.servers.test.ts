@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openLog } from '../lib/index.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { createBatch } from './support/batches.ts';
 import { useTwoLeaseTables } from './support/two-tables.ts';
 
@@ -32,7 +32,7 @@ describe('a log opened through another spelling of its location', () => {
     const link = path.join(top, 'link');
     symlinkSync(real, link);
     const experiment = `e-${randomUUID().slice(0, 8)}`;
-    const logs: LanceCheckpointLog[] = [];
+    const logs: CheckpointLog[] = [];
     const open = async (root: string, slot: number) => {
       const log = await openLog({ root, pipeline: 'p', experiment, owner: `o${slot}`, leases: t.leases, slots: 2, slot });
       logs.push(log);

@@ -10,7 +10,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { listExperiments } from '../functions/shared/experiments.ts';
 import { LogNotFoundError, NotFoundError } from '../lib/errors.ts';
 import { exportItems, openLog, report } from '../lib/index.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { parseRoot } from '../lib/storage/location.ts';
 import { createBatch } from './support/batches.ts';
 import { dgcl } from './support/proc.ts';
@@ -28,7 +28,7 @@ beforeAll(async () => {
 });
 
 /** Every read of the library, and maintenance, on `log`. */
-function calls(log: LanceCheckpointLog): Array<[string, () => Promise<unknown>]> {
+function calls(log: CheckpointLog): Array<[string, () => Promise<unknown>]> {
   const out = path.join(root, 'out');
   return [
     ['items', () => log.items()],

@@ -5,19 +5,19 @@
  * the local lease store.
  */
 import { describe, expect, it, vi } from 'vitest';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { raceFixture, withFreshReader } from './support/race-kit.ts';
 
 const { setup } = raceFixture(60_000);
 
 /** Rows in W's live (unretired) generations, and in the base. */
-async function where(log: LanceCheckpointLog): Promise<{ live: number; base: number }> {
+async function where(log: CheckpointLog): Promise<{ live: number; base: number }> {
   const s = await log.stats();
   return { live: s.shards.filter((g) => !g.retired).reduce((n, g) => n + g.rows, 0), base: s.base.rows };
 }
 
-async function appendSome(log: LanceCheckpointLog, items: readonly string[]): Promise<number> {
+async function appendSome(log: CheckpointLog, items: readonly string[]): Promise<number> {
   let rows = 0;
   for (const id of items) rows += (await log.append([createBatch(id)]))[0]!.lastSeq;
   for (const id of items) {

@@ -7,7 +7,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { landUnconfirmed, Pause, raceFixture, settle, sharedLeases, tempRoot, testLog, withFreshReader } from './support/race-kit.ts';
 
@@ -17,7 +17,7 @@ const blob = (s: string) => ({ $blob: Buffer.from(s).toString('base64') });
 const outcome = (p: Promise<unknown>) => p.catch((e: { code?: string; message?: string }) => `${e.code}: ${e.message}`);
 
 /** Every point read of `id`: without blob bytes first, then those that inline blobs. */
-function pointReads(log: LanceCheckpointLog, id: string): { plain: Array<() => Promise<unknown>>; inline: Array<() => Promise<unknown>> } {
+function pointReads(log: CheckpointLog, id: string): { plain: Array<() => Promise<unknown>>; inline: Array<() => Promise<unknown>> } {
   return {
     plain: [
       () => log.fold(id),
@@ -33,7 +33,7 @@ function pointReads(log: LanceCheckpointLog, id: string): { plain: Array<() => P
   };
 }
 
-async function readAll(log: LanceCheckpointLog, ids: readonly string[], which: 'plain' | 'inline'): Promise<unknown[]> {
+async function readAll(log: CheckpointLog, ids: readonly string[], which: 'plain' | 'inline'): Promise<unknown[]> {
   const out: unknown[] = [];
   for (const id of ids) for (const q of pointReads(log, id)[which]) out.push(await outcome(q()));
   return out;

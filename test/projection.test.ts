@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ItemSummary } from '../lib/api.ts';
 import { summarize } from '../lib/fold.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { refreshProjection } from '../lib/log/projection/build.ts';
 import { ProjectionCache } from '../lib/log/projection/projection.ts';
 import { CHUNK_ITEMS, chunkKey, fragmentRows, PROJECTION_DIR, PROJECTION_KEY } from '../lib/log/projection/stored.ts';
@@ -25,18 +25,18 @@ import { readsOf } from '../lib/log/reads.ts';
 
 const { setup } = raceFixture(60_000);
 
-function scanned(log: LanceCheckpointLog): Promise<ItemAggregate[]> {
+function scanned(log: CheckpointLog): Promise<ItemAggregate[]> {
   return readsOf(log).scanEvents({ columns: SUMMARY_SCAN_COLUMNS }, () => new SummaryVisitor());
 }
 
 /** The projection answers, and exactly as the scan does; listings equal the folds. */
-async function expectProjected(log: LanceCheckpointLog, label: string): Promise<void> {
+async function expectProjected(log: CheckpointLog, label: string): Promise<void> {
   const want = await scanned(log);
   expect(await readsOf(log).projected(), `${label}: the projection answers as the scan`).toEqual(want);
   await expectListingsMatchFold(log, label);
 }
 
-async function expectListingsMatchFold(log: LanceCheckpointLog, label: string): Promise<void> {
+async function expectListingsMatchFold(log: CheckpointLog, label: string): Promise<void> {
   const states = await log.allStates({ fields: false });
   expect((await log.items()).items, `${label}: items()`).toEqual(states.map(summarize));
   for (const status of ['completed', 'failed', 'in_progress'] as const) {
@@ -68,7 +68,7 @@ function batches(n: number, round: number, from = 0) {
   return out;
 }
 
-function whiteBox(log: LanceCheckpointLog) {
+function whiteBox(log: CheckpointLog) {
   const objects = new LocalObjectStore(log.uri);
   return { objects, tables: new LanceTables(log.uri, undefined, objects) };
 }
@@ -77,7 +77,7 @@ function whiteBox(log: LanceCheckpointLog) {
  * The stored projection as a fresh process finds it, for the base's current version (null: it
  * does not cover it), with every item's aggregate over its chunks (merged across fragments).
  */
-async function stored(log: LanceCheckpointLog) {
+async function stored(log: CheckpointLog) {
   const { objects, tables } = whiteBox(log);
   const latest = (await tables.base(true))!;
   const counts = await fragmentRows(await tables.baseAt(await latest.version()));
@@ -105,7 +105,7 @@ async function projectionFilesHolding(objects: LocalObjectStore, needle: string)
   return hits;
 }
 
-const baseRows = async (log: LanceCheckpointLog) => (await log.stats()).base.rows;
+const baseRows = async (log: CheckpointLog) => (await log.stats()).base.rows;
 
 describe('the item listing projection', () => {
   it('answers as the scan with merges since it was built, an unmerged tail, deletions and a losing base copy', async () => {

@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../lib/clock.ts';
 import { FencedError, isDgclError, UnavailableError } from '../lib/errors.ts';
 import { itemKey } from '../lib/log/layout.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import {
@@ -372,7 +372,7 @@ describe('race 4: a read racing a retirement', () => {
  * (g visible, no base yet) and is held there; the writer merges g and is held while g's
  * deletion has removed g's newest manifest (before its older ones); then the reader goes on.
  */
-async function readDuringDeletion<T>(probe: (log: LanceCheckpointLog, item: string) => Promise<T>) {
+async function readDuringDeletion<T>(probe: (log: CheckpointLog, item: string) => Promise<T>) {
   const { open } = setup();
   const writer = open({ slot: 0, mergeEveryCommits: 1000 });
   const item = 'x-1';

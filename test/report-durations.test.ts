@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../lib/clock.ts';
 import { openLog } from '../lib/index.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { STEP_TIME } from '../lib/report/aggregate.ts';
 import { report, type ReportResult } from '../lib/report/report.ts';
 import type { CheckpointBatchInput } from '../lib/types.ts';
@@ -17,7 +17,7 @@ import type { CheckpointBatchInput } from '../lib/types.ts';
 const T0 = 1_700_000_000_000;
 const HOUR = 3_600_000;
 const clock = new ManualClock(T0);
-let log: LanceCheckpointLog;
+let log: CheckpointLog;
 let r: ReportResult;
 /** FAILED events written, and when. */
 const failedAt: number[] = [];

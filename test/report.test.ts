@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../lib/errors.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { REPORT_COLUMNS } from '../lib/report/aggregate.ts';
 import { report, type ReportResult } from '../lib/report/report.ts';
 import { TRAJECTORY_COLUMNS } from '../lib/report/trajectories.ts';
@@ -17,7 +17,7 @@ import type { ItemState, TrajectoryEvent } from '../lib/types.ts';
 import { BLOB, buildExperiment } from './support/report-log.ts';
 
 let dir: string;
-let log: LanceCheckpointLog;
+let log: CheckpointLog;
 let states: ItemState[];
 let traj: Map<string, TrajectoryEvent[]>;
 let r: ReportResult;
@@ -144,6 +144,15 @@ describe('report', () => {
       expect(e).toBeInstanceOf(InvalidInputError);
       expect((e as InvalidInputError).field).toBe(field);
     }
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it('refuses a log object openLog did not return (a wrapper around one): INVALID_INPUT naming `log`, nothing written', async () => {
+    const out = path.join(dir, 'wrapped.html');
+    const wrapper: CheckpointLog = Object.create(log) as CheckpointLog;
+    const e = await report(wrapper, { out }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(InvalidInputError);
+    expect((e as InvalidInputError).field).toBe('log');
     expect(existsSync(out)).toBe(false);
   });
 });

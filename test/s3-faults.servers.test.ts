@@ -16,7 +16,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DgclError } from '../lib/errors.ts';
 import { slotKey } from '../lib/lease/slots.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import type { Ack } from '../lib/types.ts';
 import { AckLedger, expectAcksVisible, trajectoryOrNone } from './support/ack-checks.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
@@ -174,7 +174,7 @@ describe.concurrent('s3:// root through fault proxies: each request kind, each f
   }
 
   /** Closes the writers, runs maintain() in a fresh log, and checks every ack again. */
-  async function afterMaintain(s: FaultSession, experiment: string, writers: LanceCheckpointLog[], ledger: AckLedger, label: string) {
+  async function afterMaintain(s: FaultSession, experiment: string, writers: CheckpointLog[], ledger: AckLedger, label: string) {
     for (const w of writers) expectAckOrTyped(await attempt(() => w.close()), `${label}: close`);
     const m = s.log(experiment, { owner: 'maintainer' });
     const report = await attempt(() => m.maintain());

@@ -11,7 +11,7 @@ import * as lancedb from '@lancedb/lancedb';
 import type * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
 import { summarize } from '../lib/fold.ts';
-import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { CheckpointLog } from '../lib/api.ts';
 import { shardName } from '../lib/log/layout.ts';
 import { SUMMARY_SCAN_COLUMNS, SummaryVisitor } from '../lib/log/read/summary.ts';
 import { TailCache } from '../lib/log/read/tail-cache.ts';
@@ -71,7 +71,7 @@ describe('the tail cache', () => {
 });
 
 /** Rows of every visible unmerged generation. */
-async function shardRows(log: LanceCheckpointLog): Promise<number> {
+async function shardRows(log: CheckpointLog): Promise<number> {
   return (await log.stats()).shards.filter((s) => !s.retired).reduce((n, s) => n + s.rows, 0);
 }
 

@@ -15,14 +15,14 @@ import { randomUUID } from 'node:crypto';
 import { systemClock } from '../../lib/clock.ts';
 import { defaultLeaseStore, openLog } from '../../lib/index.ts';
 import type { LeaseStore } from '../../lib/lease/types.ts';
-import type { LanceCheckpointLog } from '../../lib/log/log.ts';
+import type { CheckpointLog } from '../../lib/api.ts';
 import type { HandlerConfig } from './config.ts';
 
 export interface CachedLog {
   readonly key: string;
   readonly pipeline: string;
   readonly experiment: string;
-  readonly log: LanceCheckpointLog;
+  readonly log: CheckpointLog;
   readonly leaseTtlMs: number;
   readonly openedAtMs: number;
   /** When this container last merged the log's shard (or opened it). */

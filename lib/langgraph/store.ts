@@ -9,17 +9,17 @@
  */
 import { openLog, type OpenLogOptions } from '../open.ts';
 import { LogNotFoundError, NotFoundError } from '../errors.ts';
-import type { LanceCheckpointLog } from '../log/log.ts';
+import type { CheckpointLog } from '../api.ts';
 import type { CheckpointBatchInput, OutputValue } from '../types.ts';
 
 export class ThreadStore {
-  private log: LanceCheckpointLog | null = null;
-  private opening: Promise<LanceCheckpointLog> | null = null;
+  private log: CheckpointLog | null = null;
+  private opening: Promise<CheckpointLog> | null = null;
 
   constructor(private readonly o: OpenLogOptions) {}
 
   /** Opened on first use: LangGraph never calls close(), so nothing is held before it is needed. */
-  private async open(): Promise<LanceCheckpointLog> {
+  private async open(): Promise<CheckpointLog> {
     if (this.log) return this.log;
     this.opening ??= openLog(this.o).then((l) => (this.log = l));
     return this.opening;

@@ -3,7 +3,7 @@
  * more: reads go to the log's read side (lib/log/reads.ts), appends and deletes to the process's
  * shard writer (created on the first append), `maintain()` to the elected maintainer's pass.
  */
-import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
+import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { InternalError, LogNotFoundError } from '../errors.ts';
 import type { LeaseStore } from '../lease/types.ts';
@@ -12,7 +12,7 @@ import { item, type DurableItem, type ItemOptions } from '../steps.ts';
 import type { Ack, FieldsQuery, ItemFields, ItemQuery, ItemState, LatestEventsQuery, ReadEvent, TrajectoryEvent } from '../types.ts';
 import { checkDeleteOptions } from './write/delete-guard.ts';
 import { checkItemId } from './read/item-reads.ts';
-import { emptyMaintenanceReport, maintain, type MaintainProgress } from './maintain/maintain.ts';
+import { emptyMaintenanceReport, maintain } from './maintain/maintain.ts';
 import { logExistsAt } from './read/missing.ts';
 import { permissionOf } from './read/damage.ts';
 import type { CoordPreference } from '../coord/choose.ts';
@@ -105,7 +105,6 @@ export class LanceCheckpointLog implements CheckpointLog {
     return this.writer;
   }
 
-  /** The writer epoch this process writes under, once it has written. */
   get writerEpoch(): string | null {
     return this.writer?.writerEpoch ?? null;
   }
@@ -190,8 +189,7 @@ export class LanceCheckpointLog implements CheckpointLog {
     await this.writer?.idle();
   }
 
-  /** `onProgress` is told after each step (the CLI's progress bar). */
-  async maintain(options: { onProgress?: MaintainProgress } = {}): Promise<MaintenanceReport> {
+  async maintain(options: MaintainOptions = {}): Promise<MaintenanceReport> {
     if (this.closed) throw new InternalError('the log is closed: open it again to maintain it');
     const run = (async () => {
       // Refused before anything is made (no lease, no folder): maintaining a misspelt log would

@@ -7,9 +7,8 @@
 import { writeFile } from 'node:fs/promises';
 import { systemClock, type Clock } from '../clock.ts';
 import { InvalidInputError, NotFoundError } from '../errors.ts';
-import type { CheckpointLog } from '../api.ts';
+import { shardLabel, type CheckpointLog } from '../api.ts';
 import { readsOf } from '../log/reads.ts';
-import { shardLabel } from '../log/read/stats.ts';
 import type { Env } from '../storage/location.ts';
 import { formatTarget, parseTarget, writeTarget } from '../export/output.ts';
 import { isHashedThreadItem } from '../langgraph/view.ts';

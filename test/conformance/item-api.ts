@@ -11,7 +11,7 @@ import path from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import { openLog, type OpenLogOptions } from '../../lib/index.ts';
 import { lanceStorageOptions, logUri, parseRoot } from '../../lib/storage/location.ts';
-import type { LanceCheckpointLog } from '../../lib/log/log.ts';
+import type { CheckpointLog } from '../../lib/api.ts';
 import { LogReads } from '../../lib/log/reads.ts';
 import { LogReader } from '../../lib/log/read/reader.ts';
 import { createBatch, stepBatch } from '../support/batches.ts';
@@ -19,7 +19,7 @@ import type { LogTarget } from './log.ts';
 
 export function itemApiConformance(name: string, target: LogTarget): void {
   describe(`item API: ${name}`, () => {
-    const open: LanceCheckpointLog[] = [];
+    const open: CheckpointLog[] = [];
     let rootInfo: { root: string; env: Record<string, string> };
 
     async function newLog(extra: Partial<OpenLogOptions> = {}) {
@@ -201,7 +201,7 @@ export function itemApiConformance(name: string, target: LogTarget): void {
       expect(del).toEqual({ itemId: 'gone', deleted: true, throughSeq: before.lastSeq });
       expect(await w.deleteItem('gone')).toEqual({ itemId: 'gone', deleted: false, throughSeq: before.lastSeq });
       await expect(w.deleteItem('never')).resolves.toEqual({ itemId: 'never', deleted: false, throughSeq: 0 });
-      const hidden = async (log: LanceCheckpointLog, phase: string) => {
+      const hidden = async (log: CheckpointLog, phase: string) => {
         for (const [what, call] of [
           ['fold', () => log.fold('gone')],
           ['trajectory', () => log.trajectory('gone')],
@@ -316,7 +316,7 @@ export function itemApiConformance(name: string, target: LogTarget): void {
       // a later batch's tags replace earlier values: a-2 moves to m1, a-1 to m3
       await log.append([stepBatch('a-2', 1, { queryTags: { model: 'm1' } }), stepBatch('a-1', 1, { queryTags: { model: 'm3' } })]);
       await log.append([stepBatch('a-1-x', 1, { failed: { errorType: 'E' } })]);
-      const ids = async (q: Parameters<LanceCheckpointLog['items']>[0]) => (await log.items(q)).items.map((i) => i.itemId);
+      const ids = async (q: Parameters<CheckpointLog['items']>[0]) => (await log.items(q)).items.map((i) => i.itemId);
 
       expect(await ids({ rootItemId: 'root-a' })).toEqual(['a-1', 'a-1-x', 'a-2', 'root-a']);
       expect(await ids({ parentItemId: 'root-a' })).toEqual(['a-1', 'a-2']);

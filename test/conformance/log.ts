@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../lib/clock.ts';
 import { FencedError } from '../../lib/errors.ts';
 import { openLog, type OpenLogOptions } from '../../lib/index.ts';
-import type { LanceCheckpointLog } from '../../lib/log/log.ts';
+import type { CheckpointLog } from '../../lib/api.ts';
 import type { MergeStep } from '../../lib/log/maintain/merge.ts';
 import { LogReader } from '../../lib/log/read/reader.ts';
 import type { Ack } from '../../lib/types.ts';
@@ -40,7 +40,7 @@ function bothReadBeforeEitherCommits() {
 
 export function logStoreConformance(name: string, target: LogTarget): void {
   describe(`log store conformance: ${name}`, () => {
-    const open: LanceCheckpointLog[] = [];
+    const open: CheckpointLog[] = [];
     let rootInfo: { root: string; env: Record<string, string> };
     const experiment = () => `e-${randomUUID().slice(0, 8)}`;
 
@@ -65,7 +65,7 @@ export function logStoreConformance(name: string, target: LogTarget): void {
     });
 
     /** Everything a reader can observe about the experiment, for before/after comparisons. */
-    async function snapshot(log: LanceCheckpointLog) {
+    async function snapshot(log: CheckpointLog) {
       const states = await log.allStates();
       const trajectories = await Promise.all(states.map((s) => log.trajectory(s.itemId)));
       return { states, trajectories: trajectories.map((t) => t.map((e) => ({ ...e }))) };

@@ -5,7 +5,7 @@
  */
 import { CorruptError, NotFoundError } from '../../lib/errors.ts';
 import { MAX_LATEST_EVENTS } from '../../lib/log/read/item-reads.ts';
-import type { LanceCheckpointLog } from '../../lib/log/log.ts';
+import type { CheckpointLog } from '../../lib/api.ts';
 import { trajectoryObservation, type ReadResult } from '../support/invariants.ts';
 
 export const READ_KINDS = ['fold', 'trajectory', 'latest', 'fields', 'all', 'items', 'failures', 'loadBlob', 'blob'] as const;
@@ -20,7 +20,7 @@ export function isWholeLog(kind: ReadKind): boolean {
 }
 
 /** What `kind` read of `log` answered about item `x` (or blob event `blobId`), as the checker records it. */
-export async function observe(log: LanceCheckpointLog, kind: ReadKind, x: string, blobId: string, sent: ReadonlyMap<string, { itemId: string; bytes: Uint8Array }>): Promise<ReadResult> {
+export async function observe(log: CheckpointLog, kind: ReadKind, x: string, blobId: string, sent: ReadonlyMap<string, { itemId: string; bytes: Uint8Array }>): Promise<ReadResult> {
   try {
     switch (kind) {
       case 'fold':

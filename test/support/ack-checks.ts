@@ -6,7 +6,7 @@
  */
 import { expect } from 'vitest';
 import { NotFoundError } from '../../lib/errors.ts';
-import type { LanceCheckpointLog } from '../../lib/log/log.ts';
+import type { CheckpointLog } from '../../lib/api.ts';
 import type { Ack, TrajectoryEvent } from '../../lib/types.ts';
 
 /** Every ack any call returned, by checkpoint. */
@@ -32,7 +32,7 @@ export class AckLedger {
 }
 
 /** The item's trajectory, or [] if the item does not exist. */
-export async function trajectoryOrNone(log: LanceCheckpointLog, itemId: string): Promise<TrajectoryEvent[]> {
+export async function trajectoryOrNone(log: CheckpointLog, itemId: string): Promise<TrajectoryEvent[]> {
   try {
     return await log.trajectory(itemId);
   } catch (e) {
@@ -45,7 +45,7 @@ export async function trajectoryOrNone(log: LanceCheckpointLog, itemId: string):
  * I1/I2 for a set of acks, read through `log`: each acked batch's events are there, at the acked
  * seqs, each once; every item's seqs run 1..lastSeq with no gap or second copy, no violations.
  */
-export async function expectAcksVisible(log: LanceCheckpointLog, acks: readonly Ack[], label: string): Promise<void> {
+export async function expectAcksVisible(log: CheckpointLog, acks: readonly Ack[], label: string): Promise<void> {
   const items = [...new Set(acks.map((a) => a.itemId))].sort();
   for (const itemId of items) {
     const traj = await trajectoryOrNone(log, itemId);

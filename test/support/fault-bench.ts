@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { createLeaseTable, DynamoLeaseStore } from '../../lib/lease/dynamo.ts';
-import type { LanceCheckpointLog } from '../../lib/log/log.ts';
+import type { CheckpointLog } from '../../lib/api.ts';
 import { classifyDynamo, dynamoErrorAnswer, startFaultProxy, type FaultProxy } from './fault-proxy.ts';
 import { openFaultLog, type FaultLogOptions } from './fault-log.ts';
 import { startS3FaultProxy } from './s3-proxy.ts';
@@ -18,7 +18,7 @@ export const REQUEST_TIMEOUT_MS = 2000;
 /** Logs of one test, closed together (tests run side by side, each with its own). */
 export interface FaultSession {
   /** A log of `experiment` through both proxies. */
-  log(experiment: string, extra?: Partial<FaultLogOptions>): LanceCheckpointLog;
+  log(experiment: string, extra?: Partial<FaultLogOptions>): CheckpointLog;
   close(): Promise<void>;
 }
 
@@ -46,7 +46,7 @@ export async function startFaultBench(prefix: string): Promise<FaultBench> {
   const root = `s3://${servers.bucket}/${prefix}-${randomUUID().slice(0, 8)}`;
   const sessions = new Set<FaultSession>();
   const session = (): FaultSession => {
-    const open: LanceCheckpointLog[] = [];
+    const open: CheckpointLog[] = [];
     const s: FaultSession = {
       log(experiment, extra = {}) {
         const l = openFaultLog({

@@ -5,11 +5,11 @@
  * partly into an unmerged shard, so reads union both.
  */
 import { openLog } from '../../lib/index.ts';
-import type { LanceCheckpointLog } from '../../lib/log/log.ts';
+import type { CheckpointLog } from '../../lib/api.ts';
 
 export const BLOB = Buffer.from('not an image, but bytes: \x00\x01\x02\xff', 'binary');
 
-export async function buildExperiment(root: string, items = 12): Promise<LanceCheckpointLog> {
+export async function buildExperiment(root: string, items = 12): Promise<CheckpointLog> {
   const log = await openLog({ root, pipeline: 'p', experiment: 'e' });
   const b64 = BLOB.toString('base64');
   const id = (k: number) => `it-${String(k).padStart(3, '0')}`;

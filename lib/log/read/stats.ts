@@ -97,19 +97,3 @@ function hintOf(shards: readonly ShardStats[]): string | null {
   const n = waiting.length;
   return `${n} unmerged generation${n === 1 ? '' : 's'} of writers that are gone (slot${slots.length === 1 ? '' : 's'} ${slots.join(', ')}): ${MAINTAIN_HINT}`;
 }
-
-/** A shard generation's state in words (`dgcl stats`, the report page). */
-export function shardLabel(sh: ShardStats): string {
-  switch (sh.state) {
-    case 'retired':
-      return 'retired (being deleted)';
-    case 'sealed':
-      return `sealed at v${sh.sealedAtVersion} (its writer ended; maintenance merges it)`;
-    case 'abandoned':
-      return 'abandoned (its writer is gone; maintenance merges it)';
-    case 'unsealed':
-      return 'unsealed (no lease store to tell whether its writer is alive)';
-    default:
-      return 'live';
-  }
-}
