@@ -29,7 +29,7 @@ export type JsonPrimitive = string | number | boolean | null;
 export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue };
 
 /**
- * One stored event: the seed's 33 columns (its table lists 33; the issue text says 34), in
+ * One stored event: the seed's 33 columns (its table lists 33; its prose says 34), in
  * order. int64 columns that can never exceed 2^53
  * in practice (seqs, step positions, sizes, timestamps in microseconds) are JS numbers here and
  * int64 in Lance; `value_i64` is a bigint because user integers must round-trip exactly.
