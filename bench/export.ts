@@ -1,5 +1,5 @@
 /**
- * Memory of `dgcl export` and `dgcl report` on a large log (issue 12): a synthetic log of
+ * Memory of `dgcl export` and `dgcl report` on a large log: a synthetic log of
  * --events events (default 10^6; 10 events per item: create, 7 fields, a step, a terminal) is
  * bulk-loaded into the base (the append path would take long at this size) and maintained, then
  * each operation runs in a fresh child process that prints its peak RSS.

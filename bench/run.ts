@@ -5,9 +5,11 @@
  * table and writes it to bench/results/latest.{md,json} (the long run: long.{md,json}). Asserts
  * nothing.
  *
- *   npm run bench               # sizes 10^4..10^6 (about 3 minutes here)
- *   npm run bench -- --quick    # sizes 10^4, 10^5, small counts (~40 s of CPU; indicative)
- *   npm run bench -- --long     # sizes 10^4..10^7 (tens of minutes)
+ *   npm run bench               # sizes 10^4..10^6
+ *   npm run bench -- --quick    # sizes 10^4, 10^5, small counts (indicative)
+ *   npm run bench -- --long     # sizes 10^4..10^7
+ *
+ * How long each takes: docs/design/performance.md, "Running the benchmarks".
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -129,8 +131,9 @@ const WRITER_TRIALS = 3;
 async function oneWriter(): Promise<void> {
   const batches = P.batches;
   // Each trial in a fresh process (bench/child.ts), ours and SQLite's alike: run inside this
-  // process after the ack phase, one writer's rate varied 4x between runs of the same code
-  // (4,829-17,447 events/s), while the same appends alone varied by 10%.
+  // process after the ack phase, one writer's rate varied severalfold between runs of the same
+  // code, far more than the same appends alone (docs/design/performance.md, "Running the
+  // benchmarks").
   const trials = async (argsOf: (trial: number) => string[]): Promise<number[]> => {
     const out: number[] = [];
     for (let i = 0; i < WRITER_TRIALS; i++) {
@@ -148,7 +151,7 @@ async function oneWriter(): Promise<void> {
   const appendedFiles = fileCount(path.join(dir, 'tp64-0'));
   const r256s = await trials((i) => ['writer', path.join(dir, `tp256-${i}`), '0', String(batches), '256']);
   // SQLite and JSONL are synchronous: "in flight" cannot overlap in one thread, so this is
-  // one transaction (one fsync) per batch back to back, the issue's baseline.
+  // one transaction (one fsync) per batch back to back, the seed's baseline.
   const sqs = await trials((i) => {
     const file = path.join(dir, `tp-${i}.sqlite`);
     new SqliteLog(file).close();

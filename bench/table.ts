@@ -35,7 +35,7 @@ export function msText(x: number): string {
   return `${x < 10 ? x.toFixed(2) : x.toFixed(1)} ms`;
 }
 
-/** Bytes as "149 MB" / "618 B" (decimal units, like the issue's table). */
+/** Bytes as "149 MB" / "618 B" (decimal units, like the seed's table). */
 export function bytes(x: number): string {
   const units = ['B', 'kB', 'MB', 'GB', 'TB'];
   let u = 0;

@@ -14,8 +14,8 @@
  * never loaded at run time (type declarations, TypeScript sources, source maps, docs, Arrow's CLI
  * and browser bundles). Every traced file is checked to be present afterwards.
  *
- * The native module carries a full ELF symbol table (~34 MB of 202 MB); `strip --strip-unneeded`
- * removes it (the dynamic symbols Node-API needs stay), when `strip` is on the PATH. The stripped
+ * The native module carries a full ELF symbol table, a sizeable part of the layer (its size:
+ * docs/design/performance.md, "Lambda package sizes"); `strip --strip-unneeded` removes it (the dynamic symbols Node-API needs stay), when `strip` is on the PATH. The stripped
  * module is then loaded once, as an ES module import and through CommonJS, from the layer folder
  * alone (so a missing dependency cannot be masked by the project's node_modules).
  *

@@ -78,7 +78,7 @@ interface HandlerSpec {
 
 /**
  * Sizing: Lambda gives one full vCPU at 1,769 MiB; Lance (Arrow decoding, compaction) is
- * CPU-bound once objects are fetched, and the native module alone is ~170 MB mapped.
+ * CPU-bound once objects are fetched, and the native module alone is most of the layer, mapped.
  */
 export const HANDLERS: Record<HandlerName, HandlerSpec> = {
   append: {
@@ -122,7 +122,7 @@ export const HANDLERS: Record<HandlerName, HandlerSpec> = {
 export interface LayerSource {
   /** Folder holding `nodejs/node_modules/...` (see infra/lancedb-layer.ts). */
   dir: string;
-  /** Content fingerprint; when given, CDK does not re-hash the ~170 MB folder on every synth. */
+  /** Content fingerprint; when given, CDK does not re-hash the layer's folder on every synth. */
   fingerprint?: string;
   description?: string;
 }

@@ -98,7 +98,7 @@ export const SUMMARY_COLUMNS: readonly (keyof EventRow)[] = LIGHT_COLUMNS.filter
 export function rowsToArrow(rows: readonly EventRow[]): arrow.Table {
   // One record batch assembled from each column's buffers: apache-arrow's builders compile a
   // validity function per builder and its Table constructor re-slices the columns into batches,
-  // which together were most of encoding a small commit (~0.6 ms for 10 rows).
+  // which together were most of encoding a small commit (docs/design/performance.md, "The ack path").
   const children = COLUMNS.map(([name, kind], i) => columnData(EVENT_SCHEMA.fields[i]!.type, kind, rows.map((r) => r[name])));
   const struct = arrow.makeData({ type: new arrow.Struct(EVENT_SCHEMA.fields), length: rows.length, nullCount: 0, children });
   return new arrow.Table([new arrow.RecordBatch(EVENT_SCHEMA, struct)]);
@@ -172,8 +172,8 @@ function varBinaryData(type: arrow.DataType, kind: 'str' | 'bin', values: unknow
  * null). Throws CorruptError when a required column holds a null.
  *
  * Cells are read from each chunk's buffers, not through apache-arrow's `get()`: its per-cell
- * dispatch was most of turning a fold's 50 rows x 32 columns into objects (~0.8 of a ~7 ms fold
- * at 10^6 events). Column types other than the schema's fall back to `get()`.
+ * dispatch was most of turning a fold's rows into objects (docs/design/performance.md, "The ack
+ * path"). Column types other than the schema's fall back to `get()`.
  */
 function arrowToRows(table: arrow.Table): EventRow[] {
   const n = table.numRows;

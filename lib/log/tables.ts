@@ -17,10 +17,9 @@ export type Table = lancedb.Table;
 
 /**
  * Lance file format of the tables this project creates, by kind of root (a dataset keeps the
- * format it was created with). Measured (docs/design/performance.md): on a local disk LanceDB
- * 0.39's default, 2.2, makes point reads slow (one item's 50 rows, 32 columns, of 10^6 events:
- * 27.5 ms on 2.2, 7.0 ms on 2.1); on S3, 2.1 needs more requests for the same read (a warm fold
- * of 10^5 events: 20.8 GETs against 10.8 on 2.2; a cold one 44 against 33) and is slower there.
+ * format it was created with). On a local disk LanceDB 0.39's default, 2.2, makes point reads
+ * several times slower than 2.1; on S3, 2.1 needs more requests for the same read and is slower
+ * there (docs/design/performance.md, "Folds").
  */
 export function dataStorageVersion(uri: string): '2.1' | '2.2' {
   return isObjectStoreUri(uri) ? '2.2' : '2.1';
@@ -28,8 +27,8 @@ export function dataStorageVersion(uri: string): '2.1' | '2.2' {
 
 /**
  * The query's projection as a column -> expression map: the same plan as `select(columns)`, but
- * measured faster for point reads (a fold's 32 columns of 50 rows at 10^6 events: 6.0 ms
- * against 8.6 ms; no projection 5.6 ms, but that would read the blob bytes).
+ * faster for point reads (docs/design/performance.md, "Folds"); no projection at all would read
+ * the blob bytes.
  */
 export function projection(columns: readonly string[]): Map<string, string> {
   return new Map(columns.map((c) => [c, c]));
@@ -70,8 +69,7 @@ export class LanceTables {
   /**
    * Lance's caches for this log's connections, bounded. Lance's defaults (6 GiB of index pages,
    * 1 GiB of file metadata, per connection) let a process that pages through a large log keep
-   * most of its indexes: 10^7 events paged by 10,000 held ~250 MiB of item_id index pages
-   * (docs/design/performance.md, "Memory of whole-log reads").
+   * most of its item_id index pages (docs/design/performance.md, "Memory of whole-log reads").
    */
   private readonly session = new lancedb.Session(BigInt(INDEX_CACHE_BYTES), BigInt(METADATA_CACHE_BYTES));
 

@@ -14,10 +14,10 @@
  * then answers false (ObjectStore: the caller recognises its own body).
  *
  * Reads (get, getBytes, list) are synchronous: what the log reads here is small (markers,
- * listings of its meta folder, the projection's index, a rows file's end and one item's range,
- * chunks of ~300 KB), and an async call is 1-4 trips through libuv's thread pool, which queue
- * behind Lance's work and fsyncs on a busy process. A fold with 16 live writers' shards spent
- * ~1 ms of its ~2.7 in those queues (docs/design/performance.md, "Folds"). Writes stay async
+ * listings of its meta folder, the projection's index and chunks, a rows file's end and one
+ * item's range), and an async call is 1-4 trips through libuv's thread pool, which queue behind
+ * Lance's work and fsyncs on a busy process: a fold with many live writers' shards spent a third
+ * of its time in those queues (docs/design/performance.md, "Folds"). Writes stay async
  * (their fsyncs are slow). A local root must be on a local disk (as its SQLite coordination
  * file already requires): a hung network mount would now stall the whole process.
  */
@@ -34,8 +34,9 @@ import { checkRange, type ByteRange, type ObjectStore, type PutOptions } from '.
 const TMP_MARK = '.dgcl-tmp-';
 
 // A temporary name must be unique among every process writing the folder: the pid alone is not
-// (containers sharing a volume reuse pids), so a random tag per process, then a counter. A
-// random name per put cost ~20 us of the main thread each (two files per new-item batch).
+// (containers sharing a volume reuse pids), so a random tag per process, then a counter: a
+// random name per put costs main-thread time on every put (two files per new-item batch;
+// docs/design/performance.md, "The ack path").
 const TMP_PREFIX = `${TMP_MARK}${process.pid}-${randomBytes(6).toString('hex')}-`;
 let tmpCounter = 0;
 const tmpName = (): string => `${TMP_PREFIX}${(++tmpCounter).toString(36)}`;

@@ -3,7 +3,7 @@
  * the listing projection's chunks (docs/design/projection.md, "Folds"). A fold in a process that
  * knows nothing yet pays Lance's whole opening of the base on an object store (its manifest, the
  * `item_id` index's pages, the data file's footer, then per column its metadata and the item's
- * range: 33 GETs at 10^5 events, 74 at 10^6). Through this it reads the projection's index and,
+ * range: GETs that grow with the file). Through this it reads the projection's index and,
  * per fragment that may hold the item, the end of one file and the item's range in it.
  *
  * One file per listing chunk of a fragment, `rows-v1-n<nonce>-<fragment>-<live rows>-<k>.bin` (the
@@ -13,9 +13,9 @@
  * - `dgclrow2` (written now): the directory is binary and searched where it lies, without
  *   decoding it: u32 entry count, u32 CRC-32 of the rest of the directory, per item (in UTF-8
  *   byte order) u32 end of its id in the id bytes and u32 length of its block (blocks lie back to
- *   back from the file's start), then the ids' UTF-8 bytes. Reading a 1,000-item directory the
- *   old way (gunzip, JSON.parse, checks) took ~0.3 ms, most of a fold's extra cost at 10^6 events
- *   (docs/design/performance.md, "Folds"); this one ~10 us.
+ *   back from the file's start), then the ids' UTF-8 bytes. Decoding a directory the old way
+ *   (gunzip, JSON.parse, checks) was most of a first fold's cost from a file; this one is only
+ *   checked and searched (docs/design/performance.md, "Folds").
  * - `dgclrow1` (earlier releases, still read): a gzip member of `[item id, offset, length]` per item.
  * The CRCs (gzip's, the directory's) make a damaged part read as an error, never as other rows.
  *
@@ -41,11 +41,10 @@ const DIR_ENTRY = 8;
  * How a process reads rows files, by kind of store: the bytes read from a file's end first (the
  * directory; a longer one costs a second read) and the directories kept. On an object store a
  * request costs more than its bytes: the last 256 KiB, so a small file comes whole in one GET and
- * later folds of its items need none. On a local disk the bytes cost more than a read: 32 KiB
- * (a binary directory of 1,000 ids of 13 characters is 21 KB; a read of 16 KiB and then the rest
- * took 197 us against 155 us for the item's first fold from the file), and more directories kept
- * (~40 KB each), so that folds of a 10^7-event log (200 files per fragment) find theirs
- * (docs/design/performance.md, "Folds").
+ * later folds of its items need none. On a local disk the bytes cost more than a read: 32 KiB,
+ * enough for the binary directory of 1,000 short ids in one read (a shorter end and a second
+ * read was slower), and more directories kept, so that folds of a large log (hundreds of files
+ * per fragment) find theirs (docs/design/performance.md, "Folds").
  */
 const READS = { objectStore: { tailBytes: 256 * 1024, cachedDirs: 32 }, local: { tailBytes: 32 * 1024, cachedDirs: 256 } } as const;
 

@@ -88,9 +88,9 @@ function decodeFailure(x: J): Failure | null {
 /**
  * Equal values within one item are decoded once: the first event is usually its creation, the
  * cursor's event its last step and often its terminal one, and a root item is its own root.
- * The parsed projection is held for a process's life (one aggregate per item), and the shared
- * copies were ~30% of it (10^7 events: 148 -> 102 MB). Safe because held aggregates and their
- * parts are frozen.
+ * Parsed aggregates are kept (a chunk's, for the next page), and the duplicate copies were about
+ * a third of their heap (docs/design/performance.md, "The listing projection"). Safe because
+ * kept aggregates and their parts are frozen.
  */
 export function decodeAggregate(x: J): ItemAggregate {
   const v = arr(x, 19, 'item');

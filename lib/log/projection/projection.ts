@@ -40,10 +40,10 @@ import {
 import { sqlIn, type LanceTables, type Table } from '../tables.ts';
 
 /**
- * Parsed chunks a process keeps (least recently used go first): ~0.5 MB of heap each, so ~8 MB
- * whatever the log's size. Paging on, a page finds most fragments' chunks already parsed (at
- * 10^7 events, 200 pages of 1,000: 1.1-1.2 s against 2.3-2.8 s without; peak RSS ~30 MB more),
- * and a log of up to 16,000 items is listed again without a GET.
+ * Parsed chunks a process keeps (least recently used go first): a bounded heap whatever the
+ * log's size. Paging on, a page finds most fragments' chunks already parsed (a paged walk of a
+ * large log takes half the time: docs/design/performance.md, "The listing projection"), and a
+ * log of up to 16,000 items is listed again without a GET.
  */
 const CACHED_CHUNKS = 16;
 /** Items recounted from the log per query, and most recounted before a plain scan is cheaper. */
@@ -62,8 +62,8 @@ export class ProjectionCache {
   /**
    * The live rows per fragment of the last pinned base handle counted. A version of a dataset
    * never changes, so a later listing on the same handle (the next page: LanceTables.baseAt
-   * hands out one handle per version) skips the pass over the row ids (~20 ms and a
-   * BigUint64Array of 8 bytes per row, per 10^6 rows). Keyed by the handle, not the version
+   * hands out one handle per version) skips the pass over the row ids (a BigUint64Array of 8
+   * bytes per row). Keyed by the handle, not the version
    * number: a log deleted and made again at the same place numbers its versions from 1 again.
    */
   private counted: { base: Table; counts: Promise<ReadonlyMap<number, number>> } | null = null;

@@ -95,8 +95,8 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
     // they are aggregated. So a page costs memory for one page, not for the rest of the log.
     // The cursor is applied here, not pushed down: Lance answers `item_id > after` from the
     // item_id index, and on an early page that range is most of the log, whose index pages and
-    // row ids it then holds (10^7 events: 475 MiB for this pass, against 196 MiB for reading
-    // the column whole, which takes no longer; docs/design/performance.md).
+    // row ids it then holds, more than twice the memory of reading the column whole, which
+    // takes no longer (docs/design/performance.md, "Memory of whole-log reads").
     const lineageFilter = lineage.length > 0 ? lineage.join(' AND ') : null;
     const first = await src.scanEvents({ columns: ['item_id'], filter: lineageFilter }, () => new FirstIdsVisitor(q.limit! + 1, q.after ?? null));
     if (first.length === 0) return { items: [] };

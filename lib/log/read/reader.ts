@@ -319,8 +319,8 @@ export class LogReader {
    * in this listing's log and still writes (its latest version: a sealed one is read at its seal,
    * which may hold a commit the writer never confirmed), and without blob bytes (not kept). What
    * the writer keeps of it is every commit it confirmed, and it acks nothing before: every acked
-   * row of it, without a version check or a read per column and fragment (a live writer's item
-   * took ~4 ms, 10 rows of one commit: docs/design/performance.md, "Folds"). The writer answers
+   * row of it, without a version check or a read per column and fragment (what a take of a live
+   * writer's rows costs: docs/design/performance.md, "Unmerged shards"). The writer answers
    * null for items of a commit that may have landed and is not kept yet (storage already shows
    * it to every reader), and a commit never confirmed ends the epoch, which drops the
    * memory.

@@ -2,11 +2,10 @@
  * Frees a record batch's memory as soon as a whole-log pass is done with it, instead of when V8
  * next collects garbage.
  *
- * Why: LanceDB hands each batch over as its own Arrow IPC buffer (about 6 MB for 32,768 rows of
- * the listing columns), memory outside the V8 heap. A pass keeps little on the heap, so V8
- * collects rarely and lets those dead buffers pile up to ~80 MB before it does; at 10^6 events
- * that was a quarter of items()'s peak resident memory (docs/design/performance.md, "Memory of
- * whole-log reads"). Detaching the buffer (`ArrayBuffer.prototype.transfer(0)`) gives its memory
+ * Why: LanceDB hands each batch over as its own Arrow IPC buffer, memory outside the V8 heap. A
+ * pass keeps little on the heap, so V8 collects rarely and lets those dead buffers pile up before
+ * it does, a large share of items()'s peak resident memory (docs/design/performance.md, "Memory
+ * of whole-log reads"). Detaching the buffer (`ArrayBuffer.prototype.transfer(0)`) gives its memory
  * back at once. A host cannot be asked to run with V8 flags; this needs none.
  *
  * Only for batches nothing else views: every visitor copies out what it keeps (lib/log/read/stream.ts,

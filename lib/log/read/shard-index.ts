@@ -1,8 +1,9 @@
 /**
  * Which rows of each unmerged shard generation hold which item, so that a point read takes those
  * rows instead of scanning the generation. A generation has no index, and a filtered scan visits
- * every fragment (one per commit: ~0.5-1 ms each), so with many live writers a fold spent most of
- * its time scanning shards that do not even hold its item (docs/design/performance.md).
+ * every fragment (one per commit, each at a cost), so with many live writers a fold spent most of
+ * its time scanning shards that do not even hold its item (docs/design/performance.md, "Unmerged
+ * shards").
  *
  * Why offsets stay true: a generation is only ever appended to (by its one writer); nothing
  * deletes, updates or compacts its rows (merges copy them out, then the whole dataset is retired).

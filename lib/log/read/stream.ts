@@ -98,7 +98,8 @@ export async function streamListing(
   const forTombs = tombs.size > 0 ? ['item_id', 'item_seq'] : [];
   // The tail's rows also carry what picks one copy per event; the base's only what the visitor
   // and tombstones read: event ids are the widest column, and a pass over item ids alone (a
-  // listing page) read them for nothing (10^7 events: 432 vs 214 MiB peak).
+  // listing page) read them for nothing, doubling its peak memory (docs/design/performance.md,
+  // "Memory of whole-log reads").
   const forItems = extras.itemsFirst ? ['item_id'] : [];
   const tailColumns = [...new Set([...o.columns, 'event_id', 'item_seq', ...forTombs, ...forItems])];
   const baseColumns = [...new Set([...o.columns, ...forTombs])];

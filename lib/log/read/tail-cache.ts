@@ -2,8 +2,8 @@
  * Unmerged shard generations read whole (the tail of an unfiltered scan: listings, reports), kept
  * per generation and learned incrementally, so a process listing a live log again reads only the
  * rows committed since. Reading a generation costs per fragment and column (one fragment per
- * commit): 16 live writers' generations of 63 commits took ~0.7-1.2 s per read here, against the
- * listing's own ~40 ms (docs/design/performance.md).
+ * commit): with many live writers that read was many times the listing's own work
+ * (docs/design/performance.md, "The unmerged tail of a listing").
  *
  * Sound for the reason the shard item index is (lib/log/read/shard-index.ts): a generation is only
  * appended to while visible, so offset k is the same row at every version with more than k rows;
