@@ -162,7 +162,7 @@ export interface MaintainOptions {
 export interface CheckpointLog {
   readonly uri: string;
   /**
-   * The writer epoch this process appends under (`s03-e000007`: slot 3, its 7th owner), as
+   * The writer epoch this process appends under (`s03-e000007`: slot 3, epoch 7), as
    * trajectory events carry it and `stats()` names shard generations; null while this log holds
    * no writer slot (before its first append or delete, after `close()`).
    */
@@ -189,7 +189,7 @@ export interface CheckpointLog {
   loadBlob(eventId: string): Promise<Uint8Array>;
   failures(): Promise<FailureSummary[]>;
   /**
-   * Every item's state, in item id order, from one scan of the log (its memory grows with the
+   * Every item's state, sorted by item id (JavaScript string order), from one scan of the log (its memory grows with the
    * experiment: for large logs page with `items()` and fold what you need). `{fields: false}`
    * reads no value columns and leaves each `fields` empty.
    */
