@@ -110,6 +110,8 @@ export class LanceCheckpointLog implements CheckpointLog {
       reader: this.reader,
       leases: this.o.leases,
       coord: (o?: { create: boolean }) => this.coordination.get(o),
+      leaseLogId: (o: { create: boolean }) => this.coordination.leaseLogId(o),
+      coordUnchanged: () => this.coordination.unchanged(),
       // Not part of a public read that queued the append (a missing log is the write's to make).
       checkBase: () => inRead.exit(() => this.baseReadable()),
     };
@@ -374,7 +376,7 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   stats(): Promise<LogStats> {
     // A consistent read: a generation retired under it makes it start over.
-    const c = { uri: this.uri, pipeline: this.o.pipeline, experiment: this.o.experiment, tables: this.tables, reader: this.reader, leases: this.o.leases, clock: this.o.clock };
+    const c = { uri: this.uri, pipeline: this.o.pipeline, experiment: this.o.experiment, tables: this.tables, reader: this.reader, leases: this.o.leases, clock: this.o.clock, objects: this.o.objects };
     return this.track(() => this.reader.read((listing) => statsOf(c, listing)));
   }
 

@@ -49,7 +49,15 @@ const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zomb
 
 export const INDEXED_COLUMNS = ['item_id', 'event_id'] as const;
 
-type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore; coord: (o?: { create: boolean }) => Promise<CoordStore> };
+type Ctx = {
+  tables: LanceTables;
+  objects: ObjectStore;
+  reader: LogReader;
+  leases: LeaseStore;
+  coord: (o?: { create: boolean }) => Promise<CoordStore>;
+  leaseLogId: (o: { create: boolean }) => Promise<string | null>;
+  coordUnchanged: () => Promise<boolean>;
+};
 
 /** A report of a pass over `experiment` ("pipeline/experiment") that has done nothing yet. */
 export function emptyMaintenanceReport(experiment: string): MaintenanceReport {
@@ -78,13 +86,22 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
   // another table sealed and merged away a live writer's generation, whose writer still held its
   // slot in the right table and acked a batch nobody could see).
   // Only looks: a pass over an experiment with no log must not make one.
-  await ctx.coord({ create: false });
+  const logId = await ctx.leaseLogId({ create: false });
   let lease;
   try {
-    lease = await acquireMaintainer(ctx.leases, { pipeline: o.pipeline, experiment: o.experiment, owner: o.owner, ttlMs: o.leaseTtlMs });
+    lease = await acquireMaintainer(ctx.leases, { pipeline: o.pipeline, experiment: o.experiment, logId, owner: o.owner, ttlMs: o.leaseTtlMs });
   } catch (e) {
     if (e instanceof LeaseHeldError) return { ...report, heldBy: e.holder?.owner ?? 'another maintainer' };
     throw e;
+  }
+  // A repair or an adoption replaced the record (and the lease scope) meanwhile: this pass's
+  // lease elects nobody there, and its slot takeovers would not fence the new scope's writers.
+  if (guard('recheck-record-after-slot') && !(await ctx.coordUnchanged().catch(async (e: unknown) => {
+    await ctx.leases.release(lease).catch(() => undefined);
+    throw e;
+  }))) {
+    await ctx.leases.release(lease).catch(() => undefined);
+    throw new UnavailableError(`skipped: the coordination record of ${ctx.objects.baseUri} changed while the maintainer lease was taken (a repair or adoption); the next pass runs in its new scope`);
   }
   const keeper = new LeaseKeeper(ctx.leases, lease, { ttlMs: o.leaseTtlMs, clock: o.clock });
   // The lease elects, it does not fence: a pass frozen mid-way (a Lambda container thawed later,
@@ -254,8 +271,9 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
 async function takeOrphans(ctx: Ctx, o: MaintainOptions): Promise<void> {
   const listing = await ctx.reader.listShards();
   const orphanSlots = new Set([...listing.visible.filter((v) => !v.sealed), ...listing.pending].map((v) => v.slot));
+  const logId = await ctx.leaseLogId({ create: false });
   for (const slot of orphanSlots) {
-    const key = slotKey(o.pipeline, o.experiment, slot);
+    const key = slotKey(o.pipeline, o.experiment, slot, logId);
     const rec = await ctx.leases.read(key);
     // A holder known to be dead (a local process that died) frees its slot before the expiry.
     if (rec && !isFree(rec, o.clock.nowMs()) && !(await ctx.leases.holderIsGone?.(key))) continue;
@@ -267,9 +285,14 @@ async function takeOrphans(ctx: Ctx, o: MaintainOptions): Promise<void> {
         slots: o.slots,
         ttlMs: o.leaseTtlMs,
         slot,
+        logId,
         waitMs: 0, // a writer that just took it is alive: leave it
         clock: o.clock,
       });
+      if (guard('recheck-record-after-slot') && !(await ctx.coordUnchanged().catch(() => false))) {
+        await ctx.leases.release(taken.lease).catch(() => undefined);
+        throw new UnavailableError(`skipped: the coordination record of ${ctx.objects.baseUri} changed during the pass (a repair or adoption)`);
+      }
       await sealPredecessors(ctx, slot, taken.lease.epoch, taken.writerEpoch, o.clock);
       await sealOwnEpoch(ctx, taken.writerEpoch, o.clock);
       await ctx.leases.release(taken.lease);

@@ -4,7 +4,7 @@
  * by close().
  */
 import type { Clock } from '../../clock.ts';
-import { chooseCoordStore, coordTableOf, type CoordPreference } from '../../coord/choose.ts';
+import { CHOICE_KEY, chooseCoordStore, coordTableOf, formatCoordRecord, type CoordPreference, type CoordRecord } from '../../coord/choose.ts';
 import type { CoordStore } from '../../coord/types.ts';
 import { InternalError } from '../../errors.ts';
 import type { LeaseStore } from '../../lease/types.ts';
@@ -23,6 +23,8 @@ export interface CoordHolderOptions {
 export class CoordHolder {
   /** The store, once chosen; cleared if choosing failed. */
   private store: Promise<CoordStore> | null = null;
+  /** The record the kept store was chosen by (null before one is kept, or for a log without one). */
+  private record: CoordRecord | null = null;
   private released = false;
 
   constructor(private readonly o: CoordHolderOptions) {}
@@ -55,6 +57,7 @@ export class CoordHolder {
         return kept;
       }
       this.store ??= Promise.resolve(c.store);
+      this.record = c.record;
       return c.store;
     });
     if (o.create) {
@@ -64,6 +67,34 @@ export class CoordHolder {
       });
     }
     return store;
+  }
+
+  /**
+   * The id the log's lease keys are scoped by (lib/lease/slots.ts `leasePrefix`): the record's when
+   * it scopes them, else null (names only, as for a log without a record yet).
+   */
+  async leaseLogId(o: { create: boolean }): Promise<string | null> {
+    await this.get(o);
+    const r = this.record;
+    return r !== null && r.scoped ? r.id : null;
+  }
+
+  /**
+   * Whether the log's record still says what the kept store was chosen by. A repair or an adoption
+   * (lib/log/admin/rehome.ts) replaces it while it holds every lease of the old scope; a process
+   * that took a lease of the old scope after that must not use it (nor the store): when the record
+   * changed, the kept store is forgotten (the next `get` chooses again) and false is returned.
+   */
+  async unchanged(): Promise<boolean> {
+    const body = await this.o.objects.get(CHOICE_KEY);
+    if (body === (this.record === null ? null : formatCoordRecord(this.record))) return true;
+    const kept = this.store;
+    if (kept !== null) {
+      this.store = null;
+      this.record = null;
+      await kept.then((c) => c.close?.(), () => undefined);
+    }
+    return false;
   }
 
   /** Close the store (after the writer: its close() may still claim); later `get` calls fail. */

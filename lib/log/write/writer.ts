@@ -70,6 +70,9 @@ export class ShardWriter {
       reader: LogReader;
       leases: LeaseStore;
       coord: (o?: { create: boolean }) => Promise<CoordStore>;
+      /** The id the log's lease keys are scoped by, and whether the record still says so (lib/log/write/coord-holder.ts). */
+      leaseLogId: (o: { create: boolean }) => Promise<string | null>;
+      coordUnchanged: () => Promise<boolean>;
       /** Resolves once the log's base is known readable; refuses a group otherwise (nothing written). */
       checkBase?: () => Promise<void>;
     },
@@ -325,7 +328,8 @@ export class ShardWriter {
     if (this.state && !this.state.keeper.lost) return this.state;
     if (this.state) this.dropSlot();
     await this.sealUnsealed();
-    this.state = await takeSlot(this.ctx, this.opts, () => this.closing);
+    // A log repaired or adopted meanwhile has new records: nothing cached of the old ones holds.
+    this.state = await takeSlot(this.ctx, this.opts, () => this.closing, () => this.tracks.clear());
     return this.state;
   }
 
