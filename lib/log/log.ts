@@ -3,7 +3,7 @@
  * (created on the first append), blob loading, listings and maintenance.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
+import type { CheckpointLog, RehomeReport, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { InternalError, InvalidInputError, LogNotFoundError, NotFoundError } from '../errors.ts';
 import { foldItem, trajectory } from '../fold.ts';
@@ -18,7 +18,8 @@ import { checkItemId, readFields, readLatestEvents, type ItemReadContext } from 
 import { emptyMaintenanceReport, maintain, type MaintainProgress } from './maintain/maintain.ts';
 import { listingShowsLog, logExistsAt } from './read/missing.ts';
 import { permissionOf } from './read/damage.ts';
-import type { CoordPreference } from '../coord/choose.ts';
+import { coordTableOf, type CoordPreference } from '../coord/choose.ts';
+import { rehome, type RehomeMode } from './admin/rehome.ts';
 import { CoordHolder } from './write/coord-holder.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { LogReader } from './read/reader.ts';
@@ -336,6 +337,49 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   async idle(): Promise<void> {
     await this.writer?.idle();
+  }
+
+  repair(): Promise<RehomeReport> {
+    return this.rehomeAs('repair');
+  }
+
+  adopt(): Promise<RehomeReport> {
+    return this.rehomeAs('adopt');
+  }
+
+  /** A copy's records (lib/log/admin/copy.ts), made before anything else writes it. */
+  initRecords(): Promise<RehomeReport> {
+    return this.rehomeAs('init');
+  }
+
+  private async rehomeAs(mode: RehomeMode): Promise<RehomeReport> {
+    if (this.closed) throw new InternalError('the log is closed: open it again');
+    // Its own slot would be one of those the repair waits for.
+    if (this.writer) throw new InvalidInputError(`${mode} needs a log object that has not written: open the log again for it`, { field: 'log' });
+    const run = (async () => {
+      if (!(await logExistsAt(this.o.objects))) throw await this.missingLog();
+      const report = await rehome(
+        {
+          ...this.ctx(),
+          coordTable: coordTableOf(this.o.leases),
+          pipeline: this.o.pipeline,
+          experiment: this.o.experiment,
+          owner: this.o.owner,
+          clock: this.o.clock,
+          leaseTtlMs: this.o.leaseTtlMs,
+          claimRetentionMs: this.o.claimRetentionMs,
+        },
+        mode,
+      );
+      await this.coordination.unchanged(); // what it kept of the old records is forgotten
+      return report;
+    })();
+    this.running.add(run);
+    try {
+      return await run;
+    } finally {
+      this.running.delete(run);
+    }
   }
 
   /** `onProgress` is told after each step (the CLI's progress bar). */

@@ -1,0 +1,248 @@
+/**
+ * Repair and adoption (docs/operations.md, "Repairing a log"): everything a log keeps beside its
+ * events, rebuilt from its events and `_dgcl/meta`, under a new log id:
+ *  - item markers (one per item with events or a delete), claims (one per checkpoint), in a new
+ *    store: the lease table under the new id's scope, or a new `_dgcl/coord.sqlite` on a local root;
+ *  - the sentinel naming the log's location (table logs), and the lease epoch counters of the new
+ *    scope, raised above every epoch the log's shards and seals name;
+ *  - the coordination record naming all of it (the switch), and a new `_dgcl/meta/log.<id>` (the
+ *    log's identity: processes that read it before reload what they kept of it).
+ *
+ * Why a rebuilt record cannot make a writer trust a stale cached track or answer a duplicate
+ * twice (docs/design/invariants.md, "Repair and adoption"): the old scope's writers are stopped
+ * first (every slot lease and the maintainer lease of the old scope taken; a running writer makes
+ * the repair wait up to a lease ttl and then refuse), every epoch with generations is sealed, so
+ * the events read afterwards are all the log will ever show of them; markers are rebuilt with
+ * bodies no writer ever put, so every writer reads each item from the log before it writes it
+ * again; and a process that takes a lease of the old scope later reads the record again and moves
+ * to the new scope (lib/log/write/slot.ts).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { promises as fsp } from 'node:fs';
+import path from 'node:path';
+import type { RehomeReport } from '../../api.ts';
+import type { Clock } from '../../clock.ts';
+import { CHOICE_KEY, canonicalLocation, formatCoordRecord, readCoordRecord, SENTINEL_KEY, type CoordRecord } from '../../coord/choose.ts';
+import { SqliteCoordStore, COORD_DB } from '../../coord/sqlite.ts';
+import type { CoordStore, CoordTable } from '../../coord/types.ts';
+import { CorruptError, InvalidInputError, LeaseHeldError } from '../../errors.ts';
+import { acquireMaintainer, acquireWriterSlot, MAX_SLOTS, slotKey } from '../../lease/slots.ts';
+import type { Lease, LeaseStore } from '../../lease/types.ts';
+import { LocalObjectStore } from '../../storage/local.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import { claimKey, DELETED_DIR, ITEMS_DIR, itemHash, logIdKey, maxEpochPerSlot, META_DIR, parseMetaNames } from '../layout.ts';
+import type { LogReader } from '../read/reader.ts';
+import { scanEvents } from '../read/stream.ts';
+import type { LanceTables } from '../tables.ts';
+import { writeSeal } from '../write-seal.ts';
+import { Int64Column, Utf8Column } from '../columns.ts';
+
+/** `repair`: the log at its own place; `adopt`: a copy or a restore made by other tools; `init`: a new copy's records. */
+export type RehomeMode = 'repair' | 'adopt' | 'init';
+
+export interface RehomeContext {
+  objects: ObjectStore;
+  leases: LeaseStore;
+  coordTable: CoordTable | null;
+  tables: LanceTables;
+  reader: LogReader;
+  pipeline: string;
+  experiment: string;
+  owner: string;
+  clock: Clock;
+  leaseTtlMs: number;
+  claimRetentionMs: number;
+}
+
+export type { RehomeReport };
+
+/** Concurrent record writes (each a request to the table, or a SQLite statement). */
+const WRITE_CONCURRENCY = 32;
+
+export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<RehomeReport> {
+  const logName = `${ctx.pipeline}/${ctx.experiment}`;
+  const current = await readCoordRecord(ctx.objects);
+  const kind = newKind(ctx);
+  const copyOf = current ? await originOf(ctx, logName, current.record) : null;
+  if (mode === 'repair' && copyOf !== null) {
+    throw new InvalidInputError(`the log ${ctx.objects.baseUri} is a copy of ${copyOf}: its records are the original's, not its own; run \`dgcl adopt\` to make it a log of its own`, { field: 'root' });
+  }
+  // A copy's old scope is its origin's: those leases fence the origin's writers, not this log's.
+  const fenced = mode === 'init' || copyOf !== null ? [] : await takeOldScope(ctx, current?.record ?? null);
+  try {
+    const sealedEpochs = await sealAll(ctx);
+    const { items, checkpoints } = await readRecords(ctx);
+    const id = randomUUID();
+    const store = await newStore(ctx, kind, logName, id);
+    try {
+      const markerBody = `rebuilt ${randomUUID()}`;
+      await inParallel([...items], (hash) => store.put(`${ITEMS_DIR}/${hash}`, markerBody));
+      const claimedBy = `rebuilt/${randomUUID()}`;
+      await inParallel([...checkpoints], ([checkpointId, c]) =>
+        store.putIfAbsent(claimKey(checkpointId), JSON.stringify({ checkpointId, events: c.events, firstSeq: c.firstSeq, lastSeq: c.lastSeq, claimedBy }), { expiresAfterMs: ctx.claimRetentionMs }),
+      );
+      await store.sync?.();
+    } finally {
+      store.close?.();
+    }
+    await raiseEpochs(ctx, id);
+    if (kind === 'table') await ctx.coordTable!.coordStore(`${logName}/${id}`).put(SENTINEL_KEY, canonicalLocation(ctx.objects.baseUri));
+    const record = formatCoordRecord({ kind, id, scoped: true });
+    // The switch: from here on every process that opens the log, or takes a lease of it, uses the new records.
+    await ctx.objects.put(CHOICE_KEY, record);
+    await renewIdentity(ctx.objects);
+    return { logId: id, record, previous: current?.body ?? null, markers: items.size, claims: checkpoints.size, sealedEpochs, fencedLeases: fenced.length };
+  } finally {
+    await Promise.all(fenced.map((l) => ctx.leases.release(l).catch(() => undefined)));
+  }
+}
+
+/** Where the new records go: the lease table when the process has one, else a local root's SQLite file. */
+function newKind(ctx: RehomeContext): CoordRecord['kind'] {
+  if (ctx.coordTable) return 'table';
+  if (ctx.objects instanceof LocalObjectStore) return 'sqlite';
+  throw new InvalidInputError(`the log ${ctx.objects.baseUri} can be repaired only with a DynamoDB lease table (DGCL_LEASE_TABLE) or on a local root`, { field: 'leases' });
+}
+
+/** The location a table log's sentinel names when it is not this one (a copy), else null. */
+async function originOf(ctx: RehomeContext, logName: string, r: CoordRecord): Promise<string | null> {
+  if (r.id === null || !ctx.coordTable) return null;
+  const sentinel = await ctx.coordTable.coordStore(`${logName}/${r.id}`).get(SENTINEL_KEY);
+  return sentinel !== null && sentinel !== canonicalLocation(ctx.objects.baseUri) ? sentinel : null;
+}
+
+/**
+ * Every writer slot and the maintainer lease of the log's current scope, each waited for up to
+ * a lease ttl: a writer still running keeps its slot, and the repair refuses rather than rebuild
+ * records it is changing. Taken leases are given back on a refusal.
+ */
+async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<Lease[]> {
+  const logId = r !== null && r.scoped ? r.id : null;
+  const taken: Lease[] = [];
+  const deadline = ctx.clock.nowMs() + ctx.leaseTtlMs;
+  try {
+    for (let slot = 0; slot < MAX_SLOTS; slot++) {
+      const s = await acquireWriterSlot(ctx.leases, {
+        pipeline: ctx.pipeline,
+        experiment: ctx.experiment,
+        logId,
+        owner: ctx.owner,
+        slots: MAX_SLOTS,
+        slot,
+        ttlMs: ctx.leaseTtlMs,
+        waitMs: Math.max(0, deadline - ctx.clock.nowMs()),
+        clock: ctx.clock,
+      });
+      taken.push(s.lease);
+    }
+    for (;;) {
+      try {
+        taken.push(await acquireMaintainer(ctx.leases, { pipeline: ctx.pipeline, experiment: ctx.experiment, logId, owner: ctx.owner, ttlMs: ctx.leaseTtlMs }));
+        break;
+      } catch (e) {
+        if (!(e instanceof LeaseHeldError) || ctx.clock.nowMs() >= deadline) throw e;
+        await ctx.clock.sleep(Math.min(1000, Math.max(1, deadline - ctx.clock.nowMs())));
+      }
+    }
+    return taken;
+  } catch (e) {
+    await Promise.all(taken.map((l) => ctx.leases.release(l).catch(() => undefined)));
+    if (e instanceof LeaseHeldError) {
+      throw new LeaseHeldError(`${e.message}. A repair or adoption needs every writer and maintainer of the log stopped (it waited one lease ttl); stop them and run it again`, e.holder, { cause: e });
+    }
+    throw e;
+  }
+}
+
+/** Seal every epoch with generations (or a fence) and no seal, at the versions its generations have now. */
+async function sealAll(ctx: RehomeContext): Promise<string[]> {
+  const listing = await ctx.reader.listShards();
+  const sealed = new Set(listing.sealedEpochs);
+  const open = new Set<string>();
+  for (const v of listing.visible) if (!v.sealed) open.add(v.writerEpoch);
+  for (const p of listing.pending) open.add(p.writerEpoch);
+  for (const f of listing.fencedEpochs) if (!sealed.has(f)) open.add(f);
+  const out = [...open].filter((e) => !sealed.has(e)).sort();
+  for (const e of out) await writeSeal(ctx, e, `rehome/${ctx.owner}`, ctx.clock);
+  return out;
+}
+
+interface CheckpointSpan {
+  events: number;
+  firstSeq: number;
+  lastSeq: number;
+}
+
+/** Item hashes with events or deletes, and each checkpoint's seqs, from one pass over the events. */
+async function readRecords(ctx: RehomeContext): Promise<{ items: Set<string>; checkpoints: Map<string, CheckpointSpan> }> {
+  const { items, checkpoints } = await scanEvents(ctx.reader, ctx.tables, { columns: ['item_id', 'checkpoint_id', 'item_seq'] }, () => {
+    const items = new Set<string>();
+    const ids = new Set<string>();
+    const checkpoints = new Map<string, CheckpointSpan>();
+    return {
+      batch(b, keep) {
+        const item = new Utf8Column(b, 'item_id');
+        const checkpoint = new Utf8Column(b, 'checkpoint_id');
+        const seq = new Int64Column(b, 'item_seq');
+        for (let i = 0; i < b.numRows; i++) {
+          if (!keep(i)) continue;
+          const id = item.get(i);
+          const c = checkpoint.get(i);
+          const s = seq.get(i);
+          if (id === null || c === null || s === null) throw new CorruptError(`an event of ${ctx.objects.baseUri} has no item id, checkpoint id or seq`);
+          if (!ids.has(id)) {
+            ids.add(id);
+            items.add(itemHash(id));
+          }
+          const span = checkpoints.get(c);
+          if (span) {
+            span.events++;
+            span.firstSeq = Math.min(span.firstSeq, s);
+            span.lastSeq = Math.max(span.lastSeq, s);
+          } else checkpoints.set(c, { events: 1, firstSeq: s, lastSeq: s });
+        }
+      },
+      done: () => ({ items, checkpoints }),
+    };
+  });
+  // Deleted items keep their deleted-seq records: their markers keep writers from taking them for new.
+  for (const hash of await ctx.objects.list(DELETED_DIR)) {
+    if (!/^[0-9a-f]{40}$/.test(hash)) throw new CorruptError(`${DELETED_DIR}/${hash} of ${ctx.objects.baseUri} is not an item's deleted-seq folder`);
+    items.add(hash);
+  }
+  return { items, checkpoints };
+}
+
+/** An empty store for the new records. */
+async function newStore(ctx: RehomeContext, kind: CoordRecord['kind'], logName: string, id: string): Promise<CoordStore> {
+  if (kind === 'table') return ctx.coordTable!.coordStore(`${logName}/${id}`);
+  // The old file goes (with its write-ahead log): a process still holding it open keeps its copy,
+  // which nothing reads once the record names the new id.
+  const dir = (ctx.objects as LocalObjectStore).dir;
+  const file = path.join(dir, ...COORD_DB.split('/'));
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) await fsp.rm(f, { force: true });
+  return SqliteCoordStore.open(dir, { create: true, clock: ctx.clock });
+}
+
+/** The new scope's slot epochs start above every epoch the log names (shards, fences, seals, retirements). */
+async function raiseEpochs(ctx: RehomeContext, id: string): Promise<void> {
+  const meta = parseMetaNames(await ctx.objects.list(META_DIR));
+  const epochs = [...meta.gens, ...[...meta.retired]].map((g) => g.replace(/-g\d+$/, ''));
+  const max = maxEpochPerSlot([...epochs, ...meta.sealEpochs, ...meta.fenceEpochs]);
+  await inParallel([...max], ([slot, epoch]) => ctx.leases.raiseEpoch(slotKey(ctx.pipeline, ctx.experiment, slot, id), epoch));
+}
+
+/** A new `_dgcl/meta/log.<id>`, the old ones deleted: every process that kept something of the log reloads it. */
+async function renewIdentity(objects: ObjectStore): Promise<void> {
+  const old = (await objects.list(META_DIR)).filter((n) => n.startsWith('log.'));
+  await objects.putIfAbsent(logIdKey(randomBytes(8).toString('hex')), '');
+  for (const n of old) await objects.delete(`${META_DIR}/${n}`);
+}
+
+async function inParallel<T>(items: readonly T[], fn: (t: T) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(WRITE_CONCURRENCY, items.length) }, worker));
+}
