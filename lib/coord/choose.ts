@@ -133,7 +133,15 @@ export async function chooseCoordStore(
     const localDir = o.prefer === 'table' && fresh && !table ? localDirOf(objects) : null;
     // The database exists before the record names it: a process that finds the record and not
     // the file refuses (the markers it held are gone) instead of making an empty one.
-    if (localDir !== null) (await SqliteCoordStore.open(localDir, { create: true, ...(o.clock ? { clock: o.clock } : {}) })).close();
+    if (localDir !== null) {
+      const db = await SqliteCoordStore.open(localDir, { create: true, ...(o.clock ? { clock: o.clock } : {}) });
+      try {
+        // As the table's sentinel: a copy of the folder (cp -r) finds another location here.
+        await db.put(SENTINEL_KEY, canonicalLocation(objects.baseUri));
+      } finally {
+        db.close();
+      }
+    }
     // Scoped (v2) unless told to stay readable by versions before it (`coordination: 'objects'`),
     // or the log has data from before records (its markers are objects its writers read).
     const scoped = o.prefer === 'table' && fresh;
@@ -166,7 +174,16 @@ async function storeOf(objects: ObjectStore, table: CoordTable | null, logName: 
     // one chooses it (above), so the simulation's logs keep objects, which it schedules.
     const dir = objects.baseUri.startsWith('file:') ? fileURLToPath(objects.baseUri) : null;
     if (dir === null) throw new InvalidInputError(`the log ${objects.baseUri} keeps its item markers and claims in a SQLite file beside it (${COORD_DB}), which only a local root can open`, { field: 'root' });
-    return SqliteCoordStore.open(dir, { create: false, ...(clock ? { clock } : {}) });
+    const db = await SqliteCoordStore.open(dir, { create: false, ...(clock ? { clock } : {}) });
+    if (record.id !== null) {
+      try {
+        await checkSentinel(objects, await db.get(SENTINEL_KEY), `its SQLite records (${COORD_DB})`, record.id);
+      } catch (e) {
+        db.close();
+        throw e;
+      }
+    }
+    return db;
   }
   const kind = record.kind;
   const id = record.id!;
@@ -183,12 +200,20 @@ async function storeOf(objects: ObjectStore, table: CoordTable | null, logName: 
       `the lease table holds no record of the log ${objects.baseUri} (id ${id}): is it another table than the one the log was written with, or was the table replaced or lost? Run \`dgcl repair\` on the log to rebuild its records in this table (docs/operations.md, "A lost or new lease table")`,
     );
   }
+  await checkSentinel(objects, sentinel, 'its records in the lease table', id);
+  return kind === 'table' ? scoped : new ObjectCoordStore(objects);
+}
+
+/** The sentinel names this location: else the log is a copy (or was moved), and its records are the original's. */
+async function checkSentinel(objects: ObjectStore, sentinel: string | null, where: string, id: string): Promise<void> {
+  if (sentinel === null) {
+    throw new CorruptError(`the log ${objects.baseUri} (id ${id}) has lost the record naming its location in ${where}; run \`dgcl repair\` to rebuild its records (docs/operations.md, "Repairing a log")`);
+  }
   if (sentinel !== canonicalLocation(objects.baseUri)) {
     throw new CorruptError(
-      `the log ${objects.baseUri} is a copy of ${sentinel} (same id ${id}): its records in the lease table are the original's, so the copy cannot be written or maintained as it is; \`dgcl adopt\` makes it a log of its own (docs/operations.md, "Copying, moving and restoring a log")`,
+      `the log ${objects.baseUri} is a copy of ${sentinel} (same id ${id}): ${where} are the original's, so the copy cannot be written or maintained as it is; \`dgcl adopt\` makes it a log of its own (docs/operations.md, "Copying, moving and restoring a log")`,
     );
   }
-  return kind === 'table' ? scoped : new ObjectCoordStore(objects);
 }
 
 /** The folder of a new log on a local root: only through the real store, not a wrapper such as the simulation's. */

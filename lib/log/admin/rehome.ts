@@ -81,12 +81,14 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<Reho
       await inParallel([...checkpoints], ([checkpointId, c]) =>
         store.putIfAbsent(claimKey(checkpointId), JSON.stringify({ checkpointId, events: c.events, firstSeq: c.firstSeq, lastSeq: c.lastSeq, claimedBy }), { expiresAfterMs: ctx.claimRetentionMs }),
       );
+      // Last: a record naming a store without its sentinel is refused, so a repair that stopped
+      // half way is never taken for a finished one.
+      await store.put(SENTINEL_KEY, canonicalLocation(ctx.objects.baseUri));
       await store.sync?.();
     } finally {
       store.close?.();
     }
     await raiseEpochs(ctx, id);
-    if (kind === 'table') await ctx.coordTable!.coordStore(`${logName}/${id}`).put(SENTINEL_KEY, canonicalLocation(ctx.objects.baseUri));
     const record = formatCoordRecord({ kind, id, scoped: true });
     // The switch: from here on every process that opens the log, or takes a lease of it, uses the new records.
     await ctx.objects.put(CHOICE_KEY, record);
@@ -106,8 +108,17 @@ function newKind(ctx: RehomeContext): CoordRecord['kind'] {
 
 /** The location a table log's sentinel names when it is not this one (a copy), else null. */
 async function originOf(ctx: RehomeContext, logName: string, r: CoordRecord): Promise<string | null> {
-  if (r.id === null || !ctx.coordTable) return null;
-  const sentinel = await ctx.coordTable.coordStore(`${logName}/${r.id}`).get(SENTINEL_KEY);
+  if (r.id === null) return null;
+  let sentinel: string | null = null;
+  if (r.kind === 'sqlite') {
+    if (!(ctx.objects instanceof LocalObjectStore)) return null;
+    const db = await SqliteCoordStore.open(ctx.objects.dir, { create: false }).catch(() => null); // lost: nothing to compare
+    try {
+      sentinel = (await db?.get(SENTINEL_KEY)) ?? null;
+    } finally {
+      db?.close();
+    }
+  } else if (ctx.coordTable) sentinel = await ctx.coordTable.coordStore(`${logName}/${r.id}`).get(SENTINEL_KEY);
   return sentinel !== null && sentinel !== canonicalLocation(ctx.objects.baseUri) ? sentinel : null;
 }
 
