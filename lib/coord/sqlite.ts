@@ -182,7 +182,7 @@ function open(file: string, create: boolean): Connection {
  */
 function missing(file: string): CorruptError {
   return new CorruptError(
-    `the coordination database ${file} is missing or empty, while the log's _dgcl/coordination says its item markers and claims are there: writing without them would reuse seqs of existing items (restore the file, or copy the log's events into a new log)`,
+    `the coordination database ${file} is missing or empty, while the log's _dgcl/coordination says its item markers and claims are there: writing without them would reuse seqs of existing items: stop the log's writers, then run \`dgcl repair\` to rebuild it from the log's events (docs/operations.md, "Repairing a log")`,
   );
 }
 
@@ -291,8 +291,17 @@ export class SqliteCoordStore implements CoordStore {
     return this.read('get', () => this.one(k));
   }
 
+  /**
+   * A group's markers (lib/log/write/plan.ts). The file is checked to be the one this connection
+   * has open first: one deleted or replaced under a running writer would otherwise keep answering
+   * from the old copy, and a writer that later opens the new one would take its items for new.
+   */
   async getMany(keys: readonly string[]): Promise<Map<string, string | null>> {
     const ks = keys.map((k) => checkObjectKey(k, 'key'));
+    const c = this.c();
+    if (fileId(this.file) !== c.id) {
+      throw new CorruptError(`the coordination database ${this.file} was deleted or replaced while the log was open; nothing was written: stop the log's writers, then run \`dgcl repair\` (docs/operations.md, "Repairing a log")`);
+    }
     return this.read('getMany', () => new Map(ks.map((k) => [k, this.one(k)])));
   }
 
