@@ -16,6 +16,7 @@ import { logUri, parseRoot } from '../lib/storage/location.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { expectAcksVisible, settle } from './support/race-kit.ts';
+import { coordDbPath } from './support/coord.ts';
 
 const TTL = 60_000;
 const opened: LanceCheckpointLog[] = [];
@@ -65,7 +66,8 @@ describe('repair', () => {
     await W.deleteItem('b', { throughSeq: acks[1]!.lastSeq });
     await W.close();
     const before = { record: record(root), ids: logIds(root) };
-    for (const f of ['coord.sqlite', 'coord.sqlite-wal', 'coord.sqlite-shm']) rmSync(path.join(logDir(root), '_dgcl', f), { force: true });
+    const db = coordDbPath(logDir(root));
+    for (const f of ['', '-wal', '-shm']) rmSync(db + f, { force: true });
 
     const refused = await settle(open(root, { owner: 'x' }).append([stepBatch('a', 2)]));
     expect(refused.ok ? 'appended' : (refused.error as { code?: string }).code, 'a writer refuses a log whose markers are gone').toBe('CORRUPT');
@@ -75,7 +77,7 @@ describe('repair', () => {
     expect({ markers: report.markers, claims: report.claims, previous: report.previous }).toEqual({ markers: 2, claims: 2, previous: before.record });
     expect(record(root), 'a new record, scoped by a new id').toBe(`sqlite ${report.logId} v2`);
     expect(logIds(root).some((n) => before.ids.includes(n)), 'the log has a new identity').toBe(false);
-    expect(existsSync(path.join(logDir(root), '_dgcl', 'coord.sqlite')), 'the records are back').toBe(true);
+    expect(existsSync(coordDbPath(logDir(root))), 'the records are back, in a file of the new id').toBe(true);
 
     const X = open(root, { owner: 'x2' });
     const [resent] = await X.append([stepBatch('a', 1)]);

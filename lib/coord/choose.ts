@@ -36,7 +36,7 @@ import type { LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { LocalObjectStore } from '../storage/local.ts';
 import { ObjectCoordStore } from './objects.ts';
-import { COORD_DB, SqliteCoordStore } from './sqlite.ts';
+import { coordDbKey, SqliteCoordStore } from './sqlite.ts';
 import type { CoordStore, CoordTable } from './types.ts';
 
 export const CHOICE_KEY = '_dgcl/coordination';
@@ -131,10 +131,11 @@ export async function chooseCoordStore(
     if (!o.create) return { store: new ObjectCoordStore(objects), recorded: false, record: null };
     const fresh = await isFresh(objects);
     const localDir = o.prefer === 'table' && fresh && !table ? localDirOf(objects) : null;
+    const localId = randomUUID();
     // The database exists before the record names it: a process that finds the record and not
     // the file refuses (the markers it held are gone) instead of making an empty one.
     if (localDir !== null) {
-      const db = await SqliteCoordStore.open(localDir, { create: true, ...(o.clock ? { clock: o.clock } : {}) });
+      const db = await SqliteCoordStore.open(localDir, { create: true, id: localId, ...(o.clock ? { clock: o.clock } : {}) });
       try {
         // As the table's sentinel: a copy of the folder (cp -r) finds another location here.
         await db.put(SENTINEL_KEY, canonicalLocation(objects.baseUri));
@@ -148,7 +149,7 @@ export async function chooseCoordStore(
     const record = table
       ? await newTableLog(table, logName, objects, scoped ? 'table' : 'objects', scoped)
       : localDir !== null
-        ? formatCoordRecord({ kind: 'sqlite', id: randomUUID(), scoped: true })
+        ? formatCoordRecord({ kind: 'sqlite', id: localId, scoped: true })
         : 'objects';
     await objects.putIfAbsent(CHOICE_KEY, record);
     body = await objects.get(CHOICE_KEY);
@@ -173,11 +174,12 @@ async function storeOf(objects: ObjectStore, table: CoordTable | null, logName: 
     // Opened through any store of a local folder (a wrapper of the real one too); only the real
     // one chooses it (above), so the simulation's logs keep objects, which it schedules.
     const dir = objects.baseUri.startsWith('file:') ? fileURLToPath(objects.baseUri) : null;
-    if (dir === null) throw new InvalidInputError(`the log ${objects.baseUri} keeps its item markers and claims in a SQLite file beside it (${COORD_DB}), which only a local root can open`, { field: 'root' });
-    const db = await SqliteCoordStore.open(dir, { create: false, ...(clock ? { clock } : {}) });
+    const file = coordDbKey(record.id);
+    if (dir === null) throw new InvalidInputError(`the log ${objects.baseUri} keeps its item markers and claims in a SQLite file beside it (${file}), which only a local root can open`, { field: 'root' });
+    const db = await SqliteCoordStore.open(dir, { create: false, id: record.id, ...(clock ? { clock } : {}) });
     if (record.id !== null) {
       try {
-        await checkSentinel(objects, await db.get(SENTINEL_KEY), `its SQLite records (${COORD_DB})`, record.id);
+        await checkSentinel(objects, await db.get(SENTINEL_KEY), `its SQLite records (${file})`, record.id);
       } catch (e) {
         db.close();
         throw e;

@@ -30,8 +30,16 @@ import { CLAIMS_DIR } from './keys.ts';
 import { checkObjectKey } from '../storage/location.ts';
 import type { CoordKind, CoordStore } from './types.ts';
 
-/** The file, below the log's folder. */
+/** The file, below the log's folder, of a log whose record names no id (made by 0.3.0). */
 export const COORD_DB = '_dgcl/coord.sqlite';
+
+/**
+ * The file of a log's records: one per log id (`_dgcl/coord.<id>.sqlite`), so that a repair builds
+ * the new one beside the old and the record's PUT is the switch (lib/log/admin/rehome.ts).
+ */
+export function coordDbKey(id: string | null): string {
+  return id === null ? COORD_DB : `_dgcl/coord.${id}.sqlite`;
+}
 /** `PRAGMA user_version` of the layout below; a file of another version is refused. */
 const LAYOUT_VERSION = 1;
 /** How long a write (or an open) waits for another process's transaction before it fails (UNAVAILABLE). */
@@ -238,8 +246,8 @@ export class SqliteCoordStore implements CoordStore {
    * (only by the writer about to record the log's choice, before the record); otherwise a missing
    * one is CORRUPT. `clock` stamps the records (claims are deleted by their age on it).
    */
-  static async open(logDir: string, o: { create: boolean; clock?: Clock }): Promise<SqliteCoordStore> {
-    const file = path.join(logDir, ...COORD_DB.split('/'));
+  static async open(logDir: string, o: { create: boolean; clock?: Clock; id?: string | null }): Promise<SqliteCoordStore> {
+    const file = path.join(logDir, ...coordDbKey(o.id ?? null).split('/'));
     return new SqliteCoordStore(file, await acquire(file, o.create), o.clock ?? systemClock);
   }
 

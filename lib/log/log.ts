@@ -20,7 +20,7 @@ import { listingShowsLog, logExistsAt } from './read/missing.ts';
 import { permissionOf } from './read/damage.ts';
 import { coordTableOf, type CoordPreference } from '../coord/choose.ts';
 import { rehome, type RehomeMode } from './admin/rehome.ts';
-import { CoordHolder } from './write/coord-holder.ts';
+import { CoordHolder, type LeaseScope } from './write/coord-holder.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { LogReader } from './read/reader.ts';
 import { statsOf } from './read/stats.ts';
@@ -111,8 +111,8 @@ export class LanceCheckpointLog implements CheckpointLog {
       reader: this.reader,
       leases: this.o.leases,
       coord: (o?: { create: boolean }) => this.coordination.get(o),
-      leaseLogId: (o: { create: boolean }) => this.coordination.leaseLogId(o),
-      coordUnchanged: () => this.coordination.unchanged(),
+      leaseScope: (o: { create: boolean }) => this.coordination.leaseScope(o),
+      coordUnchanged: (scope: LeaseScope) => this.coordination.unchanged(scope),
       // Not part of a public read that queued the append (a missing log is the write's to make).
       checkBase: () => inRead.exit(() => this.baseReadable()),
     };
@@ -371,7 +371,7 @@ export class LanceCheckpointLog implements CheckpointLog {
         },
         mode,
       );
-      await this.coordination.unchanged(); // what it kept of the old records is forgotten
+      await this.coordination.forget(); // what it kept of the old records
       return report;
     })();
     this.running.add(run);

@@ -3,7 +3,7 @@
  * that look at item markers and claims directly. Close it after use.
  */
 import { ObjectCoordStore } from '../../lib/coord/objects.ts';
-import { SqliteCoordStore } from '../../lib/coord/sqlite.ts';
+import { coordDbKey, SqliteCoordStore } from '../../lib/coord/sqlite.ts';
 import type { CoordStore } from '../../lib/coord/types.ts';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -14,7 +14,7 @@ import type { ObjectStore } from '../../lib/storage/objects.ts';
 export async function localCoord(objects: LocalObjectStore): Promise<CoordStore> {
   const record = await objects.get(CHOICE_KEY);
   const r = record === null ? null : parseCoordRecord(record);
-  if (r?.kind === 'sqlite') return SqliteCoordStore.open(objects.dir, { create: false });
+  if (r?.kind === 'sqlite') return SqliteCoordStore.open(objects.dir, { create: false, id: r.id });
   if (r?.kind === 'objects' && r.id === null) return new ObjectCoordStore(objects);
   throw new Error(`the log ${objects.baseUri} records no local coordination store: ${record}`);
 }
@@ -35,4 +35,12 @@ export function leaseLogIdAt(logDir: string): string | null {
   }
   const r = parseCoordRecord(body);
   return r !== null && r.scoped ? r.id : null;
+}
+
+/** The path of a local log's SQLite file, as its record names it (`.../log.lance` folder). */
+export function coordDbPath(logDir: string): string {
+  const body = readFileSync(path.join(logDir, ...CHOICE_KEY.split('/')), 'utf8');
+  const r = parseCoordRecord(body);
+  if (r?.kind !== 'sqlite') throw new Error(`the log ${logDir} records no SQLite file: ${body}`);
+  return path.join(logDir, ...coordDbKey(r.id).split('/'));
 }

@@ -23,14 +23,16 @@ import path from 'node:path';
 import type { RehomeReport } from '../../api.ts';
 import type { Clock } from '../../clock.ts';
 import { CHOICE_KEY, canonicalLocation, formatCoordRecord, readCoordRecord, SENTINEL_KEY, type CoordRecord } from '../../coord/choose.ts';
-import { SqliteCoordStore, COORD_DB } from '../../coord/sqlite.ts';
+import { coordDbKey, SqliteCoordStore } from '../../coord/sqlite.ts';
 import type { CoordStore, CoordTable } from '../../coord/types.ts';
-import { CorruptError, InvalidInputError, LeaseHeldError } from '../../errors.ts';
-import { acquireMaintainer, acquireWriterSlot, MAX_SLOTS, slotKey } from '../../lease/slots.ts';
+import { CorruptError, InvalidInputError, LeaseHeldError, UnavailableError } from '../../errors.ts';
+import { acquireMaintainer, acquireWriterSlot, formatWriterEpoch, LeaseKeeper, MAX_SLOTS, slotKey } from '../../lease/slots.ts';
+import { MAX_TTL_MS } from '../../lease/rules.ts';
 import type { Lease, LeaseStore } from '../../lease/types.ts';
 import { LocalObjectStore } from '../../storage/local.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
 import { claimKey, DELETED_DIR, ITEMS_DIR, itemHash, logIdKey, maxEpochPerSlot, META_DIR, parseMetaNames } from '../layout.ts';
+import { PROJECTION_DIR } from '../projection/stored.ts';
 import type { LogReader } from '../read/reader.ts';
 import { scanEvents } from '../read/stream.ts';
 import type { LanceTables } from '../tables.ts';
@@ -59,6 +61,17 @@ export type { RehomeReport };
 /** Concurrent record writes (each a request to the table, or a SQLite statement). */
 const WRITE_CONCURRENCY = 32;
 
+/**
+ * How far the new scope's epoch counters start above the highest epoch the log or the old scope's
+ * leases name. A writer of a lost lease table that took an epoch and froze before its first
+ * generation is named nowhere that survived; its epoch is at most this far above the log's, unless
+ * its slot was taken that many times since its last generation.
+ */
+const EPOCH_GAP = 1000;
+
+/** How long the old scope's leases stay held after the switch: a process of a version before scoped leases, still holding the log open, cannot take them meanwhile. */
+const RETIRED_LEASE_TTL_MS = MAX_TTL_MS;
+
 export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<RehomeReport> {
   const logName = `${ctx.pipeline}/${ctx.experiment}`;
   const current = await readCoordRecord(ctx.objects);
@@ -68,9 +81,10 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<Reho
     throw new InvalidInputError(`the log ${ctx.objects.baseUri} is a copy of ${copyOf}: its records are the original's, not its own; run \`dgcl adopt\` to make it a log of its own`, { field: 'root' });
   }
   // A copy's old scope is its origin's: those leases fence the origin's writers, not this log's.
-  const fenced = mode === 'init' || copyOf !== null ? [] : await takeOldScope(ctx, current?.record ?? null);
+  const held = mode === 'init' || copyOf !== null ? null : await takeOldScope(ctx, current?.record ?? null);
+  let switched = false;
   try {
-    const sealedEpochs = await sealAll(ctx);
+    const sealedEpochs = await sealAll(ctx, held?.slots ?? new Map());
     const { items, checkpoints } = await readRecords(ctx);
     const id = randomUUID();
     const store = await newStore(ctx, kind, logName, id);
@@ -88,14 +102,21 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<Reho
     } finally {
       store.close?.();
     }
-    await raiseEpochs(ctx, id);
+    await raiseEpochs(ctx, id, held?.slots ?? new Map());
+    // Every lease of the old scope still ours: nobody wrote with the old records since they were read.
+    if (held) await held.confirm();
     const record = formatCoordRecord({ kind, id, scoped: true });
     // The switch: from here on every process that opens the log, or takes a lease of it, uses the new records.
     await ctx.objects.put(CHOICE_KEY, record);
+    switched = true;
     await renewIdentity(ctx.objects);
-    return { logId: id, record, previous: current?.body ?? null, markers: items.size, claims: checkpoints.size, sealedEpochs, fencedLeases: fenced.length };
+    // Processes still using the old records fail their next group and move (lib/log/write/plan.ts).
+    if (current && copyOf === null) await dropOldRecords(ctx, logName, current.record);
+    // Disposable, and possibly of another history (a restore): the next maintenance pass builds it.
+    await ctx.objects.deletePrefix(PROJECTION_DIR);
+    return { logId: id, record, previous: current?.body ?? null, markers: items.size, claims: checkpoints.size, sealedEpochs, fencedLeases: held?.leases.length ?? 0 };
   } finally {
-    await Promise.all(fenced.map((l) => ctx.leases.release(l).catch(() => undefined)));
+    await held?.end(switched);
   }
 }
 
@@ -122,15 +143,35 @@ async function originOf(ctx: RehomeContext, logName: string, r: CoordRecord): Pr
   return sentinel !== null && sentinel !== canonicalLocation(ctx.objects.baseUri) ? sentinel : null;
 }
 
+interface OldScope {
+  leases: Lease[];
+  /** Slot -> the epoch of its lease held now: the highest the old scope ever gave it. */
+  slots: Map<number, number>;
+  /** Throws unless every held lease is still current (a lost one may have let a writer in). */
+  confirm(): Promise<void>;
+  /** Before the switch: give them back. After: keep them held (RETIRED_LEASE_TTL_MS), so no process of the old records takes one again. */
+  end(switched: boolean): Promise<void>;
+}
+
 /**
  * Every writer slot and the maintainer lease of the log's current scope, each waited for up to
  * a lease ttl: a writer still running keeps its slot, and the repair refuses rather than rebuild
- * records it is changing. Taken leases are given back on a refusal.
+ * records it is changing. They are renewed while the repair runs.
  */
-async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<Lease[]> {
+async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<OldScope> {
   const logId = r !== null && r.scoped ? r.id : null;
   const taken: Lease[] = [];
+  const slots = new Map<number, number>();
   const deadline = ctx.clock.nowMs() + ctx.leaseTtlMs;
+  const keepers: LeaseKeeper[] = [];
+  const keep = (l: Lease) => {
+    taken.push(l);
+    keepers.push(new LeaseKeeper(ctx.leases, l, { ttlMs: ctx.leaseTtlMs, clock: ctx.clock }));
+  };
+  const giveBack = async () => {
+    await Promise.all(keepers.map((k) => k.stop()));
+    await Promise.all(keepers.map((k) => ctx.leases.release(k.current()).catch(() => undefined)));
+  };
   try {
     for (let slot = 0; slot < MAX_SLOTS; slot++) {
       const s = await acquireWriterSlot(ctx.leases, {
@@ -144,35 +185,55 @@ async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<
         waitMs: Math.max(0, deadline - ctx.clock.nowMs()),
         clock: ctx.clock,
       });
-      taken.push(s.lease);
+      keep(s.lease);
+      slots.set(slot, s.lease.epoch);
     }
     for (;;) {
       try {
-        taken.push(await acquireMaintainer(ctx.leases, { pipeline: ctx.pipeline, experiment: ctx.experiment, logId, owner: ctx.owner, ttlMs: ctx.leaseTtlMs }));
+        keep(await acquireMaintainer(ctx.leases, { pipeline: ctx.pipeline, experiment: ctx.experiment, logId, owner: ctx.owner, ttlMs: ctx.leaseTtlMs }));
         break;
       } catch (e) {
         if (!(e instanceof LeaseHeldError) || ctx.clock.nowMs() >= deadline) throw e;
         await ctx.clock.sleep(Math.min(1000, Math.max(1, deadline - ctx.clock.nowMs())));
       }
     }
-    return taken;
   } catch (e) {
-    await Promise.all(taken.map((l) => ctx.leases.release(l).catch(() => undefined)));
+    await giveBack();
     if (e instanceof LeaseHeldError) {
       throw new LeaseHeldError(`${e.message}. A repair or adoption needs every writer and maintainer of the log stopped (it waited one lease ttl); stop them and run it again`, e.holder, { cause: e });
     }
     throw e;
   }
+  return {
+    leases: taken,
+    slots,
+    async confirm() {
+      for (const k of keepers) {
+        if (k.lost) throw new UnavailableError(`the repair lost its lease ${k.current().key} (${k.lostReason?.message ?? 'not renewed in time'}); nothing was switched: run it again`);
+        await ctx.leases.assertCurrent(k.current());
+      }
+    },
+    async end(switched) {
+      if (!switched) return giveBack();
+      await Promise.all(keepers.map((k) => k.stop()));
+      await Promise.all(keepers.map((k) => ctx.leases.renew(k.current(), RETIRED_LEASE_TTL_MS).catch(() => undefined)));
+    },
+  };
 }
 
-/** Seal every epoch with generations (or a fence) and no seal, at the versions its generations have now. */
-async function sealAll(ctx: RehomeContext): Promise<string[]> {
+/**
+ * Seal every epoch with generations (or a fence) and no seal, at the versions its generations have
+ * now; and, per slot of the old scope, the epoch before the one the repair holds, even without
+ * generations: a writer of it frozen before its first generation makes one that stays invisible.
+ */
+async function sealAll(ctx: RehomeContext, held: ReadonlyMap<number, number>): Promise<string[]> {
   const listing = await ctx.reader.listShards();
   const sealed = new Set(listing.sealedEpochs);
   const open = new Set<string>();
   for (const v of listing.visible) if (!v.sealed) open.add(v.writerEpoch);
   for (const p of listing.pending) open.add(p.writerEpoch);
   for (const f of listing.fencedEpochs) if (!sealed.has(f)) open.add(f);
+  for (const [slot, epoch] of held) if (epoch > 1) open.add(formatWriterEpoch(slot, epoch - 1));
   const out = [...open].filter((e) => !sealed.has(e)).sort();
   for (const e of out) await writeSeal(ctx, e, `rehome/${ctx.owner}`, ctx.clock);
   return out;
@@ -227,20 +288,34 @@ async function readRecords(ctx: RehomeContext): Promise<{ items: Set<string>; ch
 /** An empty store for the new records. */
 async function newStore(ctx: RehomeContext, kind: CoordRecord['kind'], logName: string, id: string): Promise<CoordStore> {
   if (kind === 'table') return ctx.coordTable!.coordStore(`${logName}/${id}`);
-  // The old file goes (with its write-ahead log): a process still holding it open keeps its copy,
-  // which nothing reads once the record names the new id.
-  const dir = (ctx.objects as LocalObjectStore).dir;
-  const file = path.join(dir, ...COORD_DB.split('/'));
-  for (const f of [file, `${file}-wal`, `${file}-shm`]) await fsp.rm(f, { force: true });
-  return SqliteCoordStore.open(dir, { create: true, clock: ctx.clock });
+  // A file of its own, beside the old one: the record's PUT is the switch.
+  return SqliteCoordStore.open((ctx.objects as LocalObjectStore).dir, { create: true, clock: ctx.clock, id });
 }
 
-/** The new scope's slot epochs start above every epoch the log names (shards, fences, seals, retirements). */
-async function raiseEpochs(ctx: RehomeContext, id: string): Promise<void> {
+/**
+ * The new scope's slot epochs start EPOCH_GAP above every epoch the log names (shards, fences,
+ * seals, retirements) and every epoch the old scope gave (the leases the repair holds).
+ */
+async function raiseEpochs(ctx: RehomeContext, id: string, held: ReadonlyMap<number, number>): Promise<void> {
   const meta = parseMetaNames(await ctx.objects.list(META_DIR));
   const epochs = [...meta.gens, ...[...meta.retired]].map((g) => g.replace(/-g\d+$/, ''));
   const max = maxEpochPerSlot([...epochs, ...meta.sealEpochs, ...meta.fenceEpochs]);
-  await inParallel([...max], ([slot, epoch]) => ctx.leases.raiseEpoch(slotKey(ctx.pipeline, ctx.experiment, slot, id), epoch));
+  for (const [slot, epoch] of held) max.set(slot, Math.max(max.get(slot) ?? 0, epoch));
+  await inParallel([...max], ([slot, epoch]) => ctx.leases.raiseEpoch(slotKey(ctx.pipeline, ctx.experiment, slot, id), epoch + EPOCH_GAP));
+}
+
+/**
+ * After the switch, what the log's previous records were: the table scope's location record (a
+ * process still using that scope then fails its next group and moves to the new one), or the
+ * SQLite file (and its write-ahead log). Best effort: the log is already switched.
+ */
+async function dropOldRecords(ctx: RehomeContext, logName: string, r: CoordRecord): Promise<void> {
+  if (r.kind === 'sqlite' && ctx.objects instanceof LocalObjectStore) {
+    const file = path.join(ctx.objects.dir, ...coordDbKey(r.id).split('/'));
+    for (const f of [file, `${file}-wal`, `${file}-shm`]) await fsp.rm(f, { force: true }).catch(() => undefined);
+  } else if (r.id !== null && ctx.coordTable) {
+    await ctx.coordTable.coordStore(`${logName}/${r.id}`).delete(SENTINEL_KEY).catch(() => undefined);
+  }
 }
 
 /** A new `_dgcl/meta/log.<id>`, the old ones deleted: every process that kept something of the log reloads it. */

@@ -3,9 +3,10 @@
  * keep it renewed, and seal the predecessors' epochs before anything is written under it.
  * Called by ShardWriter (lib/log/write/writer.ts) when it has no slot or lost it.
  */
+import type { LeaseScope } from './coord-holder.ts';
 import { acquireWriterSlot, LeaseKeeper } from '../../lease/slots.ts';
 import type { Lease, LeaseStore } from '../../lease/types.ts';
-import { UnavailableError } from '../../errors.ts';
+import { LeaseHeldError, UnavailableError } from '../../errors.ts';
 import { guard } from '../../guards.ts';
 import { sealPredecessors } from '../maintain/seal.ts';
 import type { SlotState } from './generations.ts';
@@ -14,8 +15,8 @@ import type { WriterOptions } from './writer-options.ts';
 /** What taking a slot reads and writes: the seal's context, the leases, the log's record. */
 export type SlotCtx = Parameters<typeof sealPredecessors>[0] & {
   leases: LeaseStore;
-  leaseLogId: (o: { create: boolean }) => Promise<string | null>;
-  coordUnchanged: () => Promise<boolean>;
+  leaseScope: (o: { create: boolean }) => Promise<LeaseScope>;
+  coordUnchanged: (scope: LeaseScope) => Promise<boolean>;
 };
 
 /**
@@ -28,13 +29,26 @@ export type SlotCtx = Parameters<typeof sealPredecessors>[0] & {
  */
 export async function takeSlot(ctx: SlotCtx, opts: WriterOptions, closing: () => boolean, rehomed: () => void): Promise<SlotState> {
   for (let tries = 0; ; tries++) {
-    const st = await takeScopedSlot(ctx, opts, closing);
-    if (!guard('recheck-record-after-slot') || (await ctx.coordUnchanged().catch(async (e: unknown) => giveBack(ctx, st, e)))) {
+    if (tries >= 3) throw new UnavailableError(`the coordination record of ${ctx.objects.baseUri} kept changing while a writer slot was taken (a repair or adoption running?); nothing was written, retry`);
+    const scope = await ctx.leaseScope({ create: true });
+    // One pass without waiting first: slots held because a repair retired the old scope's leases
+    // are no reason to wait (the record says where the log's leases are now).
+    let st;
+    try {
+      st = await takeScopedSlot(ctx, opts, closing, scope.logId, 0);
+    } catch (e) {
+      if (!(e instanceof LeaseHeldError)) throw e;
+      if (guard('recheck-record-after-slot') && !(await ctx.coordUnchanged(scope))) {
+        rehomed();
+        continue;
+      }
+      st = await takeScopedSlot(ctx, opts, closing, scope.logId, opts.leaseTtlMs);
+    }
+    if (!guard('recheck-record-after-slot') || (await ctx.coordUnchanged(scope).catch(async (e: unknown) => giveBack(ctx, st, e)))) {
       return sealed(ctx, opts, st);
     }
     rehomed();
     await giveBack(ctx, st);
-    if (tries >= 2) throw new UnavailableError(`the coordination record of ${ctx.objects.baseUri} kept changing while a writer slot was taken (a repair or adoption running?); nothing was written, retry`);
   }
 }
 
@@ -44,8 +58,7 @@ async function giveBack(ctx: SlotCtx, st: { lease: Lease }, e?: unknown): Promis
   return false;
 }
 
-async function takeScopedSlot(ctx: SlotCtx, opts: WriterOptions, closing: () => boolean) {
-  const logId = await ctx.leaseLogId({ create: true });
+function takeScopedSlot(ctx: SlotCtx, opts: WriterOptions, closing: () => boolean, logId: string | null, waitMs: number) {
   return acquireWriterSlot(ctx.leases, {
     pipeline: opts.pipeline,
     experiment: opts.experiment,
@@ -56,7 +69,7 @@ async function takeScopedSlot(ctx: SlotCtx, opts: WriterOptions, closing: () => 
     ...(opts.slot !== undefined ? { slot: opts.slot } : {}),
     // Writers beyond the slots (or behind a pinned slot's holder) wait: a dead holder's
     // lease runs out within one ttl.
-    waitMs: opts.leaseTtlMs,
+    waitMs,
     clock: opts.clock,
     ...(opts.onSlotWait ? { onWait: opts.onSlotWait } : {}),
     stop: () => closing(), // close() (a signal) must not wait out the holders' leases

@@ -13,6 +13,7 @@
  * writer seals it at whatever landed, forgets its memory, and continues under a new epoch, so a
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
+import type { LeaseScope } from './coord-holder.ts';
 import { DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
 import { permissionOf } from '../read/damage.ts';
 import { guard } from '../../guards.ts';
@@ -71,8 +72,8 @@ export class ShardWriter {
       leases: LeaseStore;
       coord: (o?: { create: boolean }) => Promise<CoordStore>;
       /** The id the log's lease keys are scoped by, and whether the record still says so (lib/log/write/coord-holder.ts). */
-      leaseLogId: (o: { create: boolean }) => Promise<string | null>;
-      coordUnchanged: () => Promise<boolean>;
+      leaseScope: (o: { create: boolean }) => Promise<LeaseScope>;
+      coordUnchanged: (scope: LeaseScope) => Promise<boolean>;
       /** Resolves once the log's base is known readable; refuses a group otherwise (nothing written). */
       checkBase?: () => Promise<void>;
     },
