@@ -129,6 +129,16 @@ export async function maintain(ctx: Ctx, flags: LogFlags): Promise<void> {
   if (report.failures.length > 0) throw new MaintenanceFailed(report.failures);
 }
 
+/** `dgcl repair` / `dgcl adopt`: what was rebuilt (docs/operations.md, "Repairing a log"). */
+export async function rehome(ctx: Ctx, flags: LogFlags, mode: 'repair' | 'adopt'): Promise<void> {
+  const r = await using(ctx, flags, (log) => (mode === 'repair' ? log.repair() : log.adopt()));
+  if (flags.json) ctx.out.json(r);
+  else {
+    const sealed = r.sealedEpochs.length > 0 ? `, sealed ${r.sealedEpochs.join(' ')}` : '';
+    ctx.out.line(`${mode === 'repair' ? 'repaired' : 'adopted'} ${flags.pipeline}/${flags.experiment}: log id ${r.logId}, ${r.markers} item markers and ${r.claims} claims rebuilt${sealed}`);
+  }
+}
+
 export async function stats(ctx: Ctx, flags: LogFlags): Promise<void> {
   const s = await using(ctx, flags, (log) => log.stats());
   if (flags.json) ctx.out.json(s);

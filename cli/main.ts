@@ -113,6 +113,14 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
     .description('merge shards, compact, refresh indexes, clean up; prints what it did')
     .action(logAction<LogOptions>((c, flags) => c.maintain(ctx, flags)));
 
+  withLog(program.command('repair'))
+    .description("rebuild the log's item markers, claims and records in the lease table (or coord.sqlite) from its events, under a new log id; needs its writers and maintainers stopped")
+    .action(logAction<LogOptions>((c, flags) => c.rehome(ctx, flags, 'repair')));
+
+  withLog(program.command('adopt'))
+    .description('make a log copied or restored by other tools (aws s3 sync, cp -r, a backup) a log of its own where it lies: repair under a new log id')
+    .action(logAction<LogOptions>((c, flags) => c.rehome(ctx, flags, 'adopt')));
+
   withLog(program.command('stats'))
     .description('base versions/rows/fragments, shards and their unmerged generations, indexes')
     .action(logAction<LogOptions>((c, flags) => c.stats(ctx, flags)));

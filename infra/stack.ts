@@ -484,7 +484,7 @@ export class DgclStack extends Stack {
     };
     out('BucketName', this.bucket.bucketName, 'Log bucket');
     out('Root', this.root, 'DGCL_ROOT for clients (s3://bucket/prefix)');
-    out('LeaseTableName', this.table.tableName, 'DGCL_LEASE_TABLE');
+    out('LeaseTableName', this.table.tableName, 'DGCL_LEASE_TABLE. Logs written with another table (a redeploy, another account) are made writable with it by `dgcl repair` (docs/operations.md, "Repairing a log")');
     out('AppendQueueUrl', this.appendQueue.queueUrl, 'Append queue (FIFO; MessageGroupId = root item id)');
     out('AppendDlqUrl', appendDlq.queueUrl, 'Append dead-letter queue');
     out('ResumeTriggerQueueUrl', this.resumeTriggerQueue.queueUrl, 'Resume trigger queue');

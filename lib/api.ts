@@ -214,7 +214,35 @@ export interface CheckpointLog {
   idle(): Promise<void>;
   /** Elected-maintainer work: merge orphaned shards, compact, index, clean up. */
   maintain(options?: MaintainOptions): Promise<MaintenanceReport>;
+  /**
+   * Rebuild everything the log keeps beside its events (item markers, claims, its record in the
+   * lease table or its SQLite file, lease epoch counters) from its events, under a new log id
+   * (docs/operations.md, "Repairing a log"). Needs the log's writers and maintainers stopped: it
+   * takes their leases, waiting up to one lease ttl (LEASE_HELD after). Call it on a log object
+   * that has not written. A copy of another log is refused: `adopt()` it.
+   */
+  repair(): Promise<RehomeReport>;
+  /** `repair()` for a log copied or restored by other tools (`aws s3 sync`, `cp -r`, a backup): makes it a log of its own where it lies. */
+  adopt(): Promise<RehomeReport>;
   stats(): Promise<LogStats>;
   /** Serve appends queued before it, merge own shard (best effort), release the writer slot, wait for a running maintain() and for reads in flight, close handles. Every later call fails (INTERNAL: the log is closed); a close() that failed (seal or release: UNAVAILABLE) is retried by calling close() again. */
   close(): Promise<void>;
+}
+
+/** What `repair()` and `adopt()` did. */
+export interface RehomeReport {
+  /** The log's new id (its record's and its lease keys'). */
+  logId: string;
+  /** The new coordination record (`log.lance/_dgcl/coordination`). */
+  record: string;
+  /** The record before (null: none). */
+  previous: string | null;
+  /** Item markers rebuilt (one per item with events or a delete). */
+  markers: number;
+  /** Claims rebuilt (one per checkpoint). */
+  claims: number;
+  /** Writer epochs that had generations and no seal, sealed before the events were read. */
+  sealedEpochs: string[];
+  /** Leases of the old scope taken (and given back) to stop its writers and maintainers. */
+  fencedLeases: number;
 }

@@ -54,6 +54,8 @@ export const GUARDS = [
   // storage (lib/storage/s3.ts, lib/coord/dynamo.ts, lib/log/tables.ts)
   'put-sent-once',
   'gen-marker-sent-once',
+  // repair and adoption (lib/log/write/slot.ts, lib/log/maintain/maintain.ts, lib/log/admin/rehome.ts)
+  'recheck-record-after-slot',
 ] as const;
 
 export type Guard = (typeof GUARDS)[number];

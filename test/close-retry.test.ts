@@ -12,6 +12,10 @@ import { UnavailableError } from '../lib/errors.ts';
 import { DEFAULTS } from '../lib/index.ts';
 import { LocalLeaseStore } from '../lib/lease/local.ts';
 import { slotKey } from '../lib/lease/slots.ts';
+import { fileURLToPath } from 'node:url';
+/** The folder of a log uri (a path or a file: URL). */
+const logDirOf = (uri: string) => (uri.startsWith('file:') ? fileURLToPath(uri) : uri);
+import { leaseLogIdAt } from './support/coord.ts';
 import { LanceCheckpointLog } from '../lib/log/log.ts';
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { logUri, parseRoot } from '../lib/storage/location.ts';
@@ -43,7 +47,7 @@ describe('close() after a failed close()', () => {
     const first = await log.close().then(() => 'closed', (e: unknown) => `${(e as Error).name}`);
     failSeals = false;
     const second = await log.close().then(() => 'closed', (e: unknown) => `${(e as Error).name}`);
-    const lease = await leases.read(slotKey('p', 'e', 0));
+    const lease = await leases.read(slotKey('p', 'e', 0, leaseLogIdAt(logDirOf(uri))));
     expect({ first, second, slotOwner: lease?.owner }).toEqual({ first: 'UnavailableError', second: 'closed', slotOwner: '' });
   });
 
@@ -63,10 +67,10 @@ describe('close() after a failed close()', () => {
     await log.append([createBatch('a')]);
     failRelease = true;
     const first = await log.close().then(() => 'closed', (e: unknown) => `${(e as Error).name}: ${(e as Error).message}`);
-    expect((await inner.read(slotKey('p', 'e', 0)))?.owner, 'still held after the failed release').toBe('w');
+    expect((await inner.read(slotKey('p', 'e', 0, leaseLogIdAt(logDirOf(uri)))))?.owner, 'still held after the failed release').toBe('w');
     failRelease = false;
     const second = await log.close().then(() => 'closed', (e: unknown) => `${(e as Error).name}`);
-    const lease = await inner.read(slotKey('p', 'e', 0));
+    const lease = await inner.read(slotKey('p', 'e', 0, leaseLogIdAt(logDirOf(uri))));
     expect({ first, second, slotOwner: lease?.owner }).toEqual({
       first: expect.stringMatching(/^UnavailableError: releasing writer slot lease .* failed: lease store timed out; close\(\) again to retry/),
       second: 'closed',

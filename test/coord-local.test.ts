@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { CHOICE_KEY, chooseCoordStore } from '../lib/coord/choose.ts';
-import { COORD_DB, SqliteCoordStore } from '../lib/coord/sqlite.ts';
+import { SqliteCoordStore } from '../lib/coord/sqlite.ts';
+import { readdirSync } from 'node:fs';
 import { CorruptError, InvalidInputError } from '../lib/errors.ts';
 import { openLog, type OpenLogOptions } from '../lib/index.ts';
 import { CLAIMS_DIR, claimKey, ITEMS_DIR, itemKey } from '../lib/log/layout.ts';
@@ -20,7 +21,7 @@ import { LocalObjectStore } from '../lib/storage/local.ts';
 import { logLocation, parseRoot } from '../lib/storage/location.ts';
 import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
-import { localCoord } from './support/coord.ts';
+import { coordDbPath, localCoord } from './support/coord.ts';
 import { rejection } from './support/rejection.ts';
 import { tree } from './support/tree.ts';
 
@@ -46,6 +47,9 @@ function experiment() {
   return { name, dir: loc.dir, objects, newLog };
 }
 
+/** The SQLite files in a log's `_dgcl` folder. */
+const sqliteFiles = (dir: string) => (existsSync(path.join(dir, '_dgcl')) ? readdirSync(path.join(dir, '_dgcl')).filter((n) => n.includes('sqlite')) : []);
+
 describe('local coordination', () => {
   it('a new log keeps markers and claims in its SQLite file: no marker or claim files', async () => {
     const x = experiment();
@@ -53,8 +57,8 @@ describe('local coordination', () => {
     // lease of a live holder of its slot (a CI run hung here on it).
     const a = await x.newLog('a', { slot: 0 });
     const [c] = await a.append([createBatch('i1')]);
-    expect(await x.objects.get(CHOICE_KEY)).toBe('sqlite');
-    expect(existsSync(path.join(x.dir, ...COORD_DB.split('/')))).toBe(true);
+    expect(await x.objects.get(CHOICE_KEY)).toMatch(/^sqlite [0-9a-f-]{36} v2$/);
+    expect(existsSync(coordDbPath(x.dir))).toBe(true);
     expect(await x.objects.list(ITEMS_DIR)).toEqual([]);
     expect(await x.objects.list(CLAIMS_DIR)).toEqual([]);
     const coord = await localCoord(x.objects);
@@ -80,11 +84,11 @@ describe('local coordination', () => {
     await a.append([createBatch('i1')]);
     expect(await x.objects.get(CHOICE_KEY)).toBe('objects');
     expect(await x.objects.list(ITEMS_DIR)).toHaveLength(1);
-    expect(existsSync(path.join(x.dir, ...COORD_DB.split('/')))).toBe(false);
+    expect(sqliteFiles(x.dir), 'no SQLite file').toEqual([]);
     const b = await x.newLog('b', { slot: 1 });
     await b.append([createBatch('i2')]);
     expect(await x.objects.list(ITEMS_DIR)).toHaveLength(2);
-    expect(existsSync(path.join(x.dir, ...COORD_DB.split('/')))).toBe(false);
+    expect(sqliteFiles(x.dir), 'no SQLite file').toEqual([]);
   });
 
   it('a log with data written before 0.3.0 (files, no record) stays on files and continues its items', async () => {
@@ -98,7 +102,7 @@ describe('local coordination', () => {
     const [s2] = await a.append([stepBatch('i1', 2)]);
     expect(await x.objects.get(CHOICE_KEY)).toBe('objects');
     expect(s2).toMatchObject({ firstSeq: s1!.lastSeq + 1, duplicate: false });
-    expect(existsSync(path.join(x.dir, ...COORD_DB.split('/')))).toBe(false);
+    expect(sqliteFiles(x.dir), 'no SQLite file').toEqual([]);
   });
 
   it('a log recorded as sqlite, opened through a store that is not a local folder: INVALID_INPUT', async () => {
@@ -119,7 +123,8 @@ describe('local coordination', () => {
     const a = await x.newLog('a');
     await a.append([createBatch('i1')]);
     await a.close();
-    for (const f of ['', '-wal', '-shm']) rmSync(path.join(x.dir, ...COORD_DB.split('/')) + f, { force: true });
+    const db = coordDbPath(x.dir);
+    for (const f of ['', '-wal', '-shm']) rmSync(db + f, { force: true });
     const before = tree(x.dir);
     const b = await x.newLog('b');
     const e = await rejection(b.append([stepBatch('i1', 1)]));
@@ -176,6 +181,6 @@ describe('local coordination', () => {
       const st = await reader.fold(acks[0]!.itemId);
       expect(st.lastSeq).toBe(acks[0]!.lastSeq); // one copy of the creation, at the answered seqs
     }
-    expect(await x.objects.get(CHOICE_KEY)).toBe('sqlite');
+    expect(await x.objects.get(CHOICE_KEY)).toMatch(/^sqlite [0-9a-f-]{36} v2$/);
   }, 120_000);
 });

@@ -28,6 +28,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { COORD_DB, SqliteCoordStore } from '../lib/coord/sqlite.ts';
+import { coordDbPath } from './support/coord.ts';
 import { openLog } from '../lib/index.ts';
 import { claimKey, ITEMS_DIR, itemKey } from '../lib/log/layout.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
@@ -115,7 +116,7 @@ describe('the local SQLite coordination file', () => {
     await a.append([createBatch('i1')]);
     await a.close();
     const dir = path.join(root, 'datagen_checkpoints', 'p', exp, 'log.lance');
-    const wal = path.join(dir, ...COORD_DB.split('/')) + '-wal';
+    const wal = coordDbPath(dir) + '-wal';
     expect(existsSync(wal)).toBe(false); // the last connection closed: checkpointed and removed
     const b = await openLog({ root, pipeline: 'p', experiment: exp, owner: 'b' });
     await Promise.all([b.maintain(), b.append([stepBatch('i1', 1)])]);
@@ -130,7 +131,7 @@ describe('the local SQLite coordination file', () => {
     const a = await openLog({ root, pipeline: 'p', experiment: exp, owner: 'a' });
     await a.append([createBatch('i1')]);
     await a.close();
-    const wal = path.join(root, 'datagen_checkpoints', 'p', exp, 'log.lance', ...COORD_DB.split('/')) + '-wal';
+    const wal = coordDbPath(path.join(root, 'datagen_checkpoints', 'p', exp, 'log.lance')) + '-wal';
     const b = await openLog({ root, pipeline: 'p', experiment: exp, owner: 'b' });
     const maintained = b.maintain().then(
       (r) => ({ ok: true as const, deletedClaims: r.deletedClaims }),

@@ -81,6 +81,7 @@ function withoutTable(leases: LeaseStore): LeaseStore {
     release: (l) => leases.release(l),
     read: (k) => leases.read(k),
     assertCurrent: (l) => leases.assertCurrent(l),
+    raiseEpoch: (k, e) => leases.raiseEpoch(k, e),
     close: () => leases.close(),
   };
 }

@@ -36,9 +36,13 @@ beforeAll(async () => {
 });
 
 /** A copy of the pristine log with `damage` applied to it; returns the root and the damaged file. */
-function damagedCopy(damage: (dir: string) => string): { root: string; file: string } {
+async function damagedCopy(damage: (dir: string) => string): Promise<{ root: string; file: string }> {
   const root = mkdtempSync(path.join(tmpdir(), 'dgcl-corrupt-'));
   cpSync(pristine, root, { recursive: true });
+  // A log of its own where it lies (a copy is written or maintained only once adopted).
+  const own = await openLog({ root, pipeline: 'p', experiment: 'e' });
+  await own.adopt();
+  await own.close();
   return { root, file: damage(logDir(root)) };
 }
 
@@ -64,7 +68,7 @@ const truncateManifest = (dir: string) => {
 
 describe('damaged files', () => {
   it('a garbled data file: reads fail with CORRUPT naming the file, not UNAVAILABLE; the CLI exits 65', async () => {
-    const { root, file } = damagedCopy(garbleData);
+    const { root, file } = await damagedCopy(garbleData);
     const log = await openLog({ root, pipeline: 'p', experiment: 'e' });
     const err = await log.allStates().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CorruptError);
@@ -78,7 +82,7 @@ describe('damaged files', () => {
   });
 
   it('a truncated manifest: fold and stats fail with CORRUPT naming the manifest file', async () => {
-    const { root, file } = damagedCopy(truncateManifest);
+    const { root, file } = await damagedCopy(truncateManifest);
     const log = await openLog({ root, pipeline: 'p', experiment: 'e' });
     for (const read of [() => log.fold('i1'), () => log.stats()]) {
       const err = await read().catch((e: unknown) => e);
@@ -88,7 +92,7 @@ describe('damaged files', () => {
   });
 
   it('an append to a log whose base cannot be read is refused with CORRUPT before anything is written', async () => {
-    const { root } = damagedCopy(truncateManifest);
+    const { root } = await damagedCopy(truncateManifest);
     const before = tree(root);
     const log = await openLog({ root, pipeline: 'p', experiment: 'e' });
     await expect(log.append([createBatch('new-item')])).rejects.toMatchObject({ code: 'CORRUPT' });
@@ -97,7 +101,7 @@ describe('damaged files', () => {
   });
 
   it('dgcl maintain prints its report and exits non-zero when a step failed', async () => {
-    const { root } = damagedCopy(garbleData);
+    const { root } = await damagedCopy(garbleData);
     // A live writer's generation for maintenance to merge into the damaged base.
     const w = await openLog({ root, pipeline: 'p', experiment: 'e', mergeIdleMs: 0 });
     await w.append([createBatch('late')]).catch(() => undefined);

@@ -12,7 +12,9 @@ import type { MaintenanceStep } from '../lib/api.ts';
 import { ManualClock } from '../lib/clock.ts';
 import { UnavailableError } from '../lib/errors.ts';
 import type { LocalLeaseStore } from '../lib/lease/local.ts';
+import path from 'node:path';
 import { LeaseKeeper, maintainerKey } from '../lib/lease/slots.ts';
+import { leaseLogIdAt } from './support/coord.ts';
 import { EXPERIMENT, Pause, PIPELINE, raceFixture, settle, sharedLeases, TapLeaseStore, testLog, type TestLog, withFreshReader } from './support/race-kit.ts';
 
 const TTL = 60_000;
@@ -248,7 +250,7 @@ describe('a maintenance pass whose maintainer lease was taken over', () => {
     await atIndexes.reached.promise;
     await answered.reached.promise; // the keeper renews every ttl/3 of real time (1 s)
     s.clock.advance(2 * SHORT_TTL); // frozen past the lease
-    expect((await s.leases.acquire(maintainerKey(PIPELINE, EXPERIMENT), 'm2', SHORT_TTL)).owner, 'm2 took the lease over').toBe('m2');
+    expect((await s.leases.acquire(maintainerKey(PIPELINE, EXPERIMENT, leaseLogIdAt(path.join(s.root, 'datagen_checkpoints', PIPELINE, EXPERIMENT, 'log.lance'))), 'm2', SHORT_TTL)).owner, 'm2 took the lease over').toBe('m2');
     atIndexes.release();
     const done = await pass;
     expect(done.ok && [codes(done.value), done.value.stoppedBy]).toEqual([['projection:FENCED', 'claims:FENCED', 'meta:FENCED'], 'FENCED']);

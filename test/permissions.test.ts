@@ -10,6 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { openLog } from '../lib/index.ts';
+import { coordDbPath } from './support/coord.ts';
 import { createBatch } from './support/batches.ts';
 import { tree } from './support/tree.ts';
 
@@ -57,7 +58,7 @@ describe('permissions', () => {
     const r = await dgclAs(['append', ...flags(root)], batch);
     expect(r.code, r.stderr).toBe(77);
     expect(r.stderr).toBe(
-      `dgcl: PERMISSION_DENIED: coordination database ${path.join(root, 'datagen_checkpoints/p/e/log.lance/_dgcl/coord.sqlite')}: open failed: attempt to write a readonly database; check the permissions of the log's folder\n`,
+      `dgcl: PERMISSION_DENIED: coordination database ${coordDbPath(path.join(root, 'datagen_checkpoints/p/e/log.lance'))}: open failed: attempt to write a readonly database; check the permissions of the log's folder\n`,
     );
     expect(tree(root)).toEqual(before);
     const items = await dgclAs(['items', '--json', ...flags(root)], '');
@@ -71,7 +72,7 @@ describe('permissions', () => {
     chmodSync(root, 0o777);
     chmodTree(path.join(root, '.dgcl'), 0o777, 0o666);
     chmodSync(dgcl, 0o777);
-    for (const f of tree(dgcl).filter((l) => l.startsWith('coord.sqlite'))) chmodSync(path.join(dgcl, f.split(' ')[0]!), 0o666);
+    for (const f of tree(dgcl).filter((l) => l.startsWith('coord.'))) chmodSync(path.join(dgcl, f.split(' ')[0]!), 0o666);
     const r = await dgclAs(['append', ...flags(root)], batch);
     expect(r.code, r.stderr).toBe(77);
     expect(r.stderr).toMatch(new RegExp(`^dgcl: PERMISSION_DENIED: local store put ${path.join(dgcl, 'meta')}/\\S+ was refused \\(EACCES\\)`));

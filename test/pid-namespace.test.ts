@@ -16,6 +16,7 @@ import { describe, expect, it } from 'vitest';
 import { openLog } from '../lib/index.ts';
 import { LocalLeaseStore } from '../lib/lease/local.ts';
 import { slotKey } from '../lib/lease/slots.ts';
+import { leaseLogIdAt } from './support/coord.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const root = process.getuid?.() === 0;
@@ -36,11 +37,13 @@ describe.skipIf(!root)('a live writer in another pid namespace, same host name',
         child.on('close', () => reject(new Error(`holder exited: ${stderr}`)));
       });
       const leases = new LocalLeaseStore({ dir: path.join(dir, '.dgcl', 'leases') });
-      const before = await leases.read(slotKey('p', 'e', 0));
+      const logId = leaseLogIdAt(path.join(dir, 'datagen_checkpoints', 'p', 'e', 'log.lance'));
+      expect(logId, 'the holder made a log whose leases are scoped by its id').toMatch(/^[0-9a-f-]{36}$/);
+      const before = await leases.read(slotKey('p', 'e', 0, logId));
       const m = await openLog({ root: dir, pipeline: 'p', experiment: 'e', slots: 1 });
       const report = await m.maintain();
       await m.close();
-      const after = await leases.read(slotKey('p', 'e', 0));
+      const after = await leases.read(slotKey('p', 'e', 0, logId));
       expect({ epoch, owner: after?.owner, leaseEpoch: after?.epoch, merged: report.mergedShards }).toEqual({ epoch, owner: before?.owner, leaseEpoch: before?.epoch, merged: [] });
     } finally {
       child.kill('SIGKILL');

@@ -17,6 +17,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DgclError } from '../lib/errors.ts';
 import { slotKey } from '../lib/lease/slots.ts';
 import type { CheckpointLog } from '../lib/api.ts';
+import { S3Client } from '@aws-sdk/client-s3';
+import { logLocation, parseRoot, s3ClientConfig, type S3Location } from '../lib/storage/location.ts';
+import { S3ObjectStore } from '../lib/storage/s3.ts';
+import { leaseLogIdOf } from './support/coord.ts';
 import type { Ack } from '../lib/types.ts';
 import { AckLedger, expectAcksVisible, trajectoryOrNone } from './support/ack-checks.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
@@ -209,8 +213,13 @@ describe.concurrent('s3:// root through fault proxies: each request kind, each f
             before = a!.lastSeq;
             batch = stepBatch(item, 1);
           } else if (t.scenario === 'takeover') {
-            // slot 0's epoch 1 ends without a seal (a writer that died before writing anything)
-            const ghost = await bench.leases.acquire(slotKey('p', experiment, 0), 'ghost', 60_000);
+            // slot 0's epoch 1 ends without a seal (a writer that died before writing anything);
+            // another writer's first append (slot 1) made the log's record, which scopes the key
+            const pre = s.log(experiment, { slot: 1, owner: 'writer-pre', ...(t.coord ? { coordination: t.coord } : {}) });
+            ledger.add(...(await pre.append([createBatch('warm')])));
+            await pre.close();
+            const objects = S3ObjectStore.at(new S3Client(s3ClientConfig(process.env)), logLocation(parseRoot(bench.root), 'p', experiment) as S3Location);
+            const ghost = await bench.leases.acquire(slotKey('p', experiment, 0, await leaseLogIdOf(objects)), 'ghost', 60_000);
             await bench.leases.release(ghost);
           }
 

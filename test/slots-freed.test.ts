@@ -12,6 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { openLog, type OpenLogOptions, type SlotWait } from '../lib/index.ts';
 import { LocalLeaseStore } from '../lib/lease/local.ts';
 import { slotKey } from '../lib/lease/slots.ts';
+import { leaseLogIdAt } from './support/coord.ts';
 import { createBatch } from './support/batches.ts';
 import { startNode, startTs, type Proc } from './support/proc.ts';
 
@@ -41,7 +42,7 @@ describe('writer slots come free promptly', () => {
       const root = newRoot();
       const p = holder({ root, itemId: 'held', closeOnSignals: true });
       const epoch = await acked(p);
-      const key = slotKey('p', 'e', 0);
+      const key = slotKey('p', 'e', 0, leaseLogIdAt(path.join(root, 'datagen_checkpoints', 'p', 'e', 'log.lance')));
       const store = leasesOf(root);
       expect((await store.read(key))?.owner, 'held before the signal').not.toBe('');
       p.child.kill(signal);
@@ -62,7 +63,7 @@ describe('writer slots come free promptly', () => {
     const epoch = await acked(p);
     p.child.kill('SIGKILL');
     await p.exit;
-    const key = slotKey('p', 'e', 0);
+    const key = slotKey('p', 'e', 0, leaseLogIdAt(path.join(root, 'datagen_checkpoints', 'p', 'e', 'log.lance')));
     const store = leasesOf(root);
     const dead = await store.read(key);
     expect(dead!.expiresAtMs, 'the dead holder\'s lease has not expired').toBeGreaterThan(Date.now() + LONG_TTL / 2);
@@ -83,8 +84,9 @@ describe('writer slots come free promptly', () => {
     const p = holder({ root, itemId: 'held' });
     await acked(p);
     const store = leasesOf(root);
-    await expect(store.acquire(slotKey('p', 'e', 0), 'me', 1000)).rejects.toMatchObject({ code: 'LEASE_HELD' });
-    expect(await store.holderIsGone(slotKey('p', 'e', 0))).toBe(false);
+    const key = slotKey('p', 'e', 0, leaseLogIdAt(path.join(root, 'datagen_checkpoints', 'p', 'e', 'log.lance')));
+    await expect(store.acquire(key, 'me', 1000)).rejects.toMatchObject({ code: 'LEASE_HELD' });
+    expect(await store.holderIsGone(key)).toBe(false);
     p.child.kill('SIGKILL');
     await p.exit;
   });

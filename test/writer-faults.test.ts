@@ -28,12 +28,16 @@ import {
   type TestLog,
 } from './support/race-kit.ts';
 
+import path from 'node:path';
+import { slotKey as leaseSlotKey } from '../lib/lease/slots.ts';
+import { leaseLogIdAt } from './support/coord.ts';
 const TTL = 60_000;
 const META = '_dgcl/meta';
 
 const { setup, keep } = raceFixture(TTL);
 
-const slotKey = (slot: number) => `${PIPELINE}/${EXPERIMENT}/slot/${slot}`;
+/** A slot's lease key in the log under `root` (scoped by the log's id, lib/lease/slots.ts). */
+const slotKey = (root: string, slot: number) => leaseSlotKey(PIPELINE, EXPERIMENT, slot, leaseLogIdAt(path.join(root, 'datagen_checkpoints', PIPELINE, EXPERIMENT, 'log.lance')));
 const checkpointOf = (batch: Record<string, unknown>) => parseBatches([batch])[0]!.checkpointId;
 
 describe('background merge', () => {
@@ -91,7 +95,7 @@ describe('close', () => {
 
     // Whatever happened to it, no slot is left held by the closed log.
     for (const slot of [0, 1]) {
-      const rec = await leases.read(slotKey(slot));
+      const rec = await leases.read(slotKey(root, slot));
       const held = rec !== null && rec.owner !== '' && rec.expiresAtMs > clock.nowMs();
       expect(held ? `slot ${slot} held by ${rec!.owner} at epoch ${rec!.epoch}` : 'free').toBe('free');
     }
@@ -119,7 +123,7 @@ describe('slots', () => {
     // (a writer that looks before it tries has found the slot held too)
     W2.leases.tap.after = (op, key, rec) => {
       const r = rec as { owner?: string } | null;
-      if (op === 'read' && key === slotKey(0) && r && r.owner) refused.resolve();
+      if (op === 'read' && key === slotKey(root, 0) && r && r.owner) refused.resolve();
     };
     const second = settle(W2.log.append([createBatch('b')]));
     await refused.promise; // W2 found the only slot held

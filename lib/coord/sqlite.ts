@@ -30,8 +30,16 @@ import { CLAIMS_DIR } from './keys.ts';
 import { checkObjectKey } from '../storage/location.ts';
 import type { CoordKind, CoordStore } from './types.ts';
 
-/** The file, below the log's folder. */
+/** The file, below the log's folder, of a log whose record names no id (made by 0.3.0). */
 export const COORD_DB = '_dgcl/coord.sqlite';
+
+/**
+ * The file of a log's records: one per log id (`_dgcl/coord.<id>.sqlite`), so that a repair builds
+ * the new one beside the old and the record's PUT is the switch (lib/log/admin/rehome.ts).
+ */
+export function coordDbKey(id: string | null): string {
+  return id === null ? COORD_DB : `_dgcl/coord.${id}.sqlite`;
+}
 /** `PRAGMA user_version` of the layout below; a file of another version is refused. */
 const LAYOUT_VERSION = 1;
 /** How long a write (or an open) waits for another process's transaction before it fails (UNAVAILABLE). */
@@ -182,7 +190,7 @@ function open(file: string, create: boolean): Connection {
  */
 function missing(file: string): CorruptError {
   return new CorruptError(
-    `the coordination database ${file} is missing or empty, while the log's _dgcl/coordination says its item markers and claims are there: writing without them would reuse seqs of existing items (restore the file, or copy the log's events into a new log)`,
+    `the coordination database ${file} is missing or empty, while the log's _dgcl/coordination says its item markers and claims are there: writing without them would reuse seqs of existing items: stop the log's writers, then run \`dgcl repair\` to rebuild it from the log's events (docs/operations.md, "Repairing a log")`,
   );
 }
 
@@ -238,8 +246,8 @@ export class SqliteCoordStore implements CoordStore {
    * (only by the writer about to record the log's choice, before the record); otherwise a missing
    * one is CORRUPT. `clock` stamps the records (claims are deleted by their age on it).
    */
-  static async open(logDir: string, o: { create: boolean; clock?: Clock }): Promise<SqliteCoordStore> {
-    const file = path.join(logDir, ...COORD_DB.split('/'));
+  static async open(logDir: string, o: { create: boolean; clock?: Clock; id?: string | null }): Promise<SqliteCoordStore> {
+    const file = path.join(logDir, ...coordDbKey(o.id ?? null).split('/'));
     return new SqliteCoordStore(file, await acquire(file, o.create), o.clock ?? systemClock);
   }
 
@@ -291,8 +299,17 @@ export class SqliteCoordStore implements CoordStore {
     return this.read('get', () => this.one(k));
   }
 
+  /**
+   * A group's markers (lib/log/write/plan.ts). The file is checked to be the one this connection
+   * has open first: one deleted or replaced under a running writer would otherwise keep answering
+   * from the old copy, and a writer that later opens the new one would take its items for new.
+   */
   async getMany(keys: readonly string[]): Promise<Map<string, string | null>> {
     const ks = keys.map((k) => checkObjectKey(k, 'key'));
+    const c = this.c();
+    if (fileId(this.file) !== c.id) {
+      throw new CorruptError(`the coordination database ${this.file} was deleted or replaced while the log was open; nothing was written: stop the log's writers, then run \`dgcl repair\` (docs/operations.md, "Repairing a log")`);
+    }
     return this.read('getMany', () => new Map(ks.map((k) => [k, this.one(k)])));
   }
 

@@ -51,6 +51,7 @@ import {
   validateLease,
   validateOwner,
   validateTtl,
+  validateEpochFloor,
 } from './rules.ts';
 import { classifyDynamoError } from './dynamo-errors.ts';
 import type { Lease, LeaseStore } from './types.ts';
@@ -186,6 +187,31 @@ export class DynamoLeaseStore implements LeaseStore, CoordTable {
       if (isOwnAcquire(holder, token)) return pick(holder); // our first try landed
       if (holder !== null && !canAcquire(holder, now)) throw leaseHeld(key, holder, now, e);
       throw new ConflictError(`acquire of ${JSON.stringify(key)} lost a race; retry`, { cause: e });
+    }
+  }
+
+  /** 1 request: UpdateItem if the key is free and below `epoch`; a failed condition is the answer "nothing to do". */
+  async raiseEpoch(key: string, epoch: number): Promise<void> {
+    validateKey(key);
+    validateEpochFloor(epoch);
+    const now = this.clock.nowMs();
+    const sets = ['#owner = :released', '#expiresAtMs = :zero', '#updatedAtMs = :now', '#epoch = :epoch'];
+    const values: Record<string, AttributeValue> = { ':released': { S: RELEASED_OWNER }, ':zero': num(0), ':now': num(now), ':epoch': num(epoch) };
+    this.addTtl(sets, values, 0, now);
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.table,
+          Key: { pk: { S: key } },
+          UpdateExpression: `SET ${sets.join(', ')} REMOVE #acquireToken`,
+          ConditionExpression: `attribute_not_exists(#pk) OR (#epoch < :epoch AND (${conditions.keyIsFree}))`,
+          ExpressionAttributeNames: pickNames(['#pk', '#owner', '#epoch', '#expiresAtMs', '#updatedAtMs', '#acquireToken', ...this.ttlName()]),
+          ExpressionAttributeValues: values,
+        }),
+      );
+    } catch (e) {
+      if (isConditionFailed(e)) return;
+      throw this.classify(e, 'raiseEpoch', key);
     }
   }
 

@@ -53,6 +53,8 @@ import {
   newAcquireToken,
   pick,
   releasedRecord,
+  RELEASED_OWNER,
+  validateEpochFloor,
   renewedRecord,
   validateKey,
   validateLease,
@@ -172,6 +174,17 @@ export class LocalLeaseStore implements LeaseStore {
       const record = await this.readRecord(l.key);
       if (!isCurrent(record, l)) return; // superseded or already released: a no-op
       await this.writeRecord(releasedRecord(l), token, this.clock.nowMs());
+    });
+  }
+
+  async raiseEpoch(key: string, epoch: number): Promise<void> {
+    validateKey(key);
+    validateEpochFloor(epoch);
+    await this.withLock(key, async (token) => {
+      const record = await this.readRecord(key);
+      const now = this.clock.nowMs();
+      if (record !== null && (record.epoch >= epoch || (!canAcquire(record, now) && !holderDead(record)))) return;
+      await this.writeRecord(releasedRecord({ key, owner: RELEASED_OWNER, epoch, expiresAtMs: 0 }), token, now);
     });
   }
 

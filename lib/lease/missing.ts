@@ -35,6 +35,10 @@ export class MissingLeaseStore implements LeaseStore {
     return Promise.reject(this.error());
   }
 
+  raiseEpoch(_key: string, _epoch: number): Promise<void> {
+    return Promise.reject(this.error());
+  }
+
   close(): Promise<void> {
     return Promise.resolve();
   }

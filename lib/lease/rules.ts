@@ -140,6 +140,13 @@ export function validateOwner(owner: unknown): string {
   return owner;
 }
 
+export function validateEpochFloor(epoch: unknown): number {
+  if (typeof epoch !== 'number' || !Number.isSafeInteger(epoch) || epoch < 0) {
+    throw new InvalidInputError('epoch must be an integer >= 0', { field: 'epoch' });
+  }
+  return epoch;
+}
+
 export function validateTtl(ttlMs: unknown): number {
   if (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs <= 0 || ttlMs > MAX_TTL_MS) {
     throw new InvalidInputError(`ttlMs must be an integer in 1..${MAX_TTL_MS}`, { field: 'ttlMs' });

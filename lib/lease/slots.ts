@@ -23,6 +23,8 @@ export interface WriterSlot {
 export interface AcquireWriterSlotOptions {
   pipeline: string;
   experiment: string;
+  /** The log's id when its lease keys are scoped by it (lib/coord/choose.ts `CoordRecord`); null or absent: names only. */
+  logId?: string | null;
   owner: string;
   /** Number of slots of the experiment (default 16). */
   slots?: number;
@@ -67,12 +69,25 @@ export type SlotWaitListener = (wait: SlotWait) => void;
 export const SLOT_WAIT_FIRST_MS = 50;
 export const SLOT_WAIT_MAX_MS = 1000;
 
-export function slotKey(pipeline: string, experiment: string, slot: number): string {
-  return `${validateName('pipeline', pipeline)}/${validateName('experiment', experiment)}/slot/${slot}`;
+/**
+ * The prefix of a log's lease keys: `<pipeline>/<experiment>`, and the log's id after them when
+ * its record scopes its leases (every log made or repaired by this version), so that logs of the
+ * same names under other roots sharing the table, or the same log before a repair, never share a
+ * slot. Ids are UUIDs: no name of the one form is a key of the other.
+ */
+export function leasePrefix(pipeline: string, experiment: string, logId?: string | null): string {
+  const names = `${validateName('pipeline', pipeline)}/${validateName('experiment', experiment)}`;
+  if (logId === undefined || logId === null) return names;
+  if (!/^[0-9a-f-]{36}$/.test(logId)) throw new InvalidInputError(`not a log id: ${JSON.stringify(logId)}`, { field: 'logId' });
+  return `${names}/${logId}`;
 }
 
-export function maintainerKey(pipeline: string, experiment: string): string {
-  return `${validateName('pipeline', pipeline)}/${validateName('experiment', experiment)}/maintainer`;
+export function slotKey(pipeline: string, experiment: string, slot: number, logId?: string | null): string {
+  return `${leasePrefix(pipeline, experiment, logId)}/slot/${slot}`;
+}
+
+export function maintainerKey(pipeline: string, experiment: string, logId?: string | null): string {
+  return `${leasePrefix(pipeline, experiment, logId)}/maintainer`;
 }
 
 export function formatWriterEpoch(slot: number, epoch: number): string {
@@ -115,13 +130,14 @@ export function parseWriterEpoch(writerEpoch: string): { slot: number; epoch: nu
  */
 export async function acquireWriterSlot(store: LeaseStore, options: AcquireWriterSlotOptions): Promise<WriterSlot> {
   const { pipeline, experiment, owner, ttlMs } = options;
+  const logId = options.logId ?? null;
   const slots = options.slots ?? DEFAULT_SLOTS;
   if (!Number.isSafeInteger(slots) || slots < 1 || slots > MAX_SLOTS) {
     throw new InvalidInputError(`slots must be an integer in 1..${MAX_SLOTS}`, { field: 'slots' });
   }
   validateOwner(owner);
   validateTtl(ttlMs);
-  slotKey(pipeline, experiment, 0); // validates the names before any I/O
+  slotKey(pipeline, experiment, 0, logId); // validates the names before any I/O
   const pinned = options.slot;
   if (pinned !== undefined && (!Number.isSafeInteger(pinned) || pinned < 0 || pinned >= slots)) {
     throw new InvalidInputError(`slot must be an integer in 0..${slots - 1}`, { field: 'slot' });
@@ -143,7 +159,7 @@ export async function acquireWriterSlot(store: LeaseStore, options: AcquireWrite
     for (let i = 0; i < candidates; i++) {
       const slot = (start + i) % slots;
       try {
-        const lease = await store.acquire(slotKey(pipeline, experiment, slot), owner, ttlMs);
+        const lease = await store.acquire(slotKey(pipeline, experiment, slot, logId), owner, ttlMs);
         return { slot, lease, writerEpoch: formatWriterEpoch(slot, lease.epoch) };
       } catch (e) {
         if (!(e instanceof LeaseHeldError)) throw e;
@@ -205,9 +221,9 @@ function allHeld(
 /** Takes the experiment's maintainer lease (LeaseHeldError if another maintainer holds it). */
 export async function acquireMaintainer(
   store: LeaseStore,
-  options: { pipeline: string; experiment: string; owner: string; ttlMs: number },
+  options: { pipeline: string; experiment: string; logId?: string | null; owner: string; ttlMs: number },
 ): Promise<Lease> {
-  return store.acquire(maintainerKey(options.pipeline, options.experiment), options.owner, options.ttlMs);
+  return store.acquire(maintainerKey(options.pipeline, options.experiment, options.logId), options.owner, options.ttlMs);
 }
 
 export interface LeaseKeeperOptions {

@@ -38,5 +38,12 @@ export interface LeaseStore {
    * (the local store: its process is known gone, lib/lease/holder.ts), so its lease can be taken at once.
    */
   holderIsGone?(key: string): Promise<boolean>;
+  /**
+   * Make the key's epoch counter at least `epoch`, as a released record, if nobody holds it (the
+   * next acquire gets `epoch` + 1); nothing if it is held or already there. For a log's new lease
+   * keys (a repair, an adoption, a copy: lib/log/admin/rehome.ts), whose epochs must start above
+   * every epoch the log's shards and seals already name.
+   */
+  raiseEpoch(key: string, epoch: number): Promise<void>;
   close(): Promise<void>;
 }

@@ -3,9 +3,9 @@
  * more: reads go to the log's read side (lib/log/reads.ts), appends and deletes to the process's
  * shard writer (created on the first append), `maintain()` to the elected maintainer's pass.
  */
-import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport } from '../api.ts';
+import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport, RehomeReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
-import { InternalError, LogNotFoundError } from '../errors.ts';
+import { InternalError, InvalidInputError, LogNotFoundError } from '../errors.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { item, type DurableItem, type ItemOptions } from '../steps.ts';
@@ -15,8 +15,9 @@ import { checkItemId } from './read/item-reads.ts';
 import { emptyMaintenanceReport, maintain } from './maintain/maintain.ts';
 import { logExistsAt } from './read/missing.ts';
 import { permissionOf } from './read/damage.ts';
-import type { CoordPreference } from '../coord/choose.ts';
-import { CoordHolder } from './write/coord-holder.ts';
+import { coordTableOf, type CoordPreference } from '../coord/choose.ts';
+import { rehome, type RehomeMode } from './admin/rehome.ts';
+import { CoordHolder, type LeaseScope } from './write/coord-holder.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { attachReads, LogReads } from './reads.ts';
 import { LanceTables, type SyncWrapper, type TableWrapper } from './tables.ts';
@@ -93,6 +94,8 @@ export class LanceCheckpointLog implements CheckpointLog {
       reader: this.reads.reader,
       leases: this.o.leases,
       coord: (o?: { create: boolean }) => this.coordination.get(o),
+      leaseScope: (o: { create: boolean }) => this.coordination.leaseScope(o),
+      coordUnchanged: (scope: LeaseScope) => this.coordination.unchanged(scope),
       checkBase: () => this.reads.baseReadable(),
     };
   }
@@ -187,6 +190,49 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   async idle(): Promise<void> {
     await this.writer?.idle();
+  }
+
+  repair(): Promise<RehomeReport> {
+    return this.rehomeAs('repair');
+  }
+
+  adopt(): Promise<RehomeReport> {
+    return this.rehomeAs('adopt');
+  }
+
+  /** A copy's records (lib/log/admin/copy.ts), made before anything else writes it. */
+  initRecords(): Promise<RehomeReport> {
+    return this.rehomeAs('init');
+  }
+
+  private async rehomeAs(mode: RehomeMode): Promise<RehomeReport> {
+    if (this.closed) throw new InternalError('the log is closed: open it again');
+    // Its own slot would be one of those the repair waits for.
+    if (this.writer) throw new InvalidInputError(`${mode} needs a log object that has not written: open the log again for it`, { field: 'log' });
+    const run = (async () => {
+      if (!(await logExistsAt(this.o.objects))) throw await this.missingLog();
+      const report = await rehome(
+        {
+          ...this.ctx(),
+          coordTable: coordTableOf(this.o.leases),
+          pipeline: this.o.pipeline,
+          experiment: this.o.experiment,
+          owner: this.o.owner,
+          clock: this.o.clock,
+          leaseTtlMs: this.o.leaseTtlMs,
+          claimRetentionMs: this.o.claimRetentionMs,
+        },
+        mode,
+      );
+      await this.coordination.forget(); // what it kept of the old records
+      return report;
+    })();
+    this.running.add(run);
+    try {
+      return await run;
+    } finally {
+      this.running.delete(run);
+    }
   }
 
   async maintain(options: MaintainOptions = {}): Promise<MaintenanceReport> {

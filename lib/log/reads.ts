@@ -237,8 +237,8 @@ export class LogReads implements ListingSource {
 
   stats(): Promise<LogStats> {
     // A consistent read: a generation retired under it makes it start over.
-    const { uri, pipeline, experiment, tables, leases, clock } = this.o;
-    const c = { uri, pipeline, experiment, tables, reader: this.reader, leases, clock };
+    const { uri, pipeline, experiment, tables, leases, clock, objects } = this.o;
+    const c = { uri, pipeline, experiment, tables, reader: this.reader, leases, clock, objects };
     return this.track(() => this.reader.read((listing) => statsOf(c, listing)));
   }
 

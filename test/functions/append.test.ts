@@ -13,6 +13,7 @@ import { logCache } from '../../functions/shared/logs.ts';
 import { openLog } from '../../lib/index.ts';
 import { LocalLeaseStore } from '../../lib/lease/local.ts';
 import { parseWriterEpoch, slotKey } from '../../lib/lease/slots.ts';
+import { leaseLogIdAt } from '../support/coord.ts';
 import type { Ack } from '../../lib/types.ts';
 import { createBatch, ctx, freshFileRoot, stepBatch, thrown, uniq } from './support/fixtures.ts';
 
@@ -224,7 +225,7 @@ describe('append handler: warm container', () => {
 
     const leases = new LocalLeaseStore({ dir: path.join(dir, '.dgcl', 'leases') });
     try {
-      const lease = await leases.read(slotKey('p', e, parseWriterEpoch(epoch!).slot));
+      const lease = await leases.read(slotKey('p', e, parseWriterEpoch(epoch!).slot, leaseLogIdAt(path.join(dir, 'datagen_checkpoints', 'p', e, 'log.lance'))));
       expect(lease?.epoch).toBe(parseWriterEpoch(epoch!).epoch);
       expect(lease!.expiresAtMs - Date.now()).toBeLessThanOrEqual(20_000);
     } finally {

@@ -16,6 +16,7 @@ import { logCache } from '../../functions/shared/logs.ts';
 import { openLog } from '../../lib/index.ts';
 import { LocalLeaseStore } from '../../lib/lease/local.ts';
 import { maintainerKey } from '../../lib/lease/slots.ts';
+import { leaseLogIdAt } from '../support/coord.ts';
 import { createBatch, ctx, freshFileRoot, stepBatch, thrown } from './support/fixtures.ts';
 
 const maintenance = maintenanceHandler as unknown as (event: unknown, context: ReturnType<typeof ctx>) => Promise<MaintenanceResult>;
@@ -94,7 +95,7 @@ describe('maintenance handler', () => {
     await cleanWriter('p', 'e', ['x']);
     const leases = new LocalLeaseStore({ dir: path.join(dir, '.dgcl', 'leases') });
     try {
-      const held = await leases.acquire(maintainerKey('p', 'e'), 'someone-else', 60_000);
+      const held = await leases.acquire(maintainerKey('p', 'e', leaseLogIdAt(path.join(dir, 'datagen_checkpoints', 'p', 'e', 'log.lance'))), 'someone-else', 60_000);
       const res = await maintenance({}, ctx('maintenance', 900_000));
       expect(res.experiments).toEqual([expect.objectContaining({ experiment: 'p/e', ran: false, heldBy: 'someone-else', mergedShards: [] })]);
       expect(res.summary.leaseHeld).toBe(1);
@@ -175,7 +176,7 @@ describe('what the handler logs and counts, end to end', () => {
     mkdirSync(path.join(dir, 'datagen_checkpoints', 'p', 'bad', 'log.lance', '_dgcl', 'projection', 'items.json'), { recursive: true });
     const leases = new LocalLeaseStore({ dir: path.join(dir, '.dgcl', 'leases') });
     try {
-      const held = await leases.acquire(maintainerKey('p', 'held'), 'someone-else', 60_000);
+      const held = await leases.acquire(maintainerKey('p', 'held', leaseLogIdAt(path.join(dir, 'datagen_checkpoints', 'p', 'held', 'log.lance'))), 'someone-else', 60_000);
       const { lines, metrics } = await observed({});
       await leases.release(held);
       expect(lines.sort((a, b) => String(a[2]).localeCompare(String(b[2])))).toEqual([

@@ -59,6 +59,11 @@ export class MemLeaseRecords {
         const record = records.get(lease.key) ?? null;
         if (!isCurrent(record, lease)) throw new LeaseFencedError(lease, record, { nowMs: clock.nowMs() });
       },
+      async raiseEpoch(key, epoch) {
+        const record = records.get(key) ?? null;
+        if (record !== null && (record.epoch >= epoch || !canAcquire(record, clock.nowMs()))) return;
+        records.set(key, { key, owner: '', epoch, expiresAtMs: 0 });
+      },
       async close() {},
     };
   }
@@ -98,6 +103,10 @@ export class SimLeaseStore implements LeaseStore {
 
   assertCurrent(lease: Lease): Promise<void> {
     return this.op('assertCurrent', `${lease.key} e${lease.epoch}`, false, () => this.inner.assertCurrent(lease));
+  }
+
+  raiseEpoch(key: string, epoch: number): Promise<void> {
+    return this.op('raiseEpoch', `${key} to e${epoch}`, true, () => this.inner.raiseEpoch(key, epoch));
   }
 
   close(): Promise<void> {

@@ -67,6 +67,7 @@ const FINDS: Record<Guard, readonly ViolationKind[]> = {
   'purge-waits-for-shards': ['D1'],
   'put-sent-once': ['I1', 'I4', 'I5'],
   'gen-marker-sent-once': AVAILABILITY,
+  'recheck-record-after-slot': ['I1', 'I3', 'I4', 'I5'],
 };
 
 const FOCUS: Record<Focus, readonly Guard[]> = {
@@ -85,6 +86,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
     'own-rows-live-only',
     'cleanup-keeps-highest-seal',
     'cleanup-keeps-seals-with-generations',
+    'recheck-record-after-slot',
   ],
   retirement: ['relist-sees-retirement', 'retired-marker', 'relist-on-vanished-seal', 'errors-after-layout-check', 'projection-describes-base', 'rows-files-match-base', 'blob-copied-at-validation'],
   'own-reads': ['landing-mark'],

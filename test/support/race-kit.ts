@@ -183,7 +183,7 @@ async function listFiles(dir: string, rel = ''): Promise<string[]> {
 
 // ---- lease store tap ---------------------------------------------------------------------
 
-export type LeaseOp = 'acquire' | 'renew' | 'release' | 'read' | 'assertCurrent';
+export type LeaseOp = 'acquire' | 'renew' | 'release' | 'read' | 'assertCurrent' | 'raiseEpoch';
 export interface LeaseTap {
   before?(op: LeaseOp, key: string): void | Promise<void>;
   after?(op: LeaseOp, key: string, result: unknown): void | Promise<void>;
@@ -221,6 +221,9 @@ export class TapLeaseStore implements LeaseStore {
   }
   assertCurrent(lease: Lease) {
     return this.run('assertCurrent', lease.key, () => this.inner.assertCurrent(lease));
+  }
+  raiseEpoch(key: string, epoch: number) {
+    return this.run('raiseEpoch', key, () => this.inner.raiseEpoch(key, epoch));
   }
   close() {
     return Promise.resolve(); // the shared store is closed by the test

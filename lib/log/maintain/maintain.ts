@@ -5,13 +5,14 @@
  * versions, and delete stale claims, seals and fences. Steps are independent: one that fails is
  * reported and the others still run (each is idempotent; the next pass retries it).
  */
+import type { LeaseScope } from '../write/coord-holder.ts';
 import { guard } from '../../guards.ts';
 import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../../clock.ts';
 import { CorruptError, DgclError, FencedError, LeaseHeldError, UnavailableError } from '../../errors.ts';
 import { acquireMaintainer, acquireWriterSlot, LeaseKeeper, slotKey } from '../../lease/slots.ts';
 import { isFree } from '../../lease/rules.ts';
-import type { LeaseStore } from '../../lease/types.ts';
+import type { Lease, LeaseStore } from '../../lease/types.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
 import type { MaintenanceReport, MaintenanceStep } from '../../api.ts';
 import { fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from '../layout.ts';
@@ -49,7 +50,15 @@ const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zomb
 
 export const INDEXED_COLUMNS = ['item_id', 'event_id'] as const;
 
-type Ctx = { tables: LanceTables; objects: ObjectStore; reader: LogReader; leases: LeaseStore; coord: (o?: { create: boolean }) => Promise<CoordStore> };
+type Ctx = {
+  tables: LanceTables;
+  objects: ObjectStore;
+  reader: LogReader;
+  leases: LeaseStore;
+  coord: (o?: { create: boolean }) => Promise<CoordStore>;
+  leaseScope: (o: { create: boolean }) => Promise<LeaseScope>;
+  coordUnchanged: (scope: LeaseScope) => Promise<boolean>;
+};
 
 /** A report of a pass over `experiment` ("pipeline/experiment") that has done nothing yet. */
 export function emptyMaintenanceReport(experiment: string): MaintenanceReport {
@@ -78,13 +87,22 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
   // another table sealed and merged away a live writer's generation, whose writer still held its
   // slot in the right table and acked a batch nobody could see).
   // Only looks: a pass over an experiment with no log must not make one.
-  await ctx.coord({ create: false });
+  const scope = await ctx.leaseScope({ create: false });
   let lease;
   try {
-    lease = await acquireMaintainer(ctx.leases, { pipeline: o.pipeline, experiment: o.experiment, owner: o.owner, ttlMs: o.leaseTtlMs });
+    lease = await acquireMaintainer(ctx.leases, { pipeline: o.pipeline, experiment: o.experiment, logId: scope.logId, owner: o.owner, ttlMs: o.leaseTtlMs });
   } catch (e) {
     if (e instanceof LeaseHeldError) return { ...report, heldBy: e.holder?.owner ?? 'another maintainer' };
     throw e;
+  }
+  // A repair or an adoption replaced the record (and the lease scope) meanwhile: this pass's
+  // lease elects nobody there, and its slot takeovers would not fence the new scope's writers.
+  if (guard('recheck-record-after-slot') && !(await ctx.coordUnchanged(scope).catch(async (e: unknown) => {
+    await ctx.leases.release(lease).catch(() => undefined);
+    throw e;
+  }))) {
+    await ctx.leases.release(lease).catch(() => undefined);
+    throw new UnavailableError(`skipped: the coordination record of ${ctx.objects.baseUri} changed (made, repaired or adopted) while the maintainer lease was taken; the next pass runs with the new one`);
   }
   const keeper = new LeaseKeeper(ctx.leases, lease, { ttlMs: o.leaseTtlMs, clock: o.clock });
   // The lease elects, it does not fence: a pass frozen mid-way (a Lambda container thawed later,
@@ -251,11 +269,19 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
   }
 }
 
+/** Give a lease back, then throw `e`: a check after taking it failed. */
+async function giveBack(ctx: Ctx, lease: Lease, e: unknown): Promise<never> {
+  await ctx.leases.release(lease).catch(() => undefined);
+  throw e;
+}
+
 async function takeOrphans(ctx: Ctx, o: MaintainOptions): Promise<void> {
   const listing = await ctx.reader.listShards();
   const orphanSlots = new Set([...listing.visible.filter((v) => !v.sealed), ...listing.pending].map((v) => v.slot));
+  const scope = await ctx.leaseScope({ create: false });
+  const logId = scope.logId;
   for (const slot of orphanSlots) {
-    const key = slotKey(o.pipeline, o.experiment, slot);
+    const key = slotKey(o.pipeline, o.experiment, slot, logId);
     const rec = await ctx.leases.read(key);
     // A holder known to be dead (a local process that died) frees its slot before the expiry.
     if (rec && !isFree(rec, o.clock.nowMs()) && !(await ctx.leases.holderIsGone?.(key))) continue;
@@ -267,9 +293,14 @@ async function takeOrphans(ctx: Ctx, o: MaintainOptions): Promise<void> {
         slots: o.slots,
         ttlMs: o.leaseTtlMs,
         slot,
+        logId,
         waitMs: 0, // a writer that just took it is alive: leave it
         clock: o.clock,
       });
+      if (guard('recheck-record-after-slot') && !(await ctx.coordUnchanged(scope).catch(async (e: unknown) => giveBack(ctx, taken.lease, e)))) {
+        await ctx.leases.release(taken.lease).catch(() => undefined);
+        throw new UnavailableError(`skipped: the coordination record of ${ctx.objects.baseUri} changed during the pass (repaired or adopted); the next pass runs with the new one`);
+      }
       await sealPredecessors(ctx, slot, taken.lease.epoch, taken.writerEpoch, o.clock);
       await sealOwnEpoch(ctx, taken.writerEpoch, o.clock);
       await ctx.leases.release(taken.lease);

@@ -9,6 +9,8 @@ import type { LogStats, ShardState, ShardStats } from '../../api.ts';
 import type { Clock } from '../../clock.ts';
 import { DgclError } from '../../errors.ts';
 import { slotKey } from '../../lease/slots.ts';
+import { readCoordRecord } from '../../coord/choose.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
 import type { Lease, LeaseStore } from '../../lease/types.ts';
 import type { LogReader, ShardListing } from './reader.ts';
 import type { LanceTables } from '../tables.ts';
@@ -21,6 +23,7 @@ export interface StatsContext {
   reader: LogReader;
   leases: LeaseStore;
   clock: Clock;
+  objects: ObjectStore;
 }
 
 /** What maintenance is asked to do about unmerged generations of writers that are gone. */
@@ -70,9 +73,20 @@ export async function statsOf(c: StatsContext, listing: ShardListing): Promise<L
 async function writerStates(c: StatsContext, listing: ShardListing): Promise<Map<number, (epoch: number) => ShardState>> {
   const slots = [...new Set(listing.visible.filter((v) => !v.sealed).map((v) => v.slot))];
   const out = new Map<number, (epoch: number) => ShardState>();
+  if (slots.length === 0) return out;
+  // The slot leases are scoped as the log's record says (lib/coord/choose.ts); a record this
+  // version cannot read leaves the generations unknown, as a lease store that does not answer does.
+  let record;
+  try {
+    record = (await readCoordRecord(c.objects))?.record ?? null;
+  } catch (e) {
+    if (e instanceof DgclError) return out;
+    throw e;
+  }
+  const logId = record !== null && record.scoped ? record.id : null;
   await Promise.all(
     slots.map(async (slot) => {
-      const key = slotKey(c.pipeline, c.experiment, slot);
+      const key = slotKey(c.pipeline, c.experiment, slot, logId);
       let lease: Lease | null;
       let gone = false;
       try {

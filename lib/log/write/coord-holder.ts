@@ -4,7 +4,7 @@
  * by close().
  */
 import type { Clock } from '../../clock.ts';
-import { chooseCoordStore, coordTableOf, type CoordPreference } from '../../coord/choose.ts';
+import { CHOICE_KEY, chooseCoordStore, coordTableOf, formatCoordRecord, type CoordPreference, type CoordRecord } from '../../coord/choose.ts';
 import type { CoordStore } from '../../coord/types.ts';
 import { InternalError } from '../../errors.ts';
 import type { LeaseStore } from '../../lease/types.ts';
@@ -20,9 +20,17 @@ export interface CoordHolderOptions {
   wrapCoord?: (store: CoordStore) => CoordStore;
 }
 
+/** The scope a lease was taken in, and the record (as stored) it came from; null: no record. */
+export interface LeaseScope {
+  logId: string | null;
+  record: string | null;
+}
+
 export class CoordHolder {
   /** The store, once chosen; cleared if choosing failed. */
   private store: Promise<CoordStore> | null = null;
+  /** The record the kept store was chosen by (null before one is kept, or for a log without one). */
+  private record: CoordRecord | null = null;
   private released = false;
 
   constructor(private readonly o: CoordHolderOptions) {}
@@ -55,6 +63,7 @@ export class CoordHolder {
         return kept;
       }
       this.store ??= Promise.resolve(c.store);
+      this.record = c.record;
       return c.store;
     });
     if (o.create) {
@@ -64,6 +73,45 @@ export class CoordHolder {
       });
     }
     return store;
+  }
+
+  /**
+   * The scope of the log's lease keys (lib/lease/slots.ts `leasePrefix`): the record's id when it
+   * scopes them, else null (names only, as for a log without a record yet), with the record it
+   * came from: `unchanged` compares the stored record with it once a lease of that scope is held.
+   */
+  async leaseScope(o: { create: boolean }): Promise<LeaseScope> {
+    const store = await this.get(o);
+    // The record of this very store (a concurrent `unchanged` may have forgotten it meanwhile).
+    const r = this.store !== null && (await this.store.catch(() => null)) === store ? this.record : null;
+    return { logId: r !== null && r.scoped ? r.id : null, record: r === null ? null : formatCoordRecord(r) };
+  }
+
+  /**
+   * Whether the log's record still says what `scope` was taken from. A repair or an adoption
+   * (lib/log/admin/rehome.ts) replaces it while it holds every lease of the old scope; a process
+   * that took a lease of the old scope after that must not use it (nor the store): when the record
+   * changed, the kept store (if it is the one of that record) is forgotten, so the next `get`
+   * chooses again, and false is returned.
+   */
+  async unchanged(scope: LeaseScope): Promise<boolean> {
+    const body = await this.o.objects.get(CHOICE_KEY);
+    if (body === scope.record) return true;
+    const kept = this.store;
+    if (kept !== null && this.record !== null && formatCoordRecord(this.record) === scope.record) {
+      this.store = null;
+      this.record = null;
+      await kept.then((c) => c.close?.(), () => undefined);
+    }
+    return false;
+  }
+
+  /** Forget the kept store (the log's records were rebuilt): the next `get` chooses again. */
+  async forget(): Promise<void> {
+    const kept = this.store;
+    this.store = null;
+    this.record = null;
+    await kept?.then((c) => c.close?.(), () => undefined);
   }
 
   /** Close the store (after the writer: its close() may still claim); later `get` calls fail. */

@@ -6,6 +6,10 @@
  */
 import type { Clock } from '../../clock.ts';
 import type { CoordStore } from '../../coord/types.ts';
+import { SENTINEL_KEY } from '../../coord/choose.ts';
+import { CorruptError, UnavailableError } from '../../errors.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import type { LeaseScope } from './coord-holder.ts';
 import { guard } from '../../guards.ts';
 import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import { deletedThrough } from '../deleted.ts';
@@ -27,13 +31,34 @@ export const PENDING_EPOCH = 'pending';
 
 /** What planGroup reads: the writer's context, its cache of item tracks, its own rows and markers. */
 export interface PlanContext {
-  ctx: { reader: LogReader; coord: (o?: { create: boolean }) => Promise<CoordStore> };
+  ctx: { reader: LogReader; objects: ObjectStore; coord: (o?: { create: boolean }) => Promise<CoordStore>; leaseScope: (o: { create: boolean }) => Promise<LeaseScope>; coordUnchanged: (scope: LeaseScope) => Promise<boolean> };
   opts: { clock: Clock };
   /** Tracks of items this writer sequenced (LRU, `cachedItems`), with the marker body they hold under. */
   tracks: Map<string, { track: ItemTrack; marker: string }>;
   /** The writer's own unmerged generations' light rows (lib/log/write/own-memory.ts). */
   ownRows: Map<string, OwnGeneration>;
   markers: Markers;
+}
+
+/**
+ * The group's markers, and the check that the store still holds the log's records: in the lease
+ * table its sentinel comes in the same request (a table replaced or lost under running writers
+ * has none: every item would look new); a SQLite file checks it was not deleted or replaced. A
+ * store whose records a repair rebuilt meanwhile is forgotten, and the group is retried.
+ */
+async function markersOf(pc: PlanContext, coord: CoordStore, keys: string[], scope: LeaseScope): Promise<Map<string, string | null>> {
+  try {
+    const bodies = await coord.getMany(coord.kind === 'table' ? [...keys, SENTINEL_KEY] : keys);
+    if (coord.kind === 'table' && bodies.get(SENTINEL_KEY) == null) {
+      throw new CorruptError(`the lease table no longer holds the records of the log ${pc.ctx.objects.baseUri} (replaced or lost?); nothing was written: stop the log's writers, then run \`dgcl repair\` (docs/operations.md, "A lost or new lease table")`);
+    }
+    return bodies;
+  } catch (e) {
+    if (e instanceof CorruptError && !(await pc.ctx.coordUnchanged(scope))) {
+      throw new UnavailableError(`the records of the log ${pc.ctx.objects.baseUri} were rebuilt (a repair or adoption) while this writer ran; nothing was written, retry`, { cause: e });
+    }
+    throw e;
+  }
 }
 
 export async function planGroup(pc: PlanContext, group: Request[], writerEpoch: string) {
@@ -49,9 +74,11 @@ export async function planGroup(pc: PlanContext, group: Request[], writerEpoch: 
   const toRead: string[] = [];
   // One request for the group's markers in the lease table; one GET each as objects. The
   // validation pass before the slot is taken must write nothing, not even the choice record.
-  const coord = await pc.ctx.coord({ create: writerEpoch !== PENDING_EPOCH });
+  const create = { create: writerEpoch !== PENDING_EPOCH };
+  const scope = await pc.ctx.leaseScope(create);
+  const coord = await pc.ctx.coord(create);
   const keys = itemIds.map(itemKey);
-  const bodies = await coord.getMany(keys);
+  const bodies = await markersOf(pc, coord, keys, scope);
   for (const [i, id] of itemIds.entries()) {
     const marker = bodies.get(keys[i]!) ?? null;
     markers.set(id, marker);

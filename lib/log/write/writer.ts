@@ -13,6 +13,7 @@
  * writer seals it at whatever landed, forgets its memory, and continues under a new epoch, so a
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
+import type { LeaseScope } from './coord-holder.ts';
 import { DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
 import { permissionOf } from '../read/damage.ts';
 import { guard } from '../../guards.ts';
@@ -70,6 +71,9 @@ export class ShardWriter {
       reader: LogReader;
       leases: LeaseStore;
       coord: (o?: { create: boolean }) => Promise<CoordStore>;
+      /** The id the log's lease keys are scoped by, and whether the record still says so (lib/log/write/coord-holder.ts). */
+      leaseScope: (o: { create: boolean }) => Promise<LeaseScope>;
+      coordUnchanged: (scope: LeaseScope) => Promise<boolean>;
       /** Resolves once the log's base is known readable; refuses a group otherwise (nothing written). */
       checkBase?: () => Promise<void>;
     },
@@ -325,7 +329,8 @@ export class ShardWriter {
     if (this.state && !this.state.keeper.lost) return this.state;
     if (this.state) this.dropSlot();
     await this.sealUnsealed();
-    this.state = await takeSlot(this.ctx, this.opts, () => this.closing);
+    // A log repaired or adopted meanwhile has new records: nothing cached of the old ones holds.
+    this.state = await takeSlot(this.ctx, this.opts, () => this.closing, () => this.tracks.clear());
     return this.state;
   }
 

@@ -1,0 +1,334 @@
+/**
+ * Repair and adoption (docs/operations.md, "Repairing a log"): everything a log keeps beside its
+ * events, rebuilt from its events and `_dgcl/meta`, under a new log id:
+ *  - item markers (one per item with events or a delete), claims (one per checkpoint), in a new
+ *    store: the lease table under the new id's scope, or a new `_dgcl/coord.sqlite` on a local root;
+ *  - the sentinel naming the log's location (table logs), and the lease epoch counters of the new
+ *    scope, raised above every epoch the log's shards and seals name;
+ *  - the coordination record naming all of it (the switch), and a new `_dgcl/meta/log.<id>` (the
+ *    log's identity: processes that read it before reload what they kept of it).
+ *
+ * Why a rebuilt record cannot make a writer trust a stale cached track or answer a duplicate
+ * twice (docs/design/invariants.md, "Repair and adoption"): the old scope's writers are stopped
+ * first (every slot lease and the maintainer lease of the old scope taken; a running writer makes
+ * the repair wait up to a lease ttl and then refuse), every epoch with generations is sealed, so
+ * the events read afterwards are all the log will ever show of them; markers are rebuilt with
+ * bodies no writer ever put, so every writer reads each item from the log before it writes it
+ * again; and a process that takes a lease of the old scope later reads the record again and moves
+ * to the new scope (lib/log/write/slot.ts).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { promises as fsp } from 'node:fs';
+import path from 'node:path';
+import type { RehomeReport } from '../../api.ts';
+import type { Clock } from '../../clock.ts';
+import { CHOICE_KEY, canonicalLocation, formatCoordRecord, readCoordRecord, SENTINEL_KEY, type CoordRecord } from '../../coord/choose.ts';
+import { coordDbKey, SqliteCoordStore } from '../../coord/sqlite.ts';
+import type { CoordStore, CoordTable } from '../../coord/types.ts';
+import { CorruptError, InvalidInputError, LeaseHeldError, UnavailableError } from '../../errors.ts';
+import { acquireMaintainer, acquireWriterSlot, formatWriterEpoch, LeaseKeeper, MAX_SLOTS, slotKey } from '../../lease/slots.ts';
+import { MAX_TTL_MS } from '../../lease/rules.ts';
+import type { Lease, LeaseStore } from '../../lease/types.ts';
+import { LocalObjectStore } from '../../storage/local.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import { claimKey, DELETED_DIR, ITEMS_DIR, itemHash, logIdKey, maxEpochPerSlot, META_DIR, parseMetaNames } from '../layout.ts';
+import { PROJECTION_DIR } from '../projection/stored.ts';
+import type { LogReader } from '../read/reader.ts';
+import { scanEvents } from '../read/stream.ts';
+import type { LanceTables } from '../tables.ts';
+import { writeSeal } from '../write-seal.ts';
+import { Int64Column, Utf8Column } from '../columns.ts';
+
+/** `repair`: the log at its own place; `adopt`: a copy or a restore made by other tools; `init`: a new copy's records. */
+export type RehomeMode = 'repair' | 'adopt' | 'init';
+
+export interface RehomeContext {
+  objects: ObjectStore;
+  leases: LeaseStore;
+  coordTable: CoordTable | null;
+  tables: LanceTables;
+  reader: LogReader;
+  pipeline: string;
+  experiment: string;
+  owner: string;
+  clock: Clock;
+  leaseTtlMs: number;
+  claimRetentionMs: number;
+}
+
+export type { RehomeReport };
+
+/** Concurrent record writes (each a request to the table, or a SQLite statement). */
+const WRITE_CONCURRENCY = 32;
+
+/**
+ * How far the new scope's epoch counters start above the highest epoch the log or the old scope's
+ * leases name. A writer of a lost lease table that took an epoch and froze before its first
+ * generation is named nowhere that survived; its epoch is at most this far above the log's, unless
+ * its slot was taken that many times since its last generation.
+ */
+const EPOCH_GAP = 1000;
+
+/** How long the old scope's leases stay held after the switch: a process of a version before scoped leases, still holding the log open, cannot take them meanwhile. */
+const RETIRED_LEASE_TTL_MS = MAX_TTL_MS;
+
+export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<RehomeReport> {
+  const logName = `${ctx.pipeline}/${ctx.experiment}`;
+  const current = await readCoordRecord(ctx.objects);
+  const kind = newKind(ctx);
+  const copyOf = current ? await originOf(ctx, logName, current.record) : null;
+  if (mode === 'repair' && copyOf !== null) {
+    throw new InvalidInputError(`the log ${ctx.objects.baseUri} is a copy of ${copyOf}: its records are the original's, not its own; run \`dgcl adopt\` to make it a log of its own`, { field: 'root' });
+  }
+  // A copy's old scope is its origin's: those leases fence the origin's writers, not this log's.
+  const held = mode === 'init' || copyOf !== null ? null : await takeOldScope(ctx, current?.record ?? null);
+  let switched = false;
+  try {
+    const sealedEpochs = await sealAll(ctx, held?.slots ?? new Map());
+    const { items, checkpoints } = await readRecords(ctx);
+    const id = randomUUID();
+    const store = await newStore(ctx, kind, logName, id);
+    try {
+      const markerBody = `rebuilt ${randomUUID()}`;
+      await inParallel([...items], (hash) => store.put(`${ITEMS_DIR}/${hash}`, markerBody));
+      const claimedBy = `rebuilt/${randomUUID()}`;
+      await inParallel([...checkpoints], ([checkpointId, c]) =>
+        store.putIfAbsent(claimKey(checkpointId), JSON.stringify({ checkpointId, events: c.events, firstSeq: c.firstSeq, lastSeq: c.lastSeq, claimedBy }), { expiresAfterMs: ctx.claimRetentionMs }),
+      );
+      // Last: a record naming a store without its sentinel is refused, so a repair that stopped
+      // half way is never taken for a finished one.
+      await store.put(SENTINEL_KEY, canonicalLocation(ctx.objects.baseUri));
+      await store.sync?.();
+    } finally {
+      store.close?.();
+    }
+    await raiseEpochs(ctx, id, held?.slots ?? new Map());
+    // Every lease of the old scope still ours: nobody wrote with the old records since they were read.
+    if (held) await held.confirm();
+    const record = formatCoordRecord({ kind, id, scoped: true });
+    // The switch: from here on every process that opens the log, or takes a lease of it, uses the new records.
+    await ctx.objects.put(CHOICE_KEY, record);
+    switched = true;
+    await renewIdentity(ctx.objects);
+    // Processes still using the old records fail their next group and move (lib/log/write/plan.ts).
+    if (current && copyOf === null) await dropOldRecords(ctx, logName, current.record);
+    // Disposable, and possibly of another history (a restore): the next maintenance pass builds it.
+    await ctx.objects.deletePrefix(PROJECTION_DIR);
+    return { logId: id, record, previous: current?.body ?? null, markers: items.size, claims: checkpoints.size, sealedEpochs, fencedLeases: held?.leases.length ?? 0 };
+  } finally {
+    await held?.end(switched);
+  }
+}
+
+/** Where the new records go: the lease table when the process has one, else a local root's SQLite file. */
+function newKind(ctx: RehomeContext): CoordRecord['kind'] {
+  if (ctx.coordTable) return 'table';
+  if (ctx.objects instanceof LocalObjectStore) return 'sqlite';
+  throw new InvalidInputError(`the log ${ctx.objects.baseUri} can be repaired only with a DynamoDB lease table (DGCL_LEASE_TABLE) or on a local root`, { field: 'leases' });
+}
+
+/** The location a table log's sentinel names when it is not this one (a copy), else null. */
+async function originOf(ctx: RehomeContext, logName: string, r: CoordRecord): Promise<string | null> {
+  if (r.id === null) return null;
+  let sentinel: string | null = null;
+  if (r.kind === 'sqlite') {
+    if (!(ctx.objects instanceof LocalObjectStore)) return null;
+    const db = await SqliteCoordStore.open(ctx.objects.dir, { create: false }).catch(() => null); // lost: nothing to compare
+    try {
+      sentinel = (await db?.get(SENTINEL_KEY)) ?? null;
+    } finally {
+      db?.close();
+    }
+  } else if (ctx.coordTable) sentinel = await ctx.coordTable.coordStore(`${logName}/${r.id}`).get(SENTINEL_KEY);
+  return sentinel !== null && sentinel !== canonicalLocation(ctx.objects.baseUri) ? sentinel : null;
+}
+
+interface OldScope {
+  leases: Lease[];
+  /** Slot -> the epoch of its lease held now: the highest the old scope ever gave it. */
+  slots: Map<number, number>;
+  /** Throws unless every held lease is still current (a lost one may have let a writer in). */
+  confirm(): Promise<void>;
+  /** Before the switch: give them back. After: keep them held (RETIRED_LEASE_TTL_MS), so no process of the old records takes one again. */
+  end(switched: boolean): Promise<void>;
+}
+
+/**
+ * Every writer slot and the maintainer lease of the log's current scope, each waited for up to
+ * a lease ttl: a writer still running keeps its slot, and the repair refuses rather than rebuild
+ * records it is changing. They are renewed while the repair runs.
+ */
+async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<OldScope> {
+  const logId = r !== null && r.scoped ? r.id : null;
+  const taken: Lease[] = [];
+  const slots = new Map<number, number>();
+  const deadline = ctx.clock.nowMs() + ctx.leaseTtlMs;
+  const keepers: LeaseKeeper[] = [];
+  const keep = (l: Lease) => {
+    taken.push(l);
+    keepers.push(new LeaseKeeper(ctx.leases, l, { ttlMs: ctx.leaseTtlMs, clock: ctx.clock }));
+  };
+  const giveBack = async () => {
+    await Promise.all(keepers.map((k) => k.stop()));
+    await Promise.all(keepers.map((k) => ctx.leases.release(k.current()).catch(() => undefined)));
+  };
+  try {
+    for (let slot = 0; slot < MAX_SLOTS; slot++) {
+      const s = await acquireWriterSlot(ctx.leases, {
+        pipeline: ctx.pipeline,
+        experiment: ctx.experiment,
+        logId,
+        owner: ctx.owner,
+        slots: MAX_SLOTS,
+        slot,
+        ttlMs: ctx.leaseTtlMs,
+        waitMs: Math.max(0, deadline - ctx.clock.nowMs()),
+        clock: ctx.clock,
+      });
+      keep(s.lease);
+      slots.set(slot, s.lease.epoch);
+    }
+    for (;;) {
+      try {
+        keep(await acquireMaintainer(ctx.leases, { pipeline: ctx.pipeline, experiment: ctx.experiment, logId, owner: ctx.owner, ttlMs: ctx.leaseTtlMs }));
+        break;
+      } catch (e) {
+        if (!(e instanceof LeaseHeldError) || ctx.clock.nowMs() >= deadline) throw e;
+        await ctx.clock.sleep(Math.min(1000, Math.max(1, deadline - ctx.clock.nowMs())));
+      }
+    }
+  } catch (e) {
+    await giveBack();
+    if (e instanceof LeaseHeldError) {
+      throw new LeaseHeldError(`${e.message}. A repair or adoption needs every writer and maintainer of the log stopped (it waited one lease ttl); stop them and run it again`, e.holder, { cause: e });
+    }
+    throw e;
+  }
+  return {
+    leases: taken,
+    slots,
+    async confirm() {
+      for (const k of keepers) {
+        if (k.lost) throw new UnavailableError(`the repair lost its lease ${k.current().key} (${k.lostReason?.message ?? 'not renewed in time'}); nothing was switched: run it again`);
+        await ctx.leases.assertCurrent(k.current());
+      }
+    },
+    async end(switched) {
+      if (!switched) return giveBack();
+      await Promise.all(keepers.map((k) => k.stop()));
+      await Promise.all(keepers.map((k) => ctx.leases.renew(k.current(), RETIRED_LEASE_TTL_MS).catch(() => undefined)));
+    },
+  };
+}
+
+/**
+ * Seal every epoch with generations (or a fence) and no seal, at the versions its generations have
+ * now; and, per slot of the old scope, the epoch before the one the repair holds, even without
+ * generations: a writer of it frozen before its first generation makes one that stays invisible.
+ */
+async function sealAll(ctx: RehomeContext, held: ReadonlyMap<number, number>): Promise<string[]> {
+  const listing = await ctx.reader.listShards();
+  const sealed = new Set(listing.sealedEpochs);
+  const open = new Set<string>();
+  for (const v of listing.visible) if (!v.sealed) open.add(v.writerEpoch);
+  for (const p of listing.pending) open.add(p.writerEpoch);
+  for (const f of listing.fencedEpochs) if (!sealed.has(f)) open.add(f);
+  for (const [slot, epoch] of held) if (epoch > 1) open.add(formatWriterEpoch(slot, epoch - 1));
+  const out = [...open].filter((e) => !sealed.has(e)).sort();
+  for (const e of out) await writeSeal(ctx, e, `rehome/${ctx.owner}`, ctx.clock);
+  return out;
+}
+
+interface CheckpointSpan {
+  events: number;
+  firstSeq: number;
+  lastSeq: number;
+}
+
+/** Item hashes with events or deletes, and each checkpoint's seqs, from one pass over the events. */
+async function readRecords(ctx: RehomeContext): Promise<{ items: Set<string>; checkpoints: Map<string, CheckpointSpan> }> {
+  const { items, checkpoints } = await scanEvents(ctx.reader, ctx.tables, { columns: ['item_id', 'checkpoint_id', 'item_seq'] }, () => {
+    const items = new Set<string>();
+    const ids = new Set<string>();
+    const checkpoints = new Map<string, CheckpointSpan>();
+    return {
+      batch(b, keep) {
+        const item = new Utf8Column(b, 'item_id');
+        const checkpoint = new Utf8Column(b, 'checkpoint_id');
+        const seq = new Int64Column(b, 'item_seq');
+        for (let i = 0; i < b.numRows; i++) {
+          if (!keep(i)) continue;
+          const id = item.get(i);
+          const c = checkpoint.get(i);
+          const s = seq.get(i);
+          if (id === null || c === null || s === null) throw new CorruptError(`an event of ${ctx.objects.baseUri} has no item id, checkpoint id or seq`);
+          if (!ids.has(id)) {
+            ids.add(id);
+            items.add(itemHash(id));
+          }
+          const span = checkpoints.get(c);
+          if (span) {
+            span.events++;
+            span.firstSeq = Math.min(span.firstSeq, s);
+            span.lastSeq = Math.max(span.lastSeq, s);
+          } else checkpoints.set(c, { events: 1, firstSeq: s, lastSeq: s });
+        }
+      },
+      done: () => ({ items, checkpoints }),
+    };
+  });
+  // Deleted items keep their deleted-seq records: their markers keep writers from taking them for new.
+  for (const hash of await ctx.objects.list(DELETED_DIR)) {
+    if (!/^[0-9a-f]{40}$/.test(hash)) throw new CorruptError(`${DELETED_DIR}/${hash} of ${ctx.objects.baseUri} is not an item's deleted-seq folder`);
+    items.add(hash);
+  }
+  return { items, checkpoints };
+}
+
+/** An empty store for the new records. */
+async function newStore(ctx: RehomeContext, kind: CoordRecord['kind'], logName: string, id: string): Promise<CoordStore> {
+  if (kind === 'table') return ctx.coordTable!.coordStore(`${logName}/${id}`);
+  // A file of its own, beside the old one: the record's PUT is the switch.
+  return SqliteCoordStore.open((ctx.objects as LocalObjectStore).dir, { create: true, clock: ctx.clock, id });
+}
+
+/**
+ * The new scope's slot epochs start EPOCH_GAP above every epoch the log names (shards, fences,
+ * seals, retirements) and every epoch the old scope gave (the leases the repair holds).
+ */
+async function raiseEpochs(ctx: RehomeContext, id: string, held: ReadonlyMap<number, number>): Promise<void> {
+  const meta = parseMetaNames(await ctx.objects.list(META_DIR));
+  const epochs = [...meta.gens, ...[...meta.retired]].map((g) => g.replace(/-g\d+$/, ''));
+  const max = maxEpochPerSlot([...epochs, ...meta.sealEpochs, ...meta.fenceEpochs]);
+  for (const [slot, epoch] of held) max.set(slot, Math.max(max.get(slot) ?? 0, epoch));
+  await inParallel([...max], ([slot, epoch]) => ctx.leases.raiseEpoch(slotKey(ctx.pipeline, ctx.experiment, slot, id), epoch + EPOCH_GAP));
+}
+
+/**
+ * After the switch, what the log's previous records were: the table scope's location record (a
+ * process still using that scope then fails its next group and moves to the new one), or the
+ * SQLite file (and its write-ahead log). Best effort: the log is already switched.
+ */
+async function dropOldRecords(ctx: RehomeContext, logName: string, r: CoordRecord): Promise<void> {
+  if (r.kind === 'sqlite' && ctx.objects instanceof LocalObjectStore) {
+    const file = path.join(ctx.objects.dir, ...coordDbKey(r.id).split('/'));
+    for (const f of [file, `${file}-wal`, `${file}-shm`]) await fsp.rm(f, { force: true }).catch(() => undefined);
+  } else if (r.id !== null && ctx.coordTable) {
+    await ctx.coordTable.coordStore(`${logName}/${r.id}`).delete(SENTINEL_KEY).catch(() => undefined);
+  }
+}
+
+/** A new `_dgcl/meta/log.<id>`, the old ones deleted: every process that kept something of the log reloads it. */
+async function renewIdentity(objects: ObjectStore): Promise<void> {
+  const old = (await objects.list(META_DIR)).filter((n) => n.startsWith('log.'));
+  await objects.putIfAbsent(logIdKey(randomBytes(8).toString('hex')), '');
+  for (const n of old) await objects.delete(`${META_DIR}/${n}`);
+}
+
+async function inParallel<T>(items: readonly T[], fn: (t: T) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(WRITE_CONCURRENCY, items.length) }, worker));
+}

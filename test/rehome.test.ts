@@ -1,0 +1,140 @@
+/**
+ * Repair and adoption on a local root (lib/log/admin/rehome.ts; docs/operations.md "Repairing a
+ * log"): records lost and rebuilt from the events, a copy made writable, a writer from before a
+ * repair moved to the new records, a running writer refusing the repair.
+ */
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock, systemClock, type Clock } from '../lib/clock.ts';
+import { DEFAULTS } from '../lib/index.ts';
+import { LocalLeaseStore } from '../lib/lease/local.ts';
+import { LanceCheckpointLog } from '../lib/log/log.ts';
+import { LocalObjectStore } from '../lib/storage/local.ts';
+import { logUri, parseRoot } from '../lib/storage/location.ts';
+import type { Ack } from '../lib/types.ts';
+import { createBatch, stepBatch } from './support/batches.ts';
+import { expectAcksVisible, settle } from './support/race-kit.ts';
+import { coordDbPath } from './support/coord.ts';
+
+const TTL = 60_000;
+const opened: LanceCheckpointLog[] = [];
+
+afterEach(async () => {
+  for (const l of opened.splice(0)) await l.close().catch(() => undefined);
+});
+
+function tempRoot(): string {
+  return mkdtempSync(path.join(tmpdir(), 'dgcl-rehome-'));
+}
+
+const logDir = (root: string, experiment = 'e') => path.join(root, 'datagen_checkpoints', 'p', experiment, 'log.lance');
+
+/** A log process on a local root: its own lease store view (its clock) over the root's lease files. */
+function open(root: string, o: { owner: string; clock?: Clock; slot?: number; ttlMs?: number; experiment?: string }): LanceCheckpointLog {
+  const clock = o.clock ?? systemClock;
+  const uri = logUri(parseRoot(root), 'p', o.experiment ?? 'e');
+  const log = new LanceCheckpointLog({
+    ...DEFAULTS,
+    pipeline: 'p',
+    experiment: o.experiment ?? 'e',
+    uri,
+    objects: new LocalObjectStore(uri),
+    storageOptions: undefined,
+    leases: new LocalLeaseStore({ dir: path.join(root, '.dgcl', 'leases'), clock }),
+    owner: o.owner,
+    clock,
+    slots: 2,
+    ...(o.slot !== undefined ? { slot: o.slot } : {}),
+    leaseTtlMs: o.ttlMs ?? TTL,
+  });
+  opened.push(log);
+  return log;
+}
+
+const record = (root: string, experiment = 'e') => readFileSync(path.join(logDir(root, experiment), '_dgcl', 'coordination'), 'utf8');
+const logIds = (root: string, experiment = 'e') => readdirSync(path.join(logDir(root, experiment), '_dgcl', 'meta')).filter((n) => n.startsWith('log.'));
+
+describe('repair', () => {
+  it('a log whose coord.sqlite was deleted is refused, then repaired: items continue at their seqs and a resent batch is a duplicate', async () => {
+    const root = tempRoot();
+    const W = open(root, { owner: 'w' });
+    const acks: Ack[] = [];
+    acks.push(...(await W.append([createBatch('a'), createBatch('b')])));
+    acks.push(...(await W.append([stepBatch('a', 1)])));
+    await W.deleteItem('b', { throughSeq: acks[1]!.lastSeq });
+    await W.close();
+    const before = { record: record(root), ids: logIds(root) };
+    const db = coordDbPath(logDir(root));
+    for (const f of ['', '-wal', '-shm']) rmSync(db + f, { force: true });
+
+    const refused = await settle(open(root, { owner: 'x' }).append([stepBatch('a', 2)]));
+    expect(refused.ok ? 'appended' : (refused.error as { code?: string }).code, 'a writer refuses a log whose markers are gone').toBe('CORRUPT');
+
+    const report = await open(root, { owner: 'r' }).repair();
+    // b's only checkpoint is deleted: its claim is not rebuilt (its rows are not read), its marker is.
+    expect({ markers: report.markers, claims: report.claims, previous: report.previous }).toEqual({ markers: 2, claims: 2, previous: before.record });
+    expect(record(root), 'a new record, scoped by a new id').toBe(`sqlite ${report.logId} v2`);
+    expect(logIds(root).some((n) => before.ids.includes(n)), 'the log has a new identity').toBe(false);
+    expect(existsSync(coordDbPath(logDir(root))), 'the records are back, in a file of the new id').toBe(true);
+
+    const X = open(root, { owner: 'x2' });
+    const [resent] = await X.append([stepBatch('a', 1)]);
+    expect({ duplicate: resent!.duplicate, firstSeq: resent!.firstSeq }, 'the resent batch is answered as the first time').toEqual({ duplicate: true, firstSeq: acks[2]!.firstSeq });
+    const [next] = await X.append([stepBatch('a', 2)]);
+    expect(next!.firstSeq, 'a continues after its last event').toBe(acks[2]!.lastSeq + 1);
+    const [b] = await X.append([createBatch('b')]);
+    expect(b!.firstSeq, 'a deleted item made again continues after its deleted seqs').toBe(acks[1]!.lastSeq + 1);
+    await expectAcksVisible(X, [...acks.filter((a) => a.itemId === 'a'), next!, b!], 'after the repair');
+  });
+
+  it('is refused, and changes nothing, while a writer of the log runs', async () => {
+    const root = tempRoot();
+    const W = open(root, { owner: 'w', ttlMs: 1500 });
+    await W.append([createBatch('a')]);
+    const before = record(root);
+    const r = await settle(open(root, { owner: 'r', ttlMs: 1500 }).repair());
+    expect(r.ok ? 'repaired' : `${(r.error as { code?: string }).code}: ${(r.error as Error).message}`).toMatch(/^LEASE_HELD: writer slot \d of p\/e is held .*"w" until .*stop them and run it again$/);
+    expect(record(root)).toBe(before);
+    await W.append([stepBatch('a', 1)]);
+  });
+
+  it('a copy made with cp -r is refused, then adopted: it is written on its own and its origin is not touched', async () => {
+    const root = tempRoot();
+    const W = open(root, { owner: 'w' });
+    const acks = await W.append([createBatch('a'), createBatch('b')]);
+    await W.close();
+    const other = tempRoot();
+    cpSync(path.join(root, 'datagen_checkpoints'), path.join(other, 'datagen_checkpoints'), { recursive: true });
+    // The copy's slots start again in the other root's lease files: epochs its shards already name.
+    const C = open(other, { owner: 'c' });
+    const refused = await settle(C.append([stepBatch('a', 1)]));
+    expect(refused.ok ? 'appended' : (refused.error as { code?: string }).code).toBe('CORRUPT');
+    const report = await open(other, { owner: 'r' }).adopt();
+    expect(report.markers).toBe(2);
+    const [a] = await open(other, { owner: 'c2' }).append([stepBatch('a', 1)]);
+    expect(a!.firstSeq).toBe(acks[0]!.lastSeq + 1);
+    const origin = open(root, { owner: 'o' });
+    expect((await origin.fold('a')).lastSeq, 'the origin has not seen the copy\'s event').toBe(acks[0]!.lastSeq);
+  });
+
+  it('a writer frozen across a repair moves to the new records: it never seals the epoch of a writer that started after the repair', async () => {
+    const root = tempRoot();
+    const wClock = new ManualClock();
+    const W = open(root, { owner: 'w', clock: wClock, slot: 0 });
+    await W.append([createBatch('a')]);
+    // W freezes (its clock stands still); for everyone else its lease runs out.
+    const later = new ManualClock(wClock.nowMs() + 2 * TTL);
+    await open(root, { owner: 'r', clock: later }).repair();
+    const X = open(root, { owner: 'x', clock: later, slot: 0 });
+    const xAcks = [...(await X.append([createBatch('x')]))];
+    // W thaws and writes again, as a caller retries: refused while it finds out (its records were
+    // rebuilt, its lease taken), then it takes slot 0 again, of the new records.
+    let w = await settle(W.append([createBatch('w')]));
+    for (let i = 0; i < 3 && !w.ok && ['FENCED', 'UNAVAILABLE'].includes((w.error as { code?: string }).code ?? ''); i++) w = await settle(W.append([createBatch('w')]));
+    xAcks.push(...(await X.append([stepBatch('x', 1)])));
+    await expectAcksVisible(open(root, { owner: 'reader', clock: later }), xAcks, 'the acks of the writer that started after the repair');
+    expect(w.ok ? 'appended' : (w.error as { code?: string }).code, 'W waits for slot 0 of the new records (held by X) and gives up').toBe('LEASE_HELD');
+  }, 60_000);
+});
