@@ -15,7 +15,7 @@
  */
 import type { Context, SQSBatchResponse } from 'aws-lambda';
 import { INPUT_ERROR_CODES, InternalError, InvalidInputError, NotFoundError, UnavailableError } from '../lib/errors.ts';
-import { resumePoint } from '../lib/resume.ts';
+import { resumeInstruction } from '../lib/resume.ts';
 import type { ItemStatus } from '../lib/types.ts';
 import { readConfig, requireResumeQueueUrl, type HandlerConfig } from './shared/config.ts';
 import { summarizeError, toLambdaError, type ErrorSummary } from './shared/errors.ts';
@@ -173,16 +173,13 @@ async function resumeItems(requests: Request[], context: Context, config: Handle
         const ref = { pipeline: x.pipeline, experiment: x.experiment, itemId };
         const messageIds = x.items.get(itemId)!;
         try {
-          const point = resumePoint(await withinDeadline(log.fold(itemId), deadline, `fold of ${itemId}`));
-          // Not `nextStepIndex === null`: an item whose cursor has no step index resumes by name.
-          if (!point.resumable || point.resumeBy === null) {
-            result.terminal.push({ ...ref, status: point.status });
+          const state = await withinDeadline(log.fold(itemId), deadline, `fold of ${itemId}`);
+          const instruction = resumeInstruction(x, state);
+          if (instruction === null) {
+            result.terminal.push({ ...ref, status: state.status });
             return;
           }
-          instructions.push({
-            instruction: { ...ref, status: point.status, cursor: point.cursor, nextStepIndex: point.nextStepIndex, resumeBy: point.resumeBy, attempt: point.attempt },
-            messageIds,
-          });
+          instructions.push({ instruction, messageIds });
         } catch (e) {
           if (e instanceof NotFoundError) result.missing.push(ref);
           else fail(ref, e, messageIds);

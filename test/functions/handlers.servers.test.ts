@@ -84,8 +84,8 @@ describe('handlers on s3:// with DynamoDB leases', () => {
     expect(res.terminal).toEqual([{ pipeline: 'p', experiment: e, itemId: 'done', status: 'completed' }]);
     const got = ((await sqs.drain(queueUrl)) as Array<{ itemId: string }>).sort((x, y) => (x.itemId < y.itemId ? -1 : 1));
     expect(got).toEqual([
-      { pipeline: 'p', experiment: e, itemId: 'failed', status: 'failed', cursor: expect.objectContaining({ stepName: 'load', stepIndex: 0 }), nextStepIndex: 1, resumeBy: 'index', attempt: 2 },
-      { pipeline: 'p', experiment: e, itemId: 'running', status: 'in_progress', cursor: expect.objectContaining({ stepName: 'step1', stepIndex: 1 }), nextStepIndex: 2, resumeBy: 'index', attempt: 1 },
+      { pipeline: 'p', experiment: e, itemId: 'failed', status: 'failed', cursor: expect.objectContaining({ stepName: 'load', stepIndex: 0 }), nextStepIndex: 1, resumeBy: 'index', attempt: 2, lastSeq: 4 },
+      { pipeline: 'p', experiment: e, itemId: 'running', status: 'in_progress', cursor: expect.objectContaining({ stepName: 'step1', stepIndex: 1 }), nextStepIndex: 2, resumeBy: 'index', attempt: 1, lastSeq: 5 },
     ]);
   });
 
