@@ -20,9 +20,9 @@ const PART = /(\d+)(ms|d|h|m|s)/y;
 
 export const DURATION_HINT = 'a duration such as 90s, 30m, 2h, 1d or 1h30m (units d, h, m, s, ms)';
 
-/** Milliseconds of `text`; InvalidInputError naming `field` and the value otherwise. */
+/** Milliseconds of `text`; otherwise InvalidInputError naming `field` and the value (`<field>: must be ...`). */
 export function parseDuration(text: unknown, field = 'duration'): number {
-  const bad = (why: string) => new InvalidInputError(`${field} must be ${DURATION_HINT}${why}, got ${JSON.stringify(text)}`, { field });
+  const bad = (why: string) => new InvalidInputError(`must be ${DURATION_HINT}${why}, got ${JSON.stringify(text)}`, { field });
   if (typeof text !== 'string' || text === '') throw bad('');
   let total = 0;
   let lastUnit = -1;
