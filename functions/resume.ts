@@ -289,6 +289,9 @@ async function sweep(
     // A page that could not be read: what was sent stays sent.
     errors.push(e);
     result.failed.push({ ...at, error: summarizeError(e) });
+  } finally {
+    // Stops the sweep after a chunk still being sent (if the deadline cut it): no further page is read.
+    results.return(undefined).catch(() => undefined);
   }
   Object.assign(summary, { items: stalled.counts.items, terminal: stalled.counts.terminal, stalled: stalled.counts.stalled });
   summary.complete = listingEnded && (s.limit === undefined || stalled.counts.stalled < s.limit);
