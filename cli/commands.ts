@@ -28,7 +28,8 @@ export interface Ctx {
   err: Output;
 }
 
-async function using<T>(ctx: Ctx, flags: LogFlags, fn: (log: CheckpointLog) => Promise<T>, extra: Partial<OpenLogOptions> = {}): Promise<T> {
+/** Opens the log, runs `fn`, closes it (also cli/resume.ts). */
+export async function using<T>(ctx: Ctx, flags: LogFlags, fn: (log: CheckpointLog) => Promise<T>, extra: Partial<OpenLogOptions> = {}): Promise<T> {
   const log = await openLog({ ...extra, root: flags.root, pipeline: flags.pipeline, experiment: flags.experiment, env: ctx.io.env });
   try {
     return await fn(log);

@@ -64,3 +64,22 @@ export class MaintenanceFailed extends Error {
     this.exitCode = code === EXIT.USAGE || code === EXIT.OK ? EXIT.ERROR : code;
   }
 }
+
+/**
+ * `dgcl resume --send` printed every item, and some were not sent (their fold or their send
+ * failed): the exit code is the first failure's that a retry cannot help, else 75 (sending
+ * again is harmless).
+ */
+export class ResumesNotSent extends Error {
+  readonly exitCode: number;
+  constructor(failures: ReadonlyArray<{ itemId: string; code: string; message: string; retryable: boolean }>, stalled: number) {
+    const shown = failures
+      .slice(0, 5)
+      .map((f) => `${f.itemId}: ${f.code}: ${f.message}`)
+      .join('; ');
+    super(`${failures.length} of ${stalled} stalled items were not sent (${shown}${failures.length > 5 ? '; ...' : ''}); sending again is harmless`);
+    const permanent = failures.find((f) => !f.retryable);
+    const code = permanent ? exitCodeOfCode(permanent.code, false) : EXIT.TEMPFAIL;
+    this.exitCode = code === EXIT.USAGE || code === EXIT.OK ? EXIT.ERROR : code;
+  }
+}

@@ -1,5 +1,6 @@
 /** Human-readable renderings for the CLI (the --json forms print the API objects as they are). */
 import { shardLabel, type FailureSummary, type ItemSummary, type LogStats } from '../lib/api.ts';
+import { formatDuration } from '../lib/duration.ts';
 import { checkpointLabel, describeThreadField, isThreadCursor, summarizeThread } from '../lib/langgraph/view.ts';
 import type { SlotWait } from '../lib/lease/slots.ts';
 import type { Cursor, ItemState, TrajectoryEvent } from '../lib/types.ts';
@@ -114,4 +115,27 @@ export function formatSlotWait(w: SlotWait, nowMs: number): string {
   const holders = w.holders.map((h) => `slot ${h.slot}: ${h.owner} until ${new Date(h.expiresAtMs).toISOString()}`).join('; ');
   const first = w.firstFreeAtMs === null ? '' : `; the first frees at ${at(w.firstFreeAtMs)} unless renewed`;
   return `waiting for a writer slot: ${what} (${holders})${first}; giving up at ${at(w.untilMs)}`;
+}
+
+/** One row of `dgcl resume`: a stalled item, and what became of it with --send. */
+export interface StalledRow {
+  itemId: string;
+  status: string;
+  cursor: Cursor | null;
+  lastEventAt: string;
+  idleMs: number;
+  /** Absent without --send. */
+  sent?: boolean;
+  reason?: string;
+  error?: { code: string; message: string };
+}
+
+/** A block of `dgcl resume` rows (a long sweep prints several, the header on the first). */
+export function formatStalled(rows: readonly StalledRow[], header: boolean): string {
+  const sending = rows.some((r) => r.sent !== undefined);
+  const sent = (r: StalledRow) => (r.sent ? 'yes' : `no: ${r.reason ?? '?'}${r.error ? ` (${r.error.code}: ${r.error.message})` : ''}`);
+  const body = rows.map((r) => [r.itemId, r.status, formatCursor(r.cursor), shortTime(r.lastEventAt), formatDuration(r.idleMs), ...(sending ? [sent(r)] : [])]);
+  const head = ['ITEM', 'STATUS', 'CURSOR', 'LAST EVENT (UTC)', 'IDLE', ...(sending ? ['SENT'] : [])];
+  const text = table([head, ...body]);
+  return header ? text : text.slice(text.indexOf('\n') + 1);
 }

@@ -12,10 +12,11 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { isDgclError } from '../lib/errors.ts';
+import { parseDuration } from '../lib/duration.ts';
 import { EXPORT_FORMATS, EXPORT_STATUSES, type ExportFormat, type ExportStatus } from '../lib/export/formats.ts';
 import { ITEM_STATUSES, type ItemStatus } from '../lib/types.ts';
 import type { Ctx, LogFlags } from './commands.ts';
-import { exitCodeOf, MaintenanceFailed } from './exit-codes.ts';
+import { exitCodeOf, MaintenanceFailed, ResumesNotSent } from './exit-codes.ts';
 import { Output, PipeClosed, processIo, type Io } from './io.ts';
 import { UsageError } from './usage.ts';
 
@@ -48,6 +49,8 @@ interface LogOptions {
 }
 
 type Commands = typeof import('./commands.ts');
+
+type ResumeOptions = LogOptions & { stalledFor: number; send?: boolean; queueUrl?: string; limit?: number };
 
 export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Command {
   /**
@@ -142,6 +145,20 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
       logAction<LogOptions & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string }>((c, flags) => c.exportCmd(ctx, flags)),
     );
 
+  withLog(program.command('resume'))
+    .description('items that stalled (not terminal, last event older than --stalled-for): listed, or with --send each sent a resume instruction')
+    .requiredOption('--stalled-for <duration>', 'idle for more than this: 90s, 30m, 2h, 1d, 1h30m', (v) => parseDuration(v, '--stalled-for'))
+    .option('--send', 'send each a resume instruction to the resume queue (default: only list them)')
+    .addOption(new Option('--queue-url <url>', 'SQS queue URL of the resume instructions (with --send)').env('DGCL_RESUME_QUEUE_URL'))
+    .option('--limit <n>', 'at most this many items', (v) => positiveInt(v, '--limit'))
+    .action(async (o: ResumeOptions) => {
+      // Before the log (and, with --send, before a child process is started for nothing).
+      if (o.send && !/^https?:\/\/[^/]+\/.+/.test(o.queueUrl ?? '')) {
+        throw new UsageError(o.queueUrl ? `--queue-url is not an SQS queue URL: ${JSON.stringify(o.queueUrl)}` : '--send needs --queue-url (or DGCL_RESUME_QUEUE_URL)');
+      }
+      await logAction<ResumeOptions>(async (_c, flags) => (await import('./resume.ts')).resume(ctx, flags))(o);
+    });
+
   program
     .command('setup-lease-table')
     .description('create the DynamoDB lease table (on-demand, pk String, TTL on ttl) if missing; for local or hand-made set-ups (the CDK stack creates its own)')
@@ -190,8 +207,8 @@ function failed(e: unknown, err: Output): number {
     err.raw(`dgcl: ${e.message}\n`);
     return 2;
   }
-  if (e instanceof MaintenanceFailed) {
-    err.raw(`dgcl: maintain: ${e.message}\n`);
+  if (e instanceof MaintenanceFailed || e instanceof ResumesNotSent) {
+    err.raw(`dgcl: ${e instanceof MaintenanceFailed ? 'maintain' : 'resume'}: ${e.message}\n`);
     return e.exitCode;
   }
   if (isDgclError(e)) {

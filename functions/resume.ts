@@ -2,20 +2,26 @@
  * `resume` handler (docs/design/handlers.md). Input:
  *  - direct `{pipeline, experiment, itemIds: [...]}`;
  *  - an SQS event whose record bodies are `{pipeline, experiment, itemId}` (or `itemIds`);
- *  - an EventBridge event whose `detail` is the same.
+ *  - an EventBridge event whose `detail` is the same;
+ *  - a sweep, direct or as an EventBridge `detail` (what the stack's schedule sends):
+ *    `{pipeline, experiment, stalledForMs, limit?}`, every non-terminal item whose last event is
+ *    older than that (lib/resume-sweep.ts).
  * Folds each item, and for every resumable one sends to DGCL_RESUME_QUEUE_URL
- * `{pipeline, experiment, itemId, status, cursor, nextStepIndex, resumeBy, attempt}`
+ * `{pipeline, experiment, itemId, status, cursor, nextStepIndex, resumeBy, attempt, lastSeq}`
  * (lib/resume.ts: the step after the cursor, by index, or by name (`nextStepIndex` null) when
  * the cursor has no step index; a failed step again with attempt + 1). Terminal items are
  * reported, not resumed; unknown items are reported as missing.
  *
  * Returns `{sent, terminal, missing, failed}`; for SQS also `batchItemFailures` (records that
- * were invalid or whose items could not be folded or sent). A direct or EventBridge invocation
- * with failures throws after sending the rest (a retry re-sends; duplicates are harmless).
+ * were invalid or whose items could not be folded or sent); for a sweep also `sweep` (what it
+ * looked at, and whether it finished before the invocation's deadline). A direct or EventBridge
+ * invocation with failures throws after sending the rest (a retry re-sends; duplicates are
+ * harmless).
  */
 import type { Context, SQSBatchResponse } from 'aws-lambda';
 import { INPUT_ERROR_CODES, InternalError, InvalidInputError, NotFoundError, UnavailableError } from '../lib/errors.ts';
-import { resumePoint } from '../lib/resume.ts';
+import { resumeInstruction } from '../lib/resume.ts';
+import { sendResumes, stalledItems } from '../lib/resume-sweep.ts';
 import type { ItemStatus } from '../lib/types.ts';
 import { readConfig, requireResumeQueueUrl, type HandlerConfig } from './shared/config.ts';
 import { summarizeError, toLambdaError, type ErrorSummary } from './shared/errors.ts';
@@ -25,13 +31,16 @@ import { SqsResumeSink, sqsClient, type ResumeInstruction, type ResumeSink } fro
 import {
   isEventBridgeEvent,
   isSqsEvent,
+  isSweepRequest,
   parseInput,
   parseJson,
   ResumeDirectSchema,
   ResumeMessageSchema,
+  ResumeSweepDetailSchema,
+  ResumeSweepSchema,
   SqsRecordSchema,
 } from './shared/schemas.ts';
-import { deadlineOf, leaseTtlFor, mapLimit, withinDeadline } from './shared/time.ts';
+import { beforeDeadline, deadlineOf, leaseTtlFor, mapLimit, untilDeadline, withinDeadline } from './shared/time.ts';
 
 const obs = observability('resume');
 const { logger, metrics } = obs;
@@ -52,7 +61,22 @@ export interface ResumeResult {
   failed: Array<Partial<ItemRef> & { messageId?: string; error: ErrorSummary }>;
 }
 
-export type ResumeResponse = ResumeResult & Partial<SQSBatchResponse>;
+/** What a sweep looked at. */
+export interface SweepSummary {
+  pipeline: string;
+  experiment: string;
+  stalledForMs: number;
+  /** Items listed (every status), of them terminal, and stalled (idle for more than `stalledForMs`). */
+  items: number;
+  terminal: number;
+  stalled: number;
+  /** Stalled items that got an event between the sweep and their fold: not sent. */
+  moved: number;
+  /** False when the invocation's deadline (or `limit`) stopped it before the end of the listing. */
+  complete: boolean;
+}
+
+export type ResumeResponse = ResumeResult & Partial<SQSBatchResponse> & { sweep?: SweepSummary };
 
 export interface ResumeDeps {
   /** Where instructions go; default: SQS at DGCL_RESUME_QUEUE_URL. */
@@ -79,9 +103,16 @@ export function createResumeHandler(deps: ResumeDeps = {}) {
         report(result);
         return { ...result, batchItemFailures: [...failedIds].map((itemIdentifier) => ({ itemIdentifier })) };
       }
-      const request = isEventBridgeEvent(event)
-        ? toRequest(parseInput(ResumeMessageSchema, event.detail, 'event.detail'))
-        : parseInput(ResumeDirectSchema, event);
+      const bridged = isEventBridgeEvent(event);
+      if (isSweepRequest(bridged ? event.detail : event)) {
+        const request = bridged ? parseInput(ResumeSweepDetailSchema, event.detail, 'event.detail') : parseInput(ResumeSweepSchema, event);
+        const run = await sweep(request, context, config, sink);
+        report(run.result);
+        reportSweep(run.result.sweep);
+        if (run.errors.length > 0) throw aggregate(run.result, run.errors);
+        return run.result;
+      }
+      const request = bridged ? toRequest(parseInput(ResumeMessageSchema, event.detail, 'event.detail')) : parseInput(ResumeDirectSchema, event);
       const run = await resumeItems([request], context, config, sink);
       report(run.result);
       if (run.errors.length > 0) throw aggregate(run.result, run.errors);
@@ -173,16 +204,13 @@ async function resumeItems(requests: Request[], context: Context, config: Handle
         const ref = { pipeline: x.pipeline, experiment: x.experiment, itemId };
         const messageIds = x.items.get(itemId)!;
         try {
-          const point = resumePoint(await withinDeadline(log.fold(itemId), deadline, `fold of ${itemId}`));
-          // Not `nextStepIndex === null`: an item whose cursor has no step index resumes by name.
-          if (!point.resumable || point.resumeBy === null) {
-            result.terminal.push({ ...ref, status: point.status });
+          const state = await withinDeadline(log.fold(itemId), deadline, `fold of ${itemId}`);
+          const instruction = resumeInstruction(x, state);
+          if (instruction === null) {
+            result.terminal.push({ ...ref, status: state.status });
             return;
           }
-          instructions.push({
-            instruction: { ...ref, status: point.status, cursor: point.cursor, nextStepIndex: point.nextStepIndex, resumeBy: point.resumeBy, attempt: point.attempt },
-            messageIds,
-          });
+          instructions.push({ instruction, messageIds });
         } catch (e) {
           if (e instanceof NotFoundError) result.missing.push(ref);
           else fail(ref, e, messageIds);
@@ -205,13 +233,77 @@ async function resumeItems(requests: Request[], context: Context, config: Handle
     for (const f of outcome.failed) {
       const { pipeline, experiment, itemId } = f.instruction;
       result.failed.push({ pipeline, experiment, itemId, error: f.error });
-      errors.push(
-        f.error.retryable ? new UnavailableError(f.error.message) : isInvalidSummary(f.error) ? new InvalidInputError(f.error.message) : new InternalError(f.error.message),
-      );
+      errors.push(errorOfSummary(f.error));
       for (const m of byInstruction.get(f.instruction) ?? []) failedMessageIds.add(m);
     }
   }
   return { result, failedMessageIds, errors };
+}
+
+/** The error a failure summary stands for (its kind kept: retry, fix the input, or a bug). */
+function errorOfSummary(e: ErrorSummary): Error {
+  return e.retryable ? new UnavailableError(e.message) : isInvalidSummary(e) ? new InvalidInputError(e.message) : new InternalError(e.message);
+}
+
+/**
+ * A sweep of one experiment: stalled items found page by page and sent chunk by chunk
+ * (lib/resume-sweep.ts) until the listing ends or the deadline comes; what was sent by then
+ * stays sent, and the next sweep finds the rest again (sending twice is harmless).
+ */
+async function sweep(
+  s: { pipeline: string; experiment: string; stalledForMs: number; limit?: number | undefined },
+  context: Context,
+  config: HandlerConfig,
+  sink: ResumeSink,
+): Promise<{ result: ResumeResult & { sweep: SweepSummary }; errors: unknown[] }> {
+  const deadline = deadlineOf(context);
+  const at = { pipeline: s.pipeline, experiment: s.experiment };
+  const summary: SweepSummary = { ...at, stalledForMs: s.stalledForMs, items: 0, terminal: 0, stalled: 0, moved: 0, complete: false };
+  const result = { sent: [], terminal: [], missing: [], failed: [], sweep: summary } as ResumeResult & { sweep: SweepSummary };
+  const errors: unknown[] = [];
+  // A log that cannot be opened, or does not exist, fails the invocation: there is nothing to sweep.
+  const { log } = await logCache.get(config, s.pipeline, s.experiment, { leaseTtlMs: leaseTtlFor(context, config.leaseTtlMaxMs) });
+  const stalled = stalledItems(log, { stalledForMs: s.stalledForMs, ...(s.limit !== undefined ? { limit: s.limit } : {}) });
+  const results = sendResumes(log, stalled, sink, { ...at, concurrency: FOLD_CONCURRENCY });
+  let listingEnded = false;
+  try {
+    while (untilDeadline(deadline) > 0) {
+      const next = await beforeDeadline(results.next(), deadline);
+      if (!next.done) break; // the deadline came first; that chunk goes on unreported
+      if (next.value.done) {
+        listingEnded = true;
+        break;
+      }
+      const r = next.value.value;
+      const ref = { ...at, itemId: r.item.itemId };
+      if (r.sent) result.sent.push(r.instruction!);
+      else if (r.reason === 'terminal') result.terminal.push({ ...ref, status: r.status! });
+      else if (r.reason === 'missing') result.missing.push(ref);
+      else if (r.reason === 'moved') summary.moved++;
+      else if (r.error) {
+        result.failed.push({ ...ref, error: { ...r.error } });
+        errors.push(errorOfSummary(r.error));
+      }
+    }
+  } catch (e) {
+    // A page that could not be read: what was sent stays sent.
+    errors.push(e);
+    result.failed.push({ ...at, error: summarizeError(e) });
+  } finally {
+    // Stops the sweep after a chunk still being sent (if the deadline cut it): no further page is read.
+    results.return(undefined).catch(() => undefined);
+  }
+  Object.assign(summary, { items: stalled.counts.items, terminal: stalled.counts.terminal, stalled: stalled.counts.stalled });
+  summary.complete = listingEnded && (s.limit === undefined || stalled.counts.stalled < s.limit);
+  return { result, errors };
+}
+
+function reportSweep(s: SweepSummary): void {
+  logger.info('resume sweep done', { ...s });
+  if (!s.complete) {
+    metrics.addMetric('ResumeSweepIncomplete', MetricUnit.Count, 1);
+    logger.warn('resume sweep stopped before the end of the listing (deadline or limit); the next sweep goes over it again', { ...s });
+  }
 }
 
 function report(result: ResumeResult): void {
@@ -239,7 +331,7 @@ function aggregate(result: ResumeResult, errors: unknown[]): Error {
   if (permanent) return permanent;
   const what = `${result.failed.length} item(s) could not be resumed (sent ${result.sent.length}): ${result.failed
     .slice(0, 5)
-    .map((f) => `${f.itemId ?? f.messageId}: ${f.error.name}: ${f.error.message}`)
+    .map((f) => `${f.itemId ?? f.messageId ?? `${f.pipeline}/${f.experiment}`}: ${f.error.name}: ${f.error.message}`)
     .join('; ')}`;
   return new UnavailableError(`${what}; retrying re-sends (duplicates are harmless)`);
 }

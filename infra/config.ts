@@ -3,6 +3,8 @@
  * `cdk synth -c dgcl:prefix=...`). Values given on the command line arrive as strings.
  */
 import type { Node } from 'constructs';
+import { parseDuration } from '../lib/duration.ts';
+import { validateName } from '../lib/names.ts';
 
 export interface DgclConfig {
   stackName: string;
@@ -34,6 +36,16 @@ export interface DgclConfig {
    * before 0.2.0 may still run (a deploy overlaps old and new invocations), then 'table'.
    */
   coordination: 'table' | 'objects';
+  /**
+   * The scheduled resume sweep: every `rateMinutes`, the resume function sends a resume
+   * instruction for each non-terminal item of these experiments whose last event is older than
+   * `stalledForMs`. Off (no schedule) while `experiments` is empty, the default.
+   */
+  resumeSweep: {
+    experiments: Array<{ pipeline: string; experiment: string }>;
+    stalledForMs: number;
+    rateMinutes: number;
+  };
 }
 
 export const DEFAULT_CONFIG: DgclConfig = {
@@ -48,6 +60,7 @@ export const DEFAULT_CONFIG: DgclConfig = {
   layerDir: undefined,
   stripNative: 'auto',
   coordination: 'table',
+  resumeSweep: { experiments: [], stalledForMs: 3_600_000, rateMinutes: 30 },
 };
 
 function str(node: Node, key: string): string | undefined {
@@ -90,6 +103,38 @@ function coordination(s: string): DgclConfig['coordination'] {
   throw new Error(`context dgcl:coordination must be table or objects, got ${JSON.stringify(s)}`);
 }
 
+/**
+ * `dgcl:resumeSweepExperiments`: `pipeline/experiment` entries, comma-separated (a JSON array in
+ * cdk.json reads the same); '' = none.
+ */
+function sweepExperiments(node: Node): DgclConfig['resumeSweep']['experiments'] {
+  const s = str(node, 'resumeSweepExperiments') ?? '';
+  const out: DgclConfig['resumeSweep']['experiments'] = [];
+  const seen = new Set<string>();
+  for (const entry of s.split(',').map((e) => e.trim()).filter((e) => e !== '')) {
+    const parts = entry.split('/');
+    try {
+      if (parts.length !== 2) throw new Error('expected pipeline/experiment');
+      out.push({ pipeline: validateName('pipeline', parts[0]), experiment: validateName('experiment', parts[1]) });
+    } catch (e) {
+      throw new Error(`context dgcl:resumeSweepExperiments: ${JSON.stringify(entry)}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    if (seen.has(entry)) throw new Error(`context dgcl:resumeSweepExperiments names ${JSON.stringify(entry)} twice`);
+    seen.add(entry);
+  }
+  return out;
+}
+
+function sweepStalledFor(node: Node, def: number): number {
+  const s = str(node, 'resumeSweepStalledFor');
+  if (s === undefined || s === '') return def;
+  try {
+    return parseDuration(s, 'dgcl:resumeSweepStalledFor');
+  } catch (e) {
+    throw new Error(`context ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
 export function readConfig(node: Node): DgclConfig {
   const d = DEFAULT_CONFIG;
   const strip = str(node, 'stripNative');
@@ -105,5 +150,10 @@ export function readConfig(node: Node): DgclConfig {
     layerDir: str(node, 'layerDir') || undefined,
     stripNative: strip === undefined || strip === '' || strip === 'auto' ? 'auto' : bool(node, 'stripNative', true),
     coordination: coordination(str(node, 'coordination') || d.coordination),
+    resumeSweep: {
+      experiments: sweepExperiments(node),
+      stalledForMs: sweepStalledFor(node, d.resumeSweep.stalledForMs),
+      rateMinutes: int(node, 'resumeSweepRateMinutes', d.resumeSweep.rateMinutes, 1, 1440),
+    },
   };
 }

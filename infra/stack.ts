@@ -1,6 +1,7 @@
 /**
  * The datagen checkpoint log on AWS: the log bucket, the lease table, the four handlers with
- * their LanceDB layer, the queues (each with a DLQ), the maintenance schedule, alarms, outputs.
+ * their LanceDB layer, the queues (each with a DLQ), the maintenance schedule, the resume sweep
+ * schedule (off by default), alarms, outputs.
  * See docs/design/deployment.md for the choices made here.
  */
 import * as fs from 'node:fs';
@@ -26,6 +27,7 @@ import type { Construct } from 'constructs';
 import { METRICS_NAMESPACE, RECORD_FAILURES_METRIC } from '../functions/shared/metric-names.ts';
 import { DEFAULT_SLOTS } from '../lib/lease/slots.ts';
 import type { DgclConfig } from './config.ts';
+import { addResumeSweeps } from './resume-sweep.ts';
 
 /** Packages the functions load from the layer instead of bundling them. */
 export const LAYER_MODULES = ['@lancedb/lancedb', 'apache-arrow'];
@@ -396,6 +398,9 @@ export class DgclStack extends Stack {
     );
     // The next tick retries; no asynchronous retries that would pile up behind the lease.
     maintenance.configureAsyncInvoke({ retryAttempts: 0 });
+
+    // ---------------------------------------------------------------- resume sweep schedule
+    addResumeSweeps(this, resume, cfg.resumeSweep);
 
     // ---------------------------------------------------------------- alarms
     // A customer managed key: CloudWatch cannot publish to a topic under the AWS managed aws/sns key.

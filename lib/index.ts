@@ -28,3 +28,20 @@ export type * from './report/model.ts';
 export { exportItems, EXPORT_FORMATS, EXPORT_STATUSES, DEFAULT_CHUNK_EVENTS, type ExportOptions, type ExportResult, type ExportFormat, type ExportStatus } from './export/export.ts';
 export { DurableItem, item, type ItemOptions, type StepContext, type StepFn, type StepOutput, type StepResult } from './steps.ts';
 export { MAX_INLINE_BYTES, MAX_LATEST_EVENTS } from './log/read/item-reads.ts';
+export { resumeInstruction, resumePoint, type ResumeBy, type ResumeInstruction, type ResumePoint } from './resume.ts';
+export {
+  stalledItems,
+  sendResumes,
+  type SweepLog,
+  type StalledItem,
+  type StalledItems,
+  type StalledOptions,
+  type StalledPredicate,
+  type SweepCounts,
+  type ResumeSender,
+  type SendResult,
+  type SendOptions,
+  type SendError,
+  type NotSentReason,
+} from './resume-sweep.ts';
+export { parseDuration } from './duration.ts';

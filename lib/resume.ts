@@ -13,6 +13,26 @@
 import type { Cursor, ItemState, ItemStatus } from './types.ts';
 
 /**
+ * One message of the resume queue (docs/design/handlers.md, `resume`). `lastSeq` is the item's
+ * last seq when the instruction was made: (item, `lastSeq`) identifies it, so a second copy
+ * (a retried send, a second sweep) is recognisable, and a worker drops an instruction whose
+ * `lastSeq` is below the item's current one (someone resumed it since).
+ */
+export interface ResumeInstruction {
+  pipeline: string;
+  experiment: string;
+  itemId: string;
+  status: ItemStatus;
+  cursor: Cursor | null;
+  /** The step to run by index; null when resuming by name. */
+  nextStepIndex: number | null;
+  /** 'index': run step `nextStepIndex`; 'name': run the step after `cursor.stepName`. */
+  resumeBy: Exclude<ResumeBy, null>;
+  attempt: number;
+  lastSeq: number;
+}
+
+/**
  * How the pipeline finds the step to run: 'index' = run step `nextStepIndex` (0 with no
  * cursor); 'name' = run the step after the cursor's step; null = terminal, nothing to run.
  */
@@ -46,4 +66,13 @@ export function resumePoint(state: ItemState): ResumePoint {
     else resumeBy = 'name';
   }
   return { itemId: state.itemId, status: state.status, cursor, nextStepIndex, resumeBy, attempt, resumable: !terminal };
+}
+
+/** The instruction that resumes `state`'s item, or null when it is terminal (nothing to run). */
+export function resumeInstruction(at: { pipeline: string; experiment: string }, state: ItemState): ResumeInstruction | null {
+  const p = resumePoint(state);
+  // Not `nextStepIndex === null`: an item whose cursor has no step index resumes by name.
+  if (!p.resumable || p.resumeBy === null) return null;
+  const { pipeline, experiment } = at;
+  return { pipeline, experiment, itemId: state.itemId, status: p.status, cursor: p.cursor, nextStepIndex: p.nextStepIndex, resumeBy: p.resumeBy, attempt: p.attempt, lastSeq: state.lastSeq };
 }

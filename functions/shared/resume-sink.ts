@@ -4,30 +4,20 @@
  * failed on its side; an in-memory sink serves tests and dry runs.
  *
  * Duplicates are harmless downstream (a worker resuming an item appends checkpoint batches,
- * which are idempotent), so a retried send never needs to be exactly-once. On a FIFO queue
- * (`.fifo` URL) each item is its own message group and the body hash is the deduplication id.
+ * which are idempotent, and an instruction carries the item's `lastSeq`, so a worker can drop
+ * one the item has moved past), so a retried send never needs to be exactly-once. On a FIFO
+ * queue (`.fifo` URL) each item is its own message group and the deduplication id is the item
+ * and its `lastSeq`: the same item at the same point is sent once per SQS deduplication window,
+ * whoever sends it (the handler by id, a sweep, `dgcl resume --send`).
  */
 import { createHash } from 'node:crypto';
 import { SendMessageBatchCommand, SQSClient, type SendMessageBatchCommandOutput, type SQSClientConfig } from '@aws-sdk/client-sqs';
 import { InvalidInputError, UnavailableError } from '../../lib/errors.ts';
 import { awsRegion, type Env } from '../../lib/storage/location.ts';
-import type { ResumeBy } from '../../lib/resume.ts';
-import type { Cursor, ItemStatus } from '../../lib/types.ts';
+import type { ResumeInstruction } from '../../lib/resume.ts';
 import { summarizeError, type ErrorSummary } from './errors.ts';
 
-/** One message of the resume queue (docs/design/handlers.md, `resume`). */
-export interface ResumeInstruction {
-  pipeline: string;
-  experiment: string;
-  itemId: string;
-  status: ItemStatus;
-  cursor: Cursor | null;
-  /** The step to run by index; null when resuming by name (lib/resume.ts). */
-  nextStepIndex: number | null;
-  /** 'index': run step `nextStepIndex`; 'name': run the step after `cursor.stepName`. */
-  resumeBy: Exclude<ResumeBy, null>;
-  attempt: number;
-}
+export type { ResumeInstruction } from '../../lib/resume.ts';
 
 export interface SendOutcome {
   sent: ResumeInstruction[];
@@ -138,7 +128,7 @@ export class SqsResumeSink implements ResumeSink {
       Id: id,
       MessageBody: body,
       MessageGroupId: sha256(`${instruction.pipeline}/${instruction.experiment}/${instruction.itemId}`),
-      MessageDeduplicationId: sha256(body),
+      MessageDeduplicationId: dedupId(instruction),
     };
   }
 }
@@ -160,6 +150,11 @@ export function sqsClient(env: Env = process.env): SQSClient {
   let c = clients.get(key);
   if (!c) clients.set(key, (c = new SQSClient(config)));
   return c;
+}
+
+/** The FIFO deduplication id of an instruction: its item and the item's last seq. */
+export function dedupId(i: ResumeInstruction): string {
+  return sha256(JSON.stringify([i.pipeline, i.experiment, i.itemId, i.lastSeq]));
 }
 
 function sha256(s: string): string {

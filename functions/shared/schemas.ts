@@ -114,6 +114,28 @@ export const ResumeMessageSchema = z
     path: ['itemId'],
   });
 
+const StalledForMs = z
+  .number({ error: 'must be a positive integer (milliseconds)' })
+  .int({ error: 'must be a positive integer (milliseconds)' })
+  .min(1, { error: 'must be a positive integer (milliseconds)' })
+  .max(Number.MAX_SAFE_INTEGER, { error: 'must be a safe integer (milliseconds)' });
+const SweepLimit = z.number({ error: 'must be a positive integer' }).int({ error: 'must be a positive integer' }).min(1, { error: 'must be a positive integer' }).optional();
+
+/**
+ * A resume sweep of one experiment (direct, or an EventBridge `detail`: what the schedule
+ * sends): every non-terminal item whose last event is more than `stalledForMs` old.
+ */
+export const ResumeSweepSchema = z.strictObject({ pipeline: PipelineName, experiment: ExperimentName, stalledForMs: StalledForMs, limit: SweepLimit });
+
+export const ResumeSweepDetailSchema = z
+  .looseObject({ pipeline: PipelineName, experiment: ExperimentName, stalledForMs: StalledForMs, limit: SweepLimit })
+  .refine((m) => !('itemId' in m) && !('itemIds' in m), { error: 'a sweep (stalledForMs) names no items: give stalledForMs or itemId/itemIds, not both', path: ['stalledForMs'] });
+
+/** Whether a direct event or an EventBridge `detail` asks for a sweep (it has `stalledForMs`). */
+export function isSweepRequest(v: unknown): boolean {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && 'stalledForMs' in v;
+}
+
 export const MaintenanceSchema = z
   .strictObject({ pipeline: PipelineName.optional(), experiment: ExperimentName.optional() })
   .refine((m) => m.experiment === undefined || m.pipeline !== undefined, {

@@ -12,6 +12,7 @@ import { handler as maintenanceHandler, type MaintenanceResult } from '../../fun
 import { handler as resumeHandler } from '../../functions/resume.ts';
 import { sqsEvent } from '../../functions/shared/events.ts';
 import { logCache } from '../../functions/shared/logs.ts';
+import { ManualClock } from '../../lib/clock.ts';
 import { openLog } from '../../lib/index.ts';
 import type { Ack } from '../../lib/types.ts';
 import { servers, useLeaseTable } from '../support/servers.ts';
@@ -84,9 +85,34 @@ describe('handlers on s3:// with DynamoDB leases', () => {
     expect(res.terminal).toEqual([{ pipeline: 'p', experiment: e, itemId: 'done', status: 'completed' }]);
     const got = ((await sqs.drain(queueUrl)) as Array<{ itemId: string }>).sort((x, y) => (x.itemId < y.itemId ? -1 : 1));
     expect(got).toEqual([
-      { pipeline: 'p', experiment: e, itemId: 'failed', status: 'failed', cursor: expect.objectContaining({ stepName: 'load', stepIndex: 0 }), nextStepIndex: 1, resumeBy: 'index', attempt: 2 },
-      { pipeline: 'p', experiment: e, itemId: 'running', status: 'in_progress', cursor: expect.objectContaining({ stepName: 'step1', stepIndex: 1 }), nextStepIndex: 2, resumeBy: 'index', attempt: 1 },
+      { pipeline: 'p', experiment: e, itemId: 'failed', status: 'failed', cursor: expect.objectContaining({ stepName: 'load', stepIndex: 0 }), nextStepIndex: 1, resumeBy: 'index', attempt: 2, lastSeq: 4 },
+      { pipeline: 'p', experiment: e, itemId: 'running', status: 'in_progress', cursor: expect.objectContaining({ stepName: 'step1', stepIndex: 1 }), nextStepIndex: 2, resumeBy: 'index', attempt: 1, lastSeq: 5 },
     ]);
+  });
+
+  it('resume sweep: sends the old non-terminal items, from the base and from a live shard alike', async () => {
+    const e = uniq('sweep');
+    // Written three hours ago (the writer's clock), part merged into the base, part left in its shard.
+    const clock = new ManualClock(Date.now() - 3 * 3_600_000);
+    const writer = await openLog({ root: process.env.DGCL_ROOT!, pipeline: 'p', experiment: e, clock, leaseTtlMs: 4 * 3_600_000, mergeIdleMs: 0 });
+    try {
+      await writer.append([createBatch('in-base'), createBatch('done', { terminal: 'completed' })]);
+      await writer.mergeOwnShard();
+      await writer.append([createBatch('in-shard')]);
+      clock.advance(3 * 3_600_000 - 60_000);
+      await writer.append([createBatch('fresh')]);
+      const queueUrl = await sqs.newQueue();
+      process.env.DGCL_RESUME_QUEUE_URL = queueUrl;
+      const res = await resume({ pipeline: 'p', experiment: e, stalledForMs: 3_600_000 }, ctx());
+      expect(res.sent.map((x: { itemId: string; lastSeq: number }) => [x.itemId, x.lastSeq])).toEqual([
+        ['in-base', 3],
+        ['in-shard', 3],
+      ]);
+      expect(res.sweep).toMatchObject({ items: 4, terminal: 1, stalled: 2, moved: 0, complete: true });
+      expect(((await sqs.drain(queueUrl)) as Array<{ itemId: string }>).map((m) => m.itemId).sort()).toEqual(['in-base', 'in-shard']);
+    } finally {
+      await writer.close();
+    }
   });
 
   it("maintenance: two concurrent invocations merge a dead writer's shard once (the lease lives in DynamoDB)", async () => {

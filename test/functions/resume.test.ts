@@ -78,10 +78,10 @@ const cursor = (stepIndex: number) => expect.objectContaining({ stepIndex, stepN
  * cursor has one (0 with no cursor); by the cursor's step name when it has none.
  */
 const EXPECTED: Record<string, unknown> = {
-  failed: { ...at, itemId: 'failed', status: 'failed', cursor: cursor(1), nextStepIndex: 2, resumeBy: 'index', attempt: 2 },
-  'failed-twice': { ...at, itemId: 'failed-twice', status: 'failed', cursor: cursor(0), nextStepIndex: 1, resumeBy: 'index', attempt: 3 },
-  running: { ...at, itemId: 'running', status: 'in_progress', cursor: cursor(2), nextStepIndex: 3, resumeBy: 'index', attempt: 1 },
-  new: { ...at, itemId: 'new', status: 'in_progress', cursor: null, nextStepIndex: 0, resumeBy: 'index', attempt: 1 },
+  failed: { ...at, itemId: 'failed', status: 'failed', cursor: cursor(1), nextStepIndex: 2, resumeBy: 'index', attempt: 2, lastSeq: 6 },
+  'failed-twice': { ...at, itemId: 'failed-twice', status: 'failed', cursor: cursor(0), nextStepIndex: 1, resumeBy: 'index', attempt: 3, lastSeq: 5 },
+  running: { ...at, itemId: 'running', status: 'in_progress', cursor: cursor(2), nextStepIndex: 3, resumeBy: 'index', attempt: 1, lastSeq: 7 },
+  new: { ...at, itemId: 'new', status: 'in_progress', cursor: null, nextStepIndex: 0, resumeBy: 'index', attempt: 1, lastSeq: 1 },
   'by-name': {
     ...at,
     itemId: 'by-name',
@@ -90,6 +90,7 @@ const EXPECTED: Record<string, unknown> = {
     nextStepIndex: null,
     resumeBy: 'name',
     attempt: 1,
+    lastSeq: 3,
   },
   'by-name-failed': {
     ...at,
@@ -99,6 +100,7 @@ const EXPECTED: Record<string, unknown> = {
     nextStepIndex: null,
     resumeBy: 'name',
     attempt: 2,
+    lastSeq: 3,
   },
 };
 
@@ -195,7 +197,7 @@ describe('resume handler', () => {
 });
 
 describe('SqsResumeSink', () => {
-  const instruction = (i: number): ResumeInstruction => ({ ...at, itemId: `it-${String(i).padStart(2, '0')}`, status: 'in_progress', cursor: null, nextStepIndex: 0, resumeBy: 'index', attempt: 1 });
+  const instruction = (i: number): ResumeInstruction => ({ ...at, itemId: `it-${String(i).padStart(2, '0')}`, status: 'in_progress', cursor: null, nextStepIndex: 0, resumeBy: 'index', attempt: 1, lastSeq: 1 });
 
   it('sends in chunks of 10 and retries the entries SQS failed on its side, until each is sent once', async () => {
     const calls: number[] = [];
@@ -263,13 +265,19 @@ describe('SqsResumeSink', () => {
     ]);
   });
 
-  it('sets MessageGroupId and MessageDeduplicationId on a FIFO queue', async () => {
+  it('sets MessageGroupId and MessageDeduplicationId on a FIFO queue: one message per item and last seq', async () => {
     const fifo = await sqs.newQueue('dgcl-resume.fifo');
-    const out = await new SqsResumeSink({ client: sqs.client, queueUrl: fifo }).send([instruction(0), instruction(0), instruction(1)]);
+    const later = { ...instruction(1), lastSeq: 2 };
+    // Same item and last seq, another body (a sender that saw it differently): still the same message.
+    const sameSeq = { ...instruction(0), attempt: 2 };
+    const out = await new SqsResumeSink({ client: sqs.client, queueUrl: fifo }).send([instruction(0), instruction(0), sameSeq, instruction(1), later]);
     expect(out.failed).toEqual([]);
     const got = (await sqs.drain(fifo)) as ResumeInstruction[];
-    // the same instruction twice is deduplicated by content
-    expect(got.map((g) => g.itemId).sort()).toEqual(['it-00', 'it-01']);
+    expect(got.map((g) => [g.itemId, g.lastSeq, g.attempt]).sort()).toEqual([
+      ['it-00', 1, 1],
+      ['it-01', 1, 1],
+      ['it-01', 2, 1],
+    ]);
   });
 });
 
