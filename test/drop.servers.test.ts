@@ -12,12 +12,15 @@ import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import type * as arrow from 'apache-arrow';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { CHOICE_KEY } from '../lib/coord/choose.ts';
-import { createLeaseTable } from '../lib/lease/dynamo.ts';
+import { systemClock } from '../lib/clock.ts';
+import { createLeaseTable, DynamoLeaseStore } from '../lib/lease/dynamo.ts';
 import { LocalLeaseStore } from '../lib/lease/local.ts';
 import { DEFAULT_SLOTS, slotKey } from '../lib/lease/slots.ts';
 import { openLog } from '../lib/index.ts';
 import { copyLog } from '../lib/log/admin/copy.ts';
 import { dropLog } from '../lib/log/admin/drop.ts';
+import { HeldLeases } from '../lib/log/admin/held-leases.ts';
+import { TableRecords } from '../lib/log/admin/table-records.ts';
 import { openPlace, type OpenedPlace } from '../lib/log/admin/place.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
 import { COLUMN_NAMES, rowsFromArrow } from '../lib/schema.ts';
@@ -148,6 +151,28 @@ describe('dropLog on S3 with the lease table', () => {
     await expect(dropLog(local, { waitMs: 0 })).rejects.toMatchObject({ code: 'INVALID_INPUT', field: 'leases' });
     expect(await objectsUnder(root)).toEqual(objects);
     expect(await keys(`p/e/${id}/`)).toEqual(records);
+  });
+});
+
+describe('lease records named by a log id', () => {
+  it('are deleted once released; a shared one is only released', async () => {
+    const leases = new DynamoLeaseStore({ client: ddb, table });
+    const records = new TableRecords({ client: ddb, table });
+    const scoped = `p/e/${randomUUID()}/slot/0`;
+    const shared = `p/e-${randomUUID().slice(0, 8)}/slot/0`;
+    const keys = [
+      { key: scoped, what: 'writer slot 0', scoped: true },
+      { key: shared, what: 'writer slot 0', scoped: false },
+    ];
+    const held = await HeldLeases.take(leases, keys, { owner: 'dropper', ttlMs: 60_000, waitMs: 0, clock: systemClock });
+    expect(await held.end(records, () => true)).toBe(2);
+    expect(await lease(scoped)).toBeUndefined();
+    expect((await lease(shared))?.owner?.S).toBe('');
+    // Taken again by a writer after its release, a record is the writer's: it stays.
+    const taken = await leases.acquire(scoped, 'writer', 60_000);
+    expect(await records.deleteReleasedLease(scoped)).toBe(false);
+    expect((await lease(scoped))?.owner?.S).toBe('writer');
+    await leases.release(taken);
   });
 });
 

@@ -7,11 +7,12 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Clock } from '../lib/clock.ts';
+import { systemClock, type Clock } from '../lib/clock.ts';
 import { LeaseHeldError, openLog, type OpenLogOptions } from '../lib/index.ts';
 import { LocalLeaseStore } from '../lib/lease/local.ts';
 import { acquireMaintainer, DEFAULT_SLOTS, slotKey } from '../lib/lease/slots.ts';
 import { dropLog, dropPlan } from '../lib/log/admin/drop.ts';
+import { HeldLeases } from '../lib/log/admin/held-leases.ts';
 import { leaseKeysOf, slotsToTake } from '../lib/log/admin/lease-keys.ts';
 import { openPlace, type OpenedPlace } from '../lib/log/admin/place.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
@@ -135,6 +136,22 @@ describe('dropLog', () => {
     const before = await leases.read(slotKey('p', 'e', 18));
     expect((await dropLog(p, { waitMs: 0 })).leases).toBe(20);
     expect(await leases.read(slotKey('p', 'e', 18))).toMatchObject({ owner: '', epoch: before!.epoch + 1 });
+  });
+
+  it('ends a lease named by the log id by deleting its record, a shared one by releasing it', async () => {
+    const root = tempRoot();
+    const store = leaseStore(root);
+    const scoped = 'p/e/2f1b6c1e-0000-4000-8000-000000000001/slot/0';
+    const keys = [
+      { key: scoped, what: 'writer slot 0', scoped: true },
+      { key: slotKey('p', 'e', 0), what: 'writer slot 0', scoped: false },
+    ];
+    const held = await HeldLeases.take(store, keys, { owner: 'dropper', ttlMs: 60_000, waitMs: 0, clock: systemClock });
+    expect(await held.end(null, (k) => k.scoped)).toBe(1);
+    expect(await store.read(scoped), 'deleted').toBeNull();
+    expect((await store.read(slotKey('p', 'e', 0)))?.owner, 'still held').toBe('dropper');
+    expect(await held.end(null, () => true)).toBe(1);
+    expect(await store.read(slotKey('p', 'e', 0)), 'released, its record kept').toMatchObject({ owner: '', epoch: 1 });
   });
 
   it('fences a writer paused through the drop: its next commit is refused (FENCED) and no log appears at the place', async () => {

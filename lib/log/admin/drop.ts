@@ -123,18 +123,8 @@ export async function dropLog(place: AdminPlace, o: DropOptions = {}): Promise<D
   const { top, sweep, keys } = await survey(place);
   if (top.length === 0 && !(await sweep?.any())) return { objects: 0, records: 0, leases: 0 };
 
-  const scoped = await HeldLeases.take(place.leases, keys.filter((k) => k.scoped), { owner, ttlMs, waitMs, clock });
-  let shared: HeldLeases;
-  try {
-    shared = await HeldLeases.take(place.leases, keys.filter((k) => !k.scoped), { owner, ttlMs, waitMs, clock });
-  } catch (e) {
-    await scoped.abandon();
-    throw e;
-  }
-  const check = () => {
-    scoped.check();
-    shared.check();
-  };
+  const held = await HeldLeases.take(place.leases, keys, { owner, ttlMs, waitMs, clock });
+  const check = () => held.check();
   try {
     let objects = await deleteObjectsButRecord(place.objects, check);
     let records = 0;
@@ -143,16 +133,16 @@ export async function dropLog(place: AdminPlace, o: DropOptions = {}): Promise<D
       check();
       records += await sweep.deleteSentinels();
     }
-    const leases = await scoped.end(place.records);
+    const leases = await held.end(place.records, (k) => k.scoped);
     check();
     if ((await place.objects.get(CHOICE_KEY)) !== null) {
       await place.objects.delete(CHOICE_KEY);
       objects++;
     }
     await pruneLocalFolders(place);
-    return { objects, records, leases: leases + (await shared.end(place.records)) };
+    return { objects, records, leases: leases + (await held.end(place.records, () => true)) };
   } catch (e) {
-    await Promise.allSettled([scoped.abandon(), shared.abandon()]);
+    await held.abandon();
     throw e;
   }
 }

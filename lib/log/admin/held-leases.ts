@@ -90,23 +90,24 @@ export class HeldLeases {
   }
 
   /**
-   * Gives every lease back: a shared key's record is released (its epoch kept), a scoped one's
-   * released and deleted (`records`: the DynamoDB table; a local store's record file). Returns
-   * how many records were released or deleted.
+   * Gives back the leases of keys `which` picks: a shared key's record is released (its epoch
+   * kept), a scoped one's released and deleted (`records`: the DynamoDB table; a local store's
+   * record file). Returns how many records were released or deleted.
    */
-  async end(records: TableRecords | null): Promise<number> {
+  async end(records: TableRecords | null, which: (k: LeaseKey) => boolean): Promise<number> {
     let n = 0;
-    for (const h of this.held) {
+    for (const h of this.held.filter((x) => which(x.key))) {
       await h.keeper.release();
+      this.held.splice(this.held.indexOf(h), 1);
       if (h.key.scoped) await deleteLeaseRecord(this.store, records, h.key.key);
       n++;
     }
     return n;
   }
 
-  /** Stops renewing and releases every lease, whatever fails (after an error). */
+  /** Stops renewing and releases every lease still held, whatever fails (after an error). */
   async abandon(): Promise<void> {
-    await Promise.allSettled(this.held.map((h) => h.keeper.release()));
+    await Promise.allSettled(this.held.splice(0).map((h) => h.keeper.release()));
   }
 }
 
