@@ -5,6 +5,7 @@
  * an earlier log at the same place found by their sentinel; refusals that delete nothing.
  */
 import { randomUUID } from 'node:crypto';
+import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DynamoDBClient, GetItemCommand, ScanCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
@@ -153,6 +154,48 @@ describe('dropLog on S3 with the lease table', () => {
     expect(await keys(`p/e/${id}/`)).toEqual(records);
   });
 });
+
+describe('dropLog of a copy made by hand', () => {
+  it('deletes the copy\'s objects and leaves the original\'s records, so the original stays writable', async () => {
+    // Local roots with leases in the table (what an S3 root chooses): a copy is a cp -r away.
+    const leases = new DynamoLeaseStore({ client: ddb, table });
+    const records = new TableRecords({ client: ddb, table });
+    const a = mkdtempSync(path.join(tmpdir(), 'dgcl-drop-orig-'));
+    const b = mkdtempSync(path.join(tmpdir(), 'dgcl-drop-copy-'));
+    try {
+      const pipeline = `p-${randomUUID().slice(0, 8)}`;
+      const w = await openLog({ root: a, pipeline, experiment: 'e', leases, leaseTtlMs: 3_600_000, mergeIdleMs: 0 });
+      logs.push(w);
+      const [first] = await w.append([createBatch('x'), createBatch('y')]);
+      await w.close();
+      logs.splice(logs.indexOf(w), 1);
+      cpSync(path.join(a, 'datagen_checkpoints'), path.join(b, 'datagen_checkpoints'), { recursive: true });
+      const id = (await (await placeAt(a, pipeline, leases, records)).objects.get(CHOICE_KEY))!.slice('table '.length);
+      const original = await keys(`${pipeline}/e/${id}/`);
+      expect(original.filter((k) => k.includes('/_dgcl/items/')), 'the fixture: markers of x and y').toHaveLength(2);
+
+      const copy = await placeAt(b, pipeline, leases, records);
+      const result = await dropLog(copy, { waitMs: 0 });
+      expect(result.records).toBe(0);
+      expect(existsSync(path.join(b, 'datagen_checkpoints', pipeline, 'e'))).toBe(false);
+      expect(await keys(`${pipeline}/e/${id}/`)).toEqual(original);
+      const again = await openLog({ root: a, pipeline, experiment: 'e', leases, mergeIdleMs: 0 });
+      logs.push(again);
+      expect(await again.append([createBatch('x')]), 'the batch again: answered by its claim').toEqual([{ ...first, duplicate: true }]);
+      await expect(again.append([createBatch('x', { runId: 'r2' })]), 'x\'s marker is there').rejects.toMatchObject({ code: 'ITEM_EXISTS' });
+      expect(await again.append([stepBatch('x', 1)])).toMatchObject([{ itemId: 'x', duplicate: false }]);
+    } finally {
+      rmSync(a, { recursive: true, force: true });
+      rmSync(b, { recursive: true, force: true });
+    }
+  });
+});
+
+async function placeAt(root: string, pipeline: string, leases: DynamoLeaseStore, records: TableRecords): Promise<OpenedPlace> {
+  const p = await openPlace({ root, pipeline, experiment: 'e', leases, records });
+  places.push(p);
+  return p;
+}
 
 describe('lease records named by a log id', () => {
   it('are deleted once released; a shared one is only released', async () => {
