@@ -60,9 +60,7 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
   const logAction =
     <F extends LogOptions>(run: (c: Commands, flags: F & LogFlags) => Promise<void>) =>
     async (flags: F) => {
-      for (const k of ['root', 'pipeline', 'experiment'] as const) {
-        if (!flags[k]) throw new UsageError(`missing --${k} (or DGCL_${k.toUpperCase()})`);
-      }
+      checkLogFlags(flags);
       await runner(async () => run(await import('./commands.ts'), flags as F & LogFlags));
     };
 
@@ -159,6 +157,25 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
       await logAction<ResumeOptions>(async (_c, flags) => (await import('./resume.ts')).resume(ctx, flags))(o);
     });
 
+  // Deletes nothing without --yes; loads no LanceDB (objects, leases and the lease table only).
+  withLog(program.command('drop'))
+    .description("delete a log whole: its objects, its records in the lease table, its leases; refused while its writers or maintenance run")
+    .option('--yes', 'delete it (without: print what would be deleted, exit 2)')
+    .action(async (flags: LogOptions & { yes?: boolean }) => {
+      checkLogFlags(flags);
+      await (await import('./admin-commands.ts')).drop(ctx, flags as LogFlags & { yes?: boolean });
+    });
+
+  withLog(program.command('copy'))
+    .description("copy a log's events (every visible event, blobs included) to a new log at another root, pipeline or experiment")
+    .option('--to-root <root>', 'the copy\'s root (default: --root)')
+    .option('--to-pipeline <name>', 'the copy\'s pipeline (default: --pipeline)')
+    .option('--to-experiment <name>', 'the copy\'s experiment (default: --experiment)')
+    .action(async (flags: LogOptions & { toRoot?: string; toPipeline?: string; toExperiment?: string }) => {
+      checkLogFlags(flags);
+      await runner(async () => (await import('./admin-commands.ts')).copy(ctx, flags as LogFlags & typeof flags));
+    });
+
   program
     .command('setup-lease-table')
     .description('create the DynamoDB lease table (on-demand, pk String, TTL on ttl) if missing; for local or hand-made set-ups (the CDK stack creates its own)')
@@ -176,6 +193,13 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
     });
 
   return program;
+}
+
+/** The options naming a log are there (else bad usage, before anything is loaded). */
+function checkLogFlags(flags: LogOptions): void {
+  for (const k of ['root', 'pipeline', 'experiment'] as const) {
+    if (!flags[k]) throw new UsageError(`missing --${k} (or DGCL_${k.toUpperCase()})`);
+  }
 }
 
 function nonNegativeInt(v: string, name: string): number {

@@ -184,13 +184,15 @@ export class S3ObjectStore implements ObjectStore {
     }
   }
 
+  /** Page by page as listed (a page holds at most DELETE_BATCH keys): memory for one page, whatever the folder holds. */
   async deletePrefix(prefix: string): Promise<number> {
     const p = this.folderPrefix(checkObjectKey(prefix, 'prefix'));
-    const keys: string[] = [];
+    let deleted = 0;
     for await (const res of this.pages(p, undefined, 'deletePrefix (list)')) {
-      for (const obj of res.Contents ?? []) if (obj.Key) keys.push(obj.Key);
+      const keys = (res.Contents ?? []).flatMap((obj) => (obj.Key ? [obj.Key] : []));
+      deleted += await this.deleteAll(keys);
     }
-    return this.deleteAll(keys);
+    return deleted;
   }
 
   async deleteOlderThan(prefix: string, cutoffMs: number): Promise<number> {
