@@ -3,7 +3,7 @@
  * (created on the first append), blob loading, listings and maintenance.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
+import type { CheckpointLog, DeleteOptions, DeleteResult, FailureQuery, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { InternalError, InvalidInputError, LogNotFoundError, NotFoundError } from '../errors.ts';
 import { foldItem, trajectory } from '../fold.ts';
@@ -25,6 +25,7 @@ import { LogReader } from './read/reader.ts';
 import { statsOf } from './read/stats.ts';
 import { loadBlobOf } from './read/blob-read.ts';
 import { projectedAggregates, projectedItemRows, ProjectionCache, walkProjected } from './projection/projection.ts';
+import { selectedFailures } from './read/selected.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './read/stream.ts';
 import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './read/summary.ts';
 import { LanceTables, sqlString, type SyncWrapper, type TableWrapper } from './tables.ts';
@@ -254,7 +255,8 @@ export class LanceCheckpointLog implements CheckpointLog {
     return this.track(() => listItems(this, q));
   }
 
-  failures(): Promise<FailureSummary[]> {
+  failures(q: FailureQuery = {}): Promise<FailureSummary[]> {
+    if (q?.where !== undefined) return this.track(() => selectedFailures(this, q.where));
     return this.track(async () => {
       // Through the projection a walk holds only the failures (and a chunk per fragment).
       const walked = await walkProjected(this.reader, this.tables, this.projection, undefined, () => {

@@ -5,7 +5,7 @@
  */
 import { isPlainObject } from '../codec.ts';
 import { InvalidInputError } from '../errors.ts';
-import { attributeOf, comparisonProblem } from './rules.ts';
+import { attributeOf, comparisonProblem, nameProblem } from './rules.ts';
 import { ITEM_ATTRIBUTES, MAX_WHERE_DEPTH, VALUE_OPS, type ValueOp, type Where } from './where.ts';
 
 const KINDS = ['and', 'or', 'not', 'cmp'] as const;
@@ -45,6 +45,8 @@ function comparison(c: unknown, at: string): void {
   for (const k of Object.keys(c)) if (k !== 'left' && k !== 'op' && k !== 'value') fail(at, `unknown key ${JSON.stringify(k)} (a comparison has left, op, value)`);
   const left = typeof c.left === 'string' ? attributeOf(c.left) : null;
   if (left === null) fail(`${at}.left`, `must be one of ${ITEM_ATTRIBUTES.join(', ')}, tag.NAME or field.NAME; got ${JSON.stringify(c.left)}`);
+  const bad = nameProblem(left);
+  if (bad !== null) fail(`${at}.left`, bad);
   if (c.op === 'exists') {
     if (Object.hasOwn(c, 'value')) fail(`${at}.value`, "must be absent: 'exists' takes no value");
     return;

@@ -16,7 +16,7 @@
  * `true`/`false`/`null` are lower case. Every error is a WhereSyntaxError naming the column and
  * what was expected there.
  */
-import { comparisonProblem, isItemAttribute } from './rules.ts';
+import { comparisonProblem, isItemAttribute, nameProblem } from './rules.ts';
 import { WhereSyntaxError, shown } from './syntax-error.ts';
 import { tokenize, type Token } from './tokens.ts';
 import { MAX_WHERE_DEPTH, type Attribute, type Comparison, type Literal, type ValueOp, type Where } from './where.ts';
@@ -119,14 +119,17 @@ class Parser {
   }
 
   private comparison(): Comparison {
+    const nameToken = this.peek();
     const left = this.name();
-    const leftText = this.tokens[this.at - 1]!;
+    const bad = nameProblem(left);
+    if (bad !== null) this.fail(nameToken, bad);
+    const leftRaw = this.tokens.slice(this.tokens.indexOf(nameToken), this.at).map((x) => x.raw).join('');
     const t = this.take();
     if (isKeyword(t, 'exists')) return { left, op: 'exists' };
     let op: ValueOp;
     if (t.kind === 'op') op = t.text as ValueOp;
     else if (isKeyword(t, 'contains')) op = 'contains';
-    else return this.fail(t, `expected ${COMPARISONS} after ${shown(leftText.raw)}${got(t)}`);
+    else return this.fail(t, `expected ${COMPARISONS} after ${shown(leftRaw)}${got(t)}`);
     const valueToken = this.peek();
     const value = this.value(op === 'contains' ? 'contains' : op);
     const problem = comparisonProblem(left, op, value);

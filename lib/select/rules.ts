@@ -4,6 +4,7 @@
  * abc`, `status = done`, `step < 3`). Comparisons of tags and fields, whose types only the
  * data knows, are checked when they run (a mismatch there is false).
  */
+import { isWellFormed } from '../codec.ts';
 import { ITEM_STATUSES } from '../types.ts';
 import { shown } from './syntax-error.ts';
 import { ITEM_ATTRIBUTES, type Attribute, type ItemAttribute, type Literal, type ValueOp } from './where.ts';
@@ -21,6 +22,15 @@ export function attributeOf(name: string): Attribute | null {
     if (name.startsWith(prefix) && name.length > prefix.length) return name as Attribute;
   }
   return null;
+}
+
+/**
+ * Why a tag or field name cannot be looked up, or null. A lone UTF-16 surrogate reaches Lance's
+ * filter as U+FFFD, so the base and the unmerged shards would be asked for different names; no
+ * stored name holds one (lib/batch.ts), so nothing readable is refused.
+ */
+export function nameProblem(a: Attribute): string | null {
+  return isWellFormed(a) ? null : `${JSON.stringify(a)} is not valid Unicode (it has a lone UTF-16 surrogate)`;
 }
 
 /** A literal as a message shows it. */

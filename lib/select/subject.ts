@@ -69,7 +69,7 @@ export function subjectOfState(state: ItemState, tags?: Readonly<Record<string, 
  * The tags `names` of one item's rows: every batch's query tags merged in seq order (a later
  * batch's value of a key replaces an earlier one), as `items({tags})` merges them.
  */
-export function tagsOfRows(rows: readonly EventRow[], names: readonly string[]): Record<string, JsonValue> {
+export function tagsOfRows(rows: readonly Pick<EventRow, 'item_id' | 'item_seq' | 'query_tags_json'>[], names: readonly string[]): Record<string, JsonValue> {
   const best = new Map<string, { seq: number; value: JsonValue }>();
   for (const r of rows) {
     if (r.query_tags_json == null) continue;
