@@ -46,5 +46,6 @@ function attributeText(a: Attribute): string {
 export function literalSource(v: Literal): string {
   if (typeof v === 'string') return JSON.stringify(v);
   if (typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) return v.toExponential();
+  if (Object.is(v, -0)) return '-0';
   return String(v);
 }
