@@ -24,7 +24,7 @@ export type { MaintainProgress } from './log/maintain/maintain.ts';
 export { DynamoLeaseStore, createLeaseTable } from './lease/dynamo.ts';
 export { parseBatch, parseBatches } from './batch.ts';
 export { foldItem, trajectory } from './fold.ts';
-export { parseWhere, formatWhere, checkWhere, decide, matches, WhereSyntaxError, ITEM_ATTRIBUTES, VALUE_OPS, MAX_WHERE_DEPTH } from './select/index.ts';
+export { parseWhere, formatWhere, checkWhere, decide, matches, subjectOfState, WhereSyntaxError, ITEM_ATTRIBUTES, VALUE_OPS, MAX_WHERE_DEPTH } from './select/index.ts';
 export type { Where, Comparison, Attribute, ItemAttribute, CompareOp, ValueOp, Literal, Subject } from './select/index.ts';
 export { report, DEFAULT_REPORT_ITEMS, type ReportOptions, type ReportResult } from './report/report.ts';
 export type * from './report/model.ts';
