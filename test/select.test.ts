@@ -12,6 +12,7 @@ import { exportItems } from '../lib/export/export.ts';
 import { InvalidInputError } from '../lib/errors.ts';
 import { openLog } from '../lib/index.ts';
 import type { LanceCheckpointLog } from '../lib/log/log.ts';
+import type { ScanOptions } from '../lib/log/read/stream.ts';
 import { report } from '../lib/report/report.ts';
 import { parseWhere } from '../lib/select/parse.ts';
 import type { Where } from '../lib/select/where.ts';
@@ -106,6 +107,33 @@ describe('items({where}) and failures({where})', () => {
   it('select exactly the expected items, whole and paged, when the log is scanned (no projection yet)', async () => {
     expect(await log.projected(), 'no projection before the first maintenance').toBeNull();
     await checkListings(log);
+  });
+
+  it('decide from the summary first: values are read only for the items it leaves undecided, and only those named', async () => {
+    const scans: ScanOptions[] = [];
+    const scanEvents = log.scanEvents.bind(log);
+    log.scanEvents = (o, make) => {
+      scans.push(o);
+      return scanEvents(o, make);
+    };
+    try {
+      const reads = (c: string) => scans.filter((o) => o.columns.includes(c));
+      expect((await log.items({ where: parseWhere('status = failed and score < 0.5') })).items.map((s) => s.itemId)).toEqual(['b-fail']);
+      expect(reads('value_f64').map((o) => o.filter)).toEqual([`item_id IN ('b-fail', 'f-fail2') AND event_type IN ('FIELD_SET', 'FIELD_APPEND') AND field_name IN ('score')`]);
+      expect(reads('query_tags_json')).toEqual([]);
+      scans.length = 0;
+      expect((await log.items({ where: parseWhere('status = completed and tag.batch = one') })).items.map((s) => s.itemId)).toEqual(['a-done']);
+      expect(reads('query_tags_json')).toHaveLength(1);
+      expect(reads('query_tags_json')[0]!.filter).toMatch(/^item_id IN \('a-done', 'p-00', 'p-05', .*'p-35'\) AND query_tags_json IS NOT NULL AND \(query_tags_json LIKE '%"batch":%' ESCAPE '\\'\)$/);
+      expect(reads('value_f64')).toEqual([]);
+      // Decided by summaries alone: no value or tag column is read.
+      scans.length = 0;
+      expect((await log.items({ where: parseWhere('status = failed or attempts > 1 or parent exists') })).items.map((s) => s.itemId)).toEqual(['b-fail', 'c-retry', 'd-child', 'f-fail2']);
+      expect(scans.length).toBeGreaterThanOrEqual(1);
+      expect(scans.flatMap((o) => o.columns).filter((c) => c.startsWith('value_') || c === 'query_tags_json')).toEqual([]);
+    } finally {
+      delete (log as { scanEvents?: unknown }).scanEvents;
+    }
   });
 
   it('combine with status, tags and lineage: all must hold', async () => {

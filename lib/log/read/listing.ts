@@ -159,14 +159,15 @@ export function pageVisitor(q: ItemQuery): { visit(a: ItemAggregate): boolean; w
  */
 async function listSelected(src: ListingSource, q: ItemQuery, w: Where, tags: Map<string, string>, lineage: boolean, sql: string | null): Promise<ItemPage> {
   const needs = needsOf(w);
-  const plain = !lineage && tags.size === 0;
-  if (plain && needs.tags.length === 0 && needs.fields.length === 0) {
-    const page = await src.projectedPage(q);
-    if (page) return page;
-  }
+  const bySummary = needs.tags.length === 0 && needs.fields.length === 0;
   let aggs: ItemAggregate[];
-  if (plain) {
-    aggs = (await src.projected()) ?? (await src.aggregates(sql));
+  if (!lineage && tags.size === 0) {
+    if (bySummary) {
+      const page = await src.projectedPage(q);
+      if (page) return page;
+    }
+    // No projection (or values to load): every item's aggregate, the cursor applied below.
+    aggs = (bySummary ? null : await src.projected()) ?? (await src.aggregates(sql));
   } else {
     const candidates = tags.size > 0 ? await taggedItems(src, sql, tags) : null;
     if (candidates?.length === 0) return { items: [] };
