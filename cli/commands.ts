@@ -7,6 +7,7 @@ import { fstatSync } from 'node:fs';
 import type { ItemStatus } from '../lib/types.ts';
 import type { ExportFormat, ExportStatus } from '../lib/export/formats.ts';
 import type { CheckpointLog } from '../lib/api.ts';
+import type { Where } from '../lib/select/where.ts';
 import { openLog, type OpenLogOptions } from '../lib/open.ts';
 import { MaintenanceFailed } from './exit-codes.ts';
 import { formatFailures, formatFold, formatItems, formatSlotWait, formatStats, formatTrajectory } from './format.ts';
@@ -90,9 +91,9 @@ export async function fold(ctx: Ctx, flags: LogFlags & { item: string }): Promis
   ctx.out.line(formatFold(await using(ctx, flags, (log) => log.fold(flags.item))));
 }
 
-export async function items(ctx: Ctx, flags: LogFlags & { status?: ItemStatus }): Promise<void> {
+export async function items(ctx: Ctx, flags: LogFlags & { status?: ItemStatus; where?: Where }): Promise<void> {
   await using(ctx, flags, async (log) => {
-    const page = await log.items(flags.status ? { status: flags.status } : {});
+    const page = await log.items({ ...(flags.status ? { status: flags.status } : {}), ...(flags.where ? { where: flags.where } : {}) });
     if (flags.json) for (const i of page.items) ctx.out.json(i);
     else ctx.out.line(formatItems(page.items, await threadNames(log, page.items)));
   });
@@ -109,8 +110,8 @@ export async function blob(ctx: Ctx, flags: LogFlags & { item: string; field: st
   await ctx.out.bytes(bytes);
 }
 
-export async function failures(ctx: Ctx, flags: LogFlags): Promise<void> {
-  const list = await using(ctx, flags, (log) => log.failures());
+export async function failures(ctx: Ctx, flags: LogFlags & { where?: Where }): Promise<void> {
+  const list = await using(ctx, flags, (log) => log.failures(flags.where ? { where: flags.where } : {}));
   if (flags.json) for (const f of list) ctx.out.json(f);
   else ctx.out.line(formatFailures(list));
 }
@@ -146,17 +147,17 @@ export async function stats(ctx: Ctx, flags: LogFlags): Promise<void> {
   else ctx.out.line(formatStats(s));
 }
 
-export async function report(ctx: Ctx, flags: LogFlags & { out: string; maxItems: number }): Promise<void> {
+export async function report(ctx: Ctx, flags: LogFlags & { out: string; maxItems: number; where?: Where }): Promise<void> {
   const { report: write } = await import('../lib/report/report.ts');
-  const r = await using(ctx, flags, (log) => write(log, { out: flags.out, maxItems: flags.maxItems, env: ctx.io.env }));
-  const summary = { out: r.out!, items: r.data.itemCount, listed: r.data.items.length, events: r.data.events, status: r.data.status };
+  const r = await using(ctx, flags, (log) => write(log, { out: flags.out, maxItems: flags.maxItems, env: ctx.io.env, ...(flags.where ? { where: flags.where } : {}) }));
+  const summary = { out: r.out!, items: r.data.itemCount, listed: r.data.items.length, events: r.data.events, status: r.data.status, ...(r.data.where ? { where: r.data.where } : {}) };
   if (flags.json) ctx.out.json(summary);
-  else ctx.out.line(`report written to ${r.out!} (${r.data.itemCount} items, ${r.data.events} events)`);
+  else ctx.out.line(`report written to ${r.out!} (${r.data.itemCount} items, ${r.data.events} events${r.data.where ? `; only items where ${r.data.where}` : ''})`);
 }
 
 export async function exportCmd(
   ctx: Ctx,
-  flags: LogFlags & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string },
+  flags: LogFlags & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string; where?: Where },
 ): Promise<void> {
   const { exportItems } = await import('../lib/export/export.ts');
   const r = await using(ctx, flags, (log) =>
@@ -167,6 +168,7 @@ export async function exportCmd(
       ...(flags.format ? { format: flags.format } : {}),
       ...(flags.fields ? { fields: flags.fields } : {}),
       ...(flags.blobs !== undefined ? { blobs: flags.blobs } : {}),
+      ...(flags.where ? { where: flags.where } : {}),
     }),
   );
   if (flags.json) ctx.out.json(r);

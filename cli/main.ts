@@ -14,6 +14,8 @@ import { Command, CommanderError, Option } from 'commander';
 import { isDgclError } from '../lib/errors.ts';
 import { parseDuration } from '../lib/duration.ts';
 import { EXPORT_FORMATS, EXPORT_STATUSES, type ExportFormat, type ExportStatus } from '../lib/export/formats.ts';
+import { parseWhere } from '../lib/select/parse.ts';
+import type { Where } from '../lib/select/where.ts';
 import { ITEM_STATUSES, type ItemStatus } from '../lib/types.ts';
 import type { Ctx, LogFlags } from './commands.ts';
 import { exitCodeOf, MaintenanceFailed, ResumesNotSent } from './exit-codes.ts';
@@ -46,6 +48,17 @@ interface LogOptions {
   pipeline?: string;
   experiment?: string;
   json?: boolean;
+}
+
+/**
+ * `--where EXPR` (docs/usage.md, "Selecting items"), parsed here so that a bad expression is
+ * INVALID_INPUT (exit 2, naming its column) before any log is opened. Given twice, both hold.
+ */
+function withWhere(cmd: Command): Command {
+  return cmd.option('--where <expr>', "only the items this filter selects, e.g. \"status = failed and tag.model = 'gpt'\"", (v: string, prev?: Where) => {
+    const w = parseWhere(v, '--where');
+    return prev ? { and: [prev, w] } : w;
+  });
 }
 
 type Commands = typeof import('./commands.ts');
@@ -90,10 +103,10 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
     .requiredOption('--item <id>', 'item id')
     .action(logAction<LogOptions & { item: string }>((c, flags) => c.fold(ctx, flags)));
 
-  withLog(program.command('items'))
+  withWhere(withLog(program.command('items')))
     .description('one line per item: id, status, cursor, lastSeq')
     .addOption(new Option('--status <status>', 'only items with this status').choices([...ITEM_STATUSES]))
-    .action(logAction<LogOptions & { status?: ItemStatus }>((c, flags) => c.items(ctx, flags)));
+    .action(logAction<LogOptions & { status?: ItemStatus; where?: Where }>((c, flags) => c.items(ctx, flags)));
 
   withLog(program.command('trajectory'))
     .description("the item's events in item_seq order, with their times, without blob bytes")
@@ -106,9 +119,9 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
     .requiredOption('--field <name>', 'field name')
     .action(logAction<LogOptions & { item: string; field: string }>((c, flags) => c.blob(ctx, flags)));
 
-  withLog(program.command('failures'))
+  withWhere(withLog(program.command('failures')))
     .description('failed items with their last error: type, message and the innermost traceback frame')
-    .action(logAction<LogOptions>((c, flags) => c.failures(ctx, flags)));
+    .action(logAction<LogOptions & { where?: Where }>((c, flags) => c.failures(ctx, flags)));
 
   withLog(program.command('maintain'))
     .description('merge shards, compact, refresh indexes, clean up; prints what it did')
@@ -126,13 +139,13 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
     .description('base versions/rows/fragments, shards and their unmerged generations, indexes')
     .action(logAction<LogOptions>((c, flags) => c.stats(ctx, flags)));
 
-  withLog(program.command('report'))
+  withWhere(withLog(program.command('report')))
     .description('one self-contained HTML page: progress, steps, failures, items with their trajectories, shards')
     .option('--out <file>', 'where the page goes (a path or s3://bucket/key)', 'report.html')
     .option('--max-items <n>', 'items listed with trajectories at most (failed and in-progress first)', (v) => nonNegativeInt(v, '--max-items'), 5000)
-    .action(logAction<LogOptions & { out: string; maxItems: number }>((c, flags) => c.report(ctx, flags)));
+    .action(logAction<LogOptions & { out: string; maxItems: number; where?: Where }>((c, flags) => c.report(ctx, flags)));
 
-  withLog(program.command('export'))
+  withWhere(withLog(program.command('export')))
     .description("finished items' final state as a dataset: one row per item (id, root/parent, status, attempts, fields)")
     .requiredOption('--out <file>', 'a path or s3://bucket/key')
     .addOption(new Option('--format <format>', 'default: parquet for a .parquet file, else jsonl').choices([...EXPORT_FORMATS]))
@@ -140,7 +153,7 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
     .option('--fields <a,b>', 'fields to export (default: all)', (v) => listOf(v, '--fields'))
     .option('--blobs <dir>', 'write blob fields as files here (a folder or s3:// prefix); rows hold their paths, relative to the output file where they can be')
     .action(
-      logAction<LogOptions & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string }>((c, flags) => c.exportCmd(ctx, flags)),
+      logAction<LogOptions & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string; where?: Where }>((c, flags) => c.exportCmd(ctx, flags)),
     );
 
   withLog(program.command('resume'))

@@ -1,3 +1,4 @@
+import type { Where } from './select/where.ts';
 import type { DurableItem, ItemOptions } from './steps.ts';
 import type { Ack, CheckpointBatchInput, Cursor, Failure, FieldsQuery, ItemFields, ItemQuery, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from './types.ts';
 
@@ -13,6 +14,12 @@ export interface ItemPage {
   items: ItemSummary[];
   /** Pass as `after` to get the next page; absent on the last page. */
   next?: string;
+}
+
+/** What `failures()` lists. */
+export interface FailureQuery {
+  /** Only the failed items this filter selects (docs/usage.md, "Selecting items"). Text: `parseWhere`. */
+  where?: Where;
 }
 
 /** A failed item's last failure, as listed by `dgcl failures`. */
@@ -177,7 +184,7 @@ export interface CheckpointLog {
   fold(itemId: string): Promise<ItemState>;
   /** Open an item for durable steps (lib/steps.ts): `await (await log.item(id, { runId })).step(...)`. */
   item(itemId: string, options: ItemOptions): Promise<DurableItem>;
-  /** Items in id order (UTF-8 bytes), filtered by status, lineage and query tags, paged. */
+  /** Items in id order (UTF-8 bytes), filtered by status, lineage, query tags and `where`, paged. */
   items(query?: ItemQuery): Promise<ItemPage>;
   trajectory(itemId: string): Promise<TrajectoryEvent[]>;
   /** Selected fields (by name or prefix) without folding the whole item; small blobs inline on request. */
@@ -187,7 +194,8 @@ export interface CheckpointLog {
   /** The bytes of a blob field's current value (a `$blobRef`), verified against its checksum. */
   blob(itemId: string, field: string): Promise<Uint8Array>;
   loadBlob(eventId: string): Promise<Uint8Array>;
-  failures(): Promise<FailureSummary[]>;
+  /** Every failed item with its last failure; with `where`, those it selects. */
+  failures(query?: FailureQuery): Promise<FailureSummary[]>;
   /**
    * Every item's state, sorted by item id (JavaScript string order), from one scan of the log (its memory grows with the
    * experiment: for large logs page with `items()` and fold what you need). `{fields: false}`

@@ -23,6 +23,8 @@ export { MissingLeaseStore } from './lease/missing.ts';
 export { DynamoLeaseStore, createLeaseTable } from './lease/dynamo.ts';
 export { parseBatch, parseBatches } from './batch.ts';
 export { foldItem, trajectory } from './fold.ts';
+export { parseWhere, formatWhere, checkWhere, decide, matches, subjectOfState, WhereSyntaxError, ITEM_ATTRIBUTES, VALUE_OPS, MAX_WHERE_DEPTH } from './select/index.ts';
+export type { Where, Comparison, Attribute, ItemAttribute, CompareOp, ValueOp, Literal, Subject } from './select/index.ts';
 export { report, DEFAULT_REPORT_ITEMS, type ReportOptions, type ReportResult } from './report/report.ts';
 export type * from './report/model.ts';
 export { exportItems, EXPORT_FORMATS, EXPORT_STATUSES, DEFAULT_CHUNK_EVENTS, type ExportOptions, type ExportResult, type ExportFormat, type ExportStatus } from './export/export.ts';

@@ -2,6 +2,7 @@
  * The public shapes (camelCase JSON) and the stored row (snake_case, the seed's
  * 33 columns). Everything else in lib/ is written against these.
  */
+import type { Where } from './select/where.ts';
 
 export const EVENT_TYPES = [
   'ITEM_CREATED',
@@ -276,4 +277,9 @@ export interface ItemQuery {
   parentItemId?: string;
   /** Only items whose query tags (every batch's `queryTags`, later ones replacing earlier) have these values. */
   tags?: Record<string, JsonValue>;
+  /**
+   * Only items this filter selects (docs/usage.md, "Selecting items"); with the other keys, all
+   * must hold. A page then holds up to `limit` selected items. Text: `parseWhere`.
+   */
+  where?: Where;
 }

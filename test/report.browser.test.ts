@@ -2,7 +2,8 @@
  * The demo's report page in a real browser: Debian's headless Chromium (/usr/bin/chromium;
  * scripts/test.sh installs it) driven by playwright-core. No console errors, every chart has data
  * marks, the search and the status filter narrow the items table, a drill-down shows the item's
- * real trajectory and where it resumes. The test writes docs/report-demo.png.
+ * real trajectory and where it resumes; a report with `where` says which filter and lists only
+ * the selected items. The test writes docs/report-demo.png.
  */
 import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +11,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openLog } from '../lib/index.ts';
+import { openLog, parseWhere } from '../lib/index.ts';
+import { report } from '../lib/report/report.ts';
 import type { ReportData } from '../lib/report/model.ts';
 import type { ItemState, TrajectoryEvent } from '../lib/types.ts';
 import { dgcl } from './support/proc.ts';
@@ -24,6 +26,7 @@ const errors: string[] = [];
 let states: ItemState[];
 const trajectories = new Map<string, TrajectoryEvent[]>();
 let data: ReportData;
+let demo: { root: string; experiment: string };
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: scripts/test.sh installs Debian's chromium (apt-get install chromium)`);
@@ -32,6 +35,7 @@ beforeAll(async () => {
   expect(r.code, r.stderr).toBe(0);
   const summary = JSON.parse(r.stdout.split('\n').at(-1)!) as { report: string; experiment: string };
   expect(summary.report).toBe(path.join(root, `${summary.experiment}-report.html`));
+  demo = { root, experiment: summary.experiment };
   const log = await openLog({ root, pipeline: 'demo', experiment: summary.experiment });
   states = await log.allStates();
   for (const id of ['doc-000', 'doc-001']) trajectories.set(id, await log.trajectory(id));
@@ -142,5 +146,31 @@ describe('the demo report in Chromium', () => {
     await page.setViewportSize({ width: 1300, height: 900 });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
     expect(existsSync(SCREENSHOT)).toBe(true);
+  });
+
+  it('a report with where names its filter in the header and lists only the selected items', async () => {
+    const out = path.join(demo.root, 'failed-report.html');
+    const log = await openLog({ root: demo.root, pipeline: 'demo', experiment: demo.experiment });
+    try {
+      await report(log, { out, where: parseWhere('status != completed') });
+    } finally {
+      await log.close();
+    }
+    const selected = states.filter((s) => s.status !== 'completed').map((s) => s.itemId);
+    expect(selected.length, 'the demo has items that are not completed').toBeGreaterThanOrEqual(1);
+    expect(selected.length).toBeLessThan(states.length);
+    const other = await browser.newPage({ viewport: { width: 1300, height: 900 } });
+    const otherErrors: string[] = [];
+    other.on('pageerror', (e) => otherErrors.push(String(e)));
+    other.on('console', (m) => {
+      if (m.type() === 'error') otherErrors.push(m.text());
+    });
+    await other.goto(pathToFileURL(out).href);
+    await other.waitForSelector('#where');
+    expect(await other.locator('#where').textContent()).toBe('Only items where status != "completed" (every figure below counts only them)');
+    const ids = await other.locator('#items-table tbody tr:visible td:first-child').allTextContents();
+    expect(ids.map((t) => t.split(/\s/)[0]).sort()).toEqual(selected.sort());
+    expect(otherErrors).toEqual([]);
+    await other.close();
   });
 });

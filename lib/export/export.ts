@@ -7,7 +7,9 @@
  * read in item-id ranges of about `chunkEvents` events each (one consistent streaming read per
  * range, rows of other fields filtered out by Lance), every item of a range folded with fold's
  * own semantics (lib/fold.ts) and written out before the next range is read. An item's events
- * all fall in one range, so each item is folded from all of them.
+ * all fall in one range, so each item is folded from all of them. `where` (lib/select/) is
+ * judged on each folded item, after `status`: the fields it names are read with the exported
+ * ones, and the query tags too when it names a tag.
  */
 import type * as arrow from 'apache-arrow';
 import { InvalidInputError } from '../errors.ts';
@@ -17,6 +19,10 @@ import { readsOf } from '../log/reads.ts';
 import type { EventVisitor } from '../log/read/stream.ts';
 import { sqlIn, sqlString } from '../log/tables.ts';
 import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
+import { checkWhere } from '../select/check.ts';
+import { matches } from '../select/evaluate.ts';
+import { needsOf, subjectOfState, tagsOfRows } from '../select/subject.ts';
+import type { Where } from '../select/where.ts';
 import type { Env } from '../storage/location.ts';
 import type { BlobRef, EventRow, OutputValue } from '../types.ts';
 import { fieldColumns, type FieldColumn } from './columns.ts';
@@ -34,6 +40,8 @@ export interface ExportOptions {
   format?: ExportFormat;
   /** Which items: completed (default), filtered, or any (every item, whatever its status). */
   status?: ExportStatus;
+  /** Of those, only the items this filter selects (docs/usage.md, "Selecting items"). Text: `parseWhere`. */
+  where?: Where;
   /** Field names to export (default: every field the log holds, by name). */
   fields?: readonly string[];
   /**
@@ -62,7 +70,7 @@ export const DEFAULT_CHUNK_EVENTS = 50_000;
 /** The columns fold needs, without the long failure texts (an export does not carry them). */
 const FOLD_COLUMNS = LIGHT_COLUMNS.filter((c) => c !== 'traceback' && c !== 'error_dump' && c !== 'query_tags_json');
 
-function check(o: ExportOptions): { format: ExportFormat; status: ExportStatus; fields: string[] | null; chunk: number } {
+function check(o: ExportOptions): { format: ExportFormat; status: ExportStatus; fields: string[] | null; chunk: number; where: Where | null } {
   if (!o || typeof o !== 'object') throw new InvalidInputError('export options are required', { field: 'options' });
   const format = o.format ?? (typeof o.out === 'string' && /\.parquet$/i.test(o.out) ? 'parquet' : 'jsonl');
   if (!EXPORT_FORMATS.includes(format)) throw new InvalidInputError(`must be one of ${EXPORT_FORMATS.join(', ')}, got ${JSON.stringify(format)}`, { field: 'format' });
@@ -78,7 +86,8 @@ function check(o: ExportOptions): { format: ExportFormat; status: ExportStatus; 
   }
   const chunk = o.chunkEvents ?? DEFAULT_CHUNK_EVENTS;
   if (!Number.isSafeInteger(chunk) || chunk < 1) throw new InvalidInputError(`must be a positive integer, got ${JSON.stringify(o.chunkEvents)}`, { field: 'chunkEvents' });
-  return { format, status, fields, chunk };
+  const where = o.where === undefined ? null : checkWhere(o.where, 'where');
+  return { format, status, fields, chunk, where };
 }
 
 /** Rows of one item-id range, grouped by item, duplicate copies dropped. */
@@ -122,7 +131,8 @@ function safePart(s: string): string {
 
 export async function exportItems(log: CheckpointLog, o: ExportOptions): Promise<ExportResult> {
   const reads = readsOf(log);
-  const { format, status, fields: chosen, chunk } = check(o);
+  const { format, status, fields: chosen, chunk, where } = check(o);
+  const needs = where ? needsOf(where) : { tags: [], fields: [] };
   const env = o.env ?? process.env;
   // Every argument is checked before the first read or write.
   const target = parseTarget(o.out, 'out');
@@ -133,7 +143,10 @@ export async function exportItems(log: CheckpointLog, o: ExportOptions): Promise
     const names = chosen ?? [...plan.fields.keys()].sort(byteCompare);
     const cols: FieldColumn[] = fieldColumns(names, plan.fields, blobFolder !== null);
     const cuts = cutPoints(plan.sample, Math.ceil(plan.events / chunk));
-    const fieldFilter = chosen ? `(field_name IS NULL OR ${sqlIn('field_name', chosen)})` : null;
+    // The filter's fields are read too (not exported unless chosen).
+    const read = chosen ? [...new Set([...chosen, ...needs.fields])] : null;
+    const fieldFilter = read ? `(field_name IS NULL OR ${sqlIn('field_name', read)})` : null;
+    const columns = needs.tags.length > 0 ? [...FOLD_COLUMNS, 'query_tags_json' as const] : FOLD_COLUMNS;
     let rows = 0;
     let blobFiles = 0;
     await writeTarget(target, env, async (file) => {
@@ -142,12 +155,14 @@ export async function exportItems(log: CheckpointLog, o: ExportOptions): Promise
         for (let i = 0; i <= cuts.length; i++) {
           const range = rangeFilter(i === 0 ? null : cuts[i - 1]!, i === cuts.length ? null : cuts[i]!);
           const filter = [range, fieldFilter].filter((x) => x !== null).join(' AND ') || null;
-          const byItem = await scan({ columns: FOLD_COLUMNS, filter }, () => new RangeVisitor());
+          const byItem = await scan({ columns, filter }, () => new RangeVisitor());
           const ids = [...byItem.keys()].sort(byteCompare);
           for (const id of ids) {
-            const state = foldItem(id, byItem.get(id)!);
+            const itemRows = byItem.get(id)!;
+            const state = foldItem(id, itemRows);
             byItem.delete(id);
             if (status !== 'any' && state.status !== status) continue;
+            if (where && !matches(where, subjectOfState(state, needs.tags.length > 0 ? tagsOfRows(itemRows, needs.tags) : undefined))) continue;
             const values: ExportRow['fields'] = {};
             for (const c of cols) {
               let v: OutputValue | undefined = Object.hasOwn(state.fields, c.name) ? state.fields[c.name] : undefined;

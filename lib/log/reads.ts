@@ -6,7 +6,7 @@
  * whole before it closes what they read.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { CheckpointLog, FailureSummary, ItemPage, LogStats } from '../api.ts';
+import type { CheckpointLog, FailureQuery, FailureSummary, ItemPage, LogStats } from '../api.ts';
 import type { Clock } from '../clock.ts';
 import { InternalError, InvalidInputError, NotFoundError, type LogNotFoundError } from '../errors.ts';
 import { foldItem, trajectory } from '../fold.ts';
@@ -18,6 +18,7 @@ import { projectedAggregates, projectedItemRows, ProjectionCache, walkProjected 
 import { loadBlobOf } from './read/blob-read.ts';
 import { checkItemId, readFields, readLatestEvents } from './read/item-reads.ts';
 import { listItems, pageVisitor, type ListingSource } from './read/listing.ts';
+import { selectedFailures } from './read/selected.ts';
 import { listingShowsLog } from './read/missing.ts';
 import { LogReader, type OwnItemRows } from './read/reader.ts';
 import { statsOf } from './read/stats.ts';
@@ -165,7 +166,8 @@ export class LogReads implements ListingSource {
     return this.track(() => listItems(this, q));
   }
 
-  failures(): Promise<FailureSummary[]> {
+  failures(q: FailureQuery = {}): Promise<FailureSummary[]> {
+    if (q?.where !== undefined) return this.track(() => selectedFailures(this, q.where));
     return this.track(async () => {
       // Through the projection a walk holds only the failures (and a chunk per fragment).
       const walked = await walkProjected(this.reader, this.o.tables, this.projection, undefined, () => {

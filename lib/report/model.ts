@@ -98,7 +98,10 @@ export interface ReportData {
   /** How step durations are measured, in words (shown with them). */
   stepTime: string;
   uri: string;
+  /** The filter the report is limited to (`formatWhere`), or null: every item. */
+  where: string | null;
   generatedAtMs: number;
+  /** Events of the items reported. */
   events: number;
   itemCount: number;
   status: StatusCounts;

@@ -3,12 +3,20 @@
  * of read, both streaming over light columns (no value or blob column): one pass over every
  * event for the figures and the item records (lib/report/aggregate.ts), then the listed items'
  * trajectories by item id (lib/report/trajectories.ts); plus `stats()` for the shard picture.
+ * With `where`, the items it selects are chosen first (lib/log/read/selected.ts) and the pass
+ * counts only their events: every figure of the page is of them.
  */
 import { writeFile } from 'node:fs/promises';
 import { systemClock, type Clock } from '../clock.ts';
 import { InvalidInputError, NotFoundError } from '../errors.ts';
 import { shardLabel, type CheckpointLog } from '../api.ts';
 import { readsOf } from '../log/reads.ts';
+import { MAX_IN } from '../log/read/select-loads.ts';
+import { onlyItems, selectedAggregates } from '../log/read/selected.ts';
+import { sqlIn } from '../log/tables.ts';
+import { checkWhere } from '../select/check.ts';
+import { formatWhere } from '../select/format.ts';
+import type { Where } from '../select/where.ts';
 import type { Env } from '../storage/location.ts';
 import { formatTarget, parseTarget, writeTarget } from '../export/output.ts';
 import { isHashedThreadItem } from '../langgraph/view.ts';
@@ -25,6 +33,8 @@ export interface ReportOptions {
   maxItems?: number;
   /** The page's title (default `<pipeline> / <experiment>` from the log's URI). */
   title?: string;
+  /** Report only the items this filter selects (docs/usage.md, "Selecting items"); the page says which. */
+  where?: Where;
   clock?: Clock;
   env?: Env;
 }
@@ -46,9 +56,18 @@ export async function report(log: CheckpointLog, o: ReportOptions = {}): Promise
   }
   // Checked before any read, so bad input fails at once and writes nothing.
   const target = o.out !== undefined ? parseTarget(o.out, 'out') : null;
+  const where = o.where === undefined ? null : checkWhere(o.where, 'where');
   const clock = o.clock ?? systemClock;
   const scan = reads.scanEvents.bind(reads);
-  const agg = await scan({ columns: REPORT_COLUMNS }, () => new ReportVisitor(maxItems));
+  let agg;
+  if (where) {
+    const ids = (await selectedAggregates(reads, where)).map((a) => a.itemId);
+    const filter = ids.length <= MAX_IN ? (ids.length > 0 ? sqlIn('item_id', ids) : 'false') : null;
+    const chosen = new Set(ids);
+    agg = await scan({ columns: REPORT_COLUMNS, filter }, () => onlyItems(chosen, new ReportVisitor(maxItems)));
+  } else {
+    agg = await scan({ columns: REPORT_COLUMNS }, () => new ReportVisitor(maxItems));
+  }
   const threads = agg.items.filter((i) => i.name !== null);
   const trajectories = await lightTrajectories(scan, agg.items.map((i) => i.id), new Set(threads.map((i) => i.id)));
   // A thread whose id could not be its item's id: its name says the thread id (field thread_id).
@@ -63,9 +82,10 @@ export async function report(log: CheckpointLog, o: ReportOptions = {}): Promise
   }
   const stats = await reads.stats();
   const data: ReportData = {
-    title: o.title ?? titleOf(reads.uri),
+    title: (o.title ?? titleOf(reads.uri)) + (where ? ` (where ${formatWhere(where)})` : ''),
     stepTime: STEP_TIME,
     uri: reads.uri,
+    where: where && formatWhere(where),
     generatedAtMs: clock.nowMs(),
     events: agg.events,
     itemCount: agg.itemCount,

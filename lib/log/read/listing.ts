@@ -4,16 +4,25 @@
  * and the page cursor go down to Lance; tags are matched from the rows that carry tags only;
  * without a status filter the page's item ids are chosen first from the `item_id` column alone,
  * and only those items are aggregated (the range up to the page's last id goes down to Lance).
+ * A filter (`where`, lib/select/) is decided from each item's aggregate where it can be, and
+ * from the tags and fields it names, loaded for the items still undecided
+ * (lib/log/read/selected.ts).
  */
 import type * as arrow from 'apache-arrow';
 import type { ItemPage } from '../../api.ts';
 import { canonicalJson, isPlainObject } from '../../codec.ts';
 import { CorruptError, InvalidInputError } from '../../errors.ts';
+import { checkWhere } from '../../select/check.ts';
+import { decide } from '../../select/evaluate.ts';
+import { needsOf } from '../../select/subject.ts';
+import type { Where } from '../../select/where.ts';
 import type { ItemQuery, JsonValue } from '../../types.ts';
 import { ITEM_STATUSES } from '../../types.ts';
 import { Int64Column, Utf8Column } from '../columns.ts';
+import { MAX_IN, tagMentionFilter } from './select-loads.ts';
+import { selectAggregates, subjectOf } from './selected.ts';
 import type { EventVisitor, ScanOptions } from './stream.ts';
-import { compareUtf8, summaryOf, type ItemAggregate } from './summary.ts';
+import { compareUtf8, statusOf, summaryOf, type ItemAggregate } from './summary.ts';
 import { sqlIn, sqlString } from '../tables.ts';
 
 export interface ListingSource {
@@ -23,13 +32,12 @@ export interface ListingSource {
    * projection, or null when none describes the base.
    */
   projectedPage(q: ItemQuery): Promise<ItemPage | null>;
+  /** Every item's aggregate through the maintained projection (in item order), or null when none describes the base. */
+  projected(): Promise<ItemAggregate[] | null>;
   scanEvents<T>(o: ScanOptions, make: () => EventVisitor<T>): Promise<T>;
 }
 
-/** Most ids put in one `IN (...)` filter; beyond it the ids are matched in JavaScript. */
-const MAX_IN = 1000;
-
-function checkQuery(q: ItemQuery): Map<string, string> {
+function checkQuery(q: ItemQuery): { tags: Map<string, string>; where: Where | null } {
   if (q.status !== undefined && !ITEM_STATUSES.includes(q.status)) {
     throw new InvalidInputError(`status must be one of ${ITEM_STATUSES.join(', ')}, got ${JSON.stringify(q.status)}`, { field: 'status' });
   }
@@ -47,21 +55,17 @@ function checkQuery(q: ItemQuery): Map<string, string> {
     }
     for (const [k, v] of Object.entries(q.tags)) tags.set(k, canonicalJson(v, `tags.${k}`));
   }
-  return tags;
-}
-
-/** `s` as a LIKE pattern matching itself (escape character `\`). */
-function likeLiteral(s: string): string {
-  return s.replace(/[\\%_]/g, (c) => `\\${c}`);
+  return { tags, where: q.where === undefined ? null : checkWhere(q.where, 'where') };
 }
 
 export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<ItemPage> {
-  const tags = checkQuery(q);
+  const { tags, where: selector } = checkQuery(q);
   const lineage: string[] = [];
   if (q.rootItemId !== undefined) lineage.push(`root_item_id = ${sqlString(q.rootItemId)}`);
   if (q.parentItemId !== undefined) lineage.push(`parent_item_id = ${sqlString(q.parentItemId)}`);
   const parts = q.after !== undefined ? [`item_id > ${sqlString(q.after)}`, ...lineage] : lineage;
   const where = parts.length > 0 ? parts.join(' AND ') : null;
+  if (selector !== null) return listSelected(src, q, selector, tags, lineage.length > 0, where);
   // Without lineage or tags, every item's aggregate through the projection is cheaper than
   // choosing a page's ids from the log (lib/log/projection/projection.ts); the page is cut from it here.
   if (lineage.length === 0 && tags.size === 0) {
@@ -121,18 +125,21 @@ export async function listItems(src: ListingSource, q: ItemQuery = {}): Promise<
 }
 
 /**
- * Builds the page `q` asks for (status, limit) from aggregates handed over in item order after
- * the cursor: stops at the first item past a full page (so `next` is only set when there is more).
+ * Builds the page `q` asks for (status, limit, and a `where` decided by aggregates alone) from
+ * aggregates handed over in item order after the cursor: stops at the first item past a full
+ * page (so `next` is only set when there is more).
  */
 export function pageVisitor(q: ItemQuery): { visit(a: ItemAggregate): boolean; wanted(): number; done(): ItemPage } {
   const items: ItemPage['items'] = [];
   let next: string | undefined;
+  const filtered = q.status !== undefined || q.where !== undefined;
   return {
-    // With a status filter any number may be needed; without, the page and one more (is there a next?).
-    wanted: () => (q.limit === undefined || q.status !== undefined ? Infinity : q.limit + 1 - items.length),
+    // With a filter any number may be needed; without, the page and one more (is there a next?).
+    wanted: () => (q.limit === undefined || filtered ? Infinity : q.limit + 1 - items.length),
     visit(a) {
       const s = summaryOf(a);
       if (q.status !== undefined && s.status !== q.status) return true;
+      if (q.where !== undefined && decide(q.where, subjectOf(a)) !== true) return true;
       if (q.limit !== undefined && items.length === q.limit) {
         next = items.at(-1)!.itemId;
         return false;
@@ -145,13 +152,45 @@ export function pageVisitor(q: ItemQuery): { visit(a: ItemAggregate): boolean; w
 }
 
 /**
+ * A listing with `where`: the items after the cursor that pass status, lineage and tags, then
+ * those the filter selects, up to `limit` (lib/log/read/selected.ts). When the filter names no
+ * tag or field (it is decided by aggregates), a plain listing walks the projection from its
+ * cursor and stops once the page is full, like a status filter.
+ */
+async function listSelected(src: ListingSource, q: ItemQuery, w: Where, tags: Map<string, string>, lineage: boolean, sql: string | null): Promise<ItemPage> {
+  const needs = needsOf(w);
+  const bySummary = needs.tags.length === 0 && needs.fields.length === 0;
+  let aggs: ItemAggregate[];
+  if (!lineage && tags.size === 0) {
+    if (bySummary) {
+      const page = await src.projectedPage(q);
+      if (page) return page;
+    }
+    // No projection (or values to load): every item's aggregate, the cursor applied below.
+    aggs = (bySummary ? null : await src.projected()) ?? (await src.aggregates(sql));
+  } else {
+    const candidates = tags.size > 0 ? await taggedItems(src, sql, tags) : null;
+    if (candidates?.length === 0) return { items: [] };
+    const inFilter = candidates !== null && candidates.length <= MAX_IN ? sqlIn('item_id', candidates) : null;
+    aggs = await src.aggregates([sql, inFilter].filter((x): x is string => x !== null).join(' AND ') || null);
+    if (candidates !== null && inFilter === null) {
+      const wanted = new Set(candidates);
+      aggs = aggs.filter((a) => wanted.has(a.itemId));
+    }
+  }
+  aggs = aggs.filter((a) => (q.after === undefined || compareUtf8(a.itemId, q.after) > 0) && (q.status === undefined || statusOf(a) === q.status));
+  const { selected, more } = await selectAggregates(src, aggs, w, q.limit);
+  const items = selected.map(summaryOf);
+  return more ? { items, next: items.at(-1)!.itemId } : { items };
+}
+
+/**
  * Items whose query tags match: an item's tags are every batch's `queryTags` merged in seq order
  * (a later batch's value of a key replaces an earlier one). Reads only rows whose tags mention
  * one of the keys (a LIKE on the canonical JSON), and only the tag column of those.
  */
 async function taggedItems(src: ListingSource, where: string | null, tags: Map<string, string>): Promise<string[]> {
-  const mention = [...tags.keys()].map((k) => `query_tags_json LIKE ${sqlString(`%${likeLiteral(JSON.stringify(k))}:%`)} ESCAPE '\\'`);
-  const filter = [where, 'query_tags_json IS NOT NULL', `(${mention.join(' OR ')})`].filter((x): x is string => x !== null).join(' AND ');
+  const filter = [where, tagMentionFilter(tags.keys())].filter((x): x is string => x !== null).join(' AND ');
   const latest = await src.scanEvents({ columns: ['item_id', 'item_seq', 'query_tags_json'], filter }, () => new TagVisitor(tags));
   const out: string[] = [];
   for (const [itemId, byKey] of latest) if ([...tags].every(([k, v]) => byKey.get(k)?.value === v)) out.push(itemId);
