@@ -21,6 +21,7 @@ import { purgeDeleted, sweepRecords } from './purge.ts';
 import type { CoordStore } from '../../coord/types.ts';
 import type { LogReader, ShardListing } from '../read/reader.ts';
 import type { LanceTables } from '../tables.ts';
+import { TEXT_COLUMNS, textIndexConfig, textIndexName } from '../text-index.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 
 export interface MaintainOptions {
@@ -229,6 +230,10 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
       const have = new Set((await base.listIndices()).flatMap((i) => i.columns));
       for (const col of INDEXED_COLUMNS) {
         if (!have.has(col) && (await base.countRows()) > 0) await base.createIndex(col, { config: Index.btree() });
+      }
+      // Full-text indexes of the text columns (search); the compaction's optimize folds new rows into them.
+      for (const col of TEXT_COLUMNS) {
+        if (!have.has(col) && (await base.countRows()) > 0) await base.createIndex(col, { config: textIndexConfig(), name: textIndexName(col) });
       }
       report.indexes = (await base.listIndices()).map((i) => i.name);
       await ctx.tables.sync('base');
