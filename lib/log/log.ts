@@ -3,7 +3,7 @@
  * (created on the first append), blob loading, listings and maintenance.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport } from '../api.ts';
+import type { CheckpointLog, DeleteOptions, DeleteResult, FailureSummary, ItemPage, LogStats, MaintenanceReport, SearchHit, SearchOptions } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { InternalError, InvalidInputError, LogNotFoundError, NotFoundError } from '../errors.ts';
 import { foldItem, trajectory } from '../fold.ts';
@@ -23,6 +23,7 @@ import { CoordHolder } from './write/coord-holder.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { LogReader } from './read/reader.ts';
 import { statsOf } from './read/stats.ts';
+import { searchLog } from './read/search.ts';
 import { loadBlobOf } from './read/blob-read.ts';
 import { projectedAggregates, projectedItemRows, ProjectionCache, walkProjected } from './projection/projection.ts';
 import { scanEvents, type EventVisitor, type ScanOptions } from './read/stream.ts';
@@ -272,6 +273,11 @@ export class LanceCheckpointLog implements CheckpointLog {
       const all = await this.scanEvents({ columns: SUMMARY_SCAN_COLUMNS, filter: null, keepTail: true }, () => new SummaryVisitor());
       return all.map(failureOf).filter((f): f is FailureSummary => f !== null);
     });
+  }
+
+  /** Events whose text holds the words of `text` (lib/log/read/search.ts, docs/api.md). */
+  search(text: string, options?: SearchOptions): Promise<SearchHit[]> {
+    return this.track(() => searchLog({ reader: this.reader, tables: this.tables }, text, options));
   }
 
   /** The page `q` asks for through the projection, or null when none describes the base (lib/log/read/listing.ts). */
