@@ -146,7 +146,7 @@ function scanWhere(s: Search, columns: readonly TextColumn[]): string {
   return s.where ? `${s.where} AND ${set}` : set;
 }
 
-export function searchLog(ctx: SearchContext, text: unknown, options?: SearchOptions): Promise<SearchHit[]> {
+export async function searchLog(ctx: SearchContext, text: unknown, options?: SearchOptions): Promise<SearchHit[]> {
   const s = checkSearch(text, options);
   return ctx.reader.read(async (listing) => {
     const hits = new Hits(s.limit);
