@@ -1,5 +1,6 @@
 /** The word rules of search (lib/text-match.ts): words, matching, JSON strings, snippets, index bounds. */
 import { describe, expect, it } from 'vitest';
+import { isWellFormed } from '../../lib/codec.ts';
 import { jsonStrings, LONGER_UPPERCASE, lowerWord, matchWords, MAX_QUERY_CHARS, queryWords, snippet, SNIPPET_CHARS, storedBytesAtMost } from '../../lib/text-match.ts';
 
 const matches = (text: string, query: string) => matchWords(text, queryWords(query)) !== null;
@@ -92,7 +93,7 @@ describe('snippet', () => {
     for (let pad = 0; pad < 4; pad++) {
       const t = `${'😀'.repeat(60 + pad)} needle ${'😀'.repeat(80)}`;
       const s = snippet(t, matchWords(t, ['needle'])!);
-      expect(s.isWellFormed(), `pad ${pad}`).toBe(true);
+      expect(isWellFormed(s), `pad ${pad}`).toBe(true);
     }
   });
 });
