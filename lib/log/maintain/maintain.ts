@@ -1,9 +1,10 @@
 /**
  * The elected maintainer's pass over one experiment (docs/design/shards.md, "Maintenance"):
  * finish interrupted retirements, merge sealed generations, take over and merge slots whose
- * writer died, delete zombie generations, compact the base, refresh its scalar indexes, prune old
- * versions, and delete stale claims, seals and fences. Steps are independent: one that fails is
- * reported and the others still run (each is idempotent; the next pass retries it).
+ * writer died, delete zombie generations, compact the base, refresh its scalar and full-text
+ * indexes, prune old versions, and delete stale claims, seals and fences. Steps are independent:
+ * one that fails is reported and the others still run (each is idempotent; the next pass retries
+ * it).
  */
 import { guard } from '../../guards.ts';
 import { Index } from '@lancedb/lancedb';
