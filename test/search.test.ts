@@ -16,6 +16,7 @@ import { TEXT_COLUMNS, textIndexName, textQuery } from '../lib/log/text-index.ts
 import { LocalObjectStore } from '../lib/storage/local.ts';
 import { queryWords } from '../lib/text-match.ts';
 import { run } from './support/cli.ts';
+import { tree } from './support/tree.ts';
 import { describeHits, SEARCH_BATCHES, SEARCH_CASES, storedIds } from './support/search-fixture.ts';
 
 type Log = Awaited<ReturnType<typeof openLog>>;
@@ -251,6 +252,25 @@ describe('search limits', () => {
       await expect(w.search(text as string, o as never), JSON.stringify([text, o])).rejects.toMatchObject({ code: 'INVALID_INPUT', field });
     }
     await w.close();
+  });
+});
+
+describe('search is a read', () => {
+  it('writes nothing, fails on a log that does not exist, and is refused by a closed log', async () => {
+    const at = freshRoot('read');
+    const w = await openLog(at);
+    await w.append([SEARCH_BATCHES[0]!]);
+    await w.close();
+    const before = tree(at.root);
+    const r = await openLog(at);
+    expect((await r.search('invoice')).map((h) => h.itemId)).toEqual(['recovered']);
+    await r.close();
+    expect(tree(at.root)).toEqual(before);
+    await expect(r.search('invoice')).rejects.toMatchObject({ code: 'INTERNAL', message: expect.stringMatching(/closed/) });
+    const missing = await openLog({ ...at, experiment: 'never-written' });
+    await expect(missing.search('invoice')).rejects.toMatchObject({ code: 'LOG_NOT_FOUND' });
+    await missing.close();
+    expect(tree(at.root)).toEqual(before);
   });
 });
 
