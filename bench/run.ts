@@ -1,7 +1,8 @@
 /**
  * Benchmark of the embedded default (local folder) against baselines measured in the same run:
  * a bare LanceDB `add()` of the same rows (same schema), SQLite (`node:sqlite`, WAL +
- * synchronous=FULL, one transaction per batch) and JSON lines with an fsync per batch. Prints ONE
+ * synchronous=FULL, one transaction per batch) and JSON lines with an fsync per batch; `search` at
+ * the largest size against a regex scan of the same rows as JSON lines (bench/search.ts). Prints ONE
  * table and writes it to bench/results/latest.{md,json} (the long run: long.{md,json}). Asserts
  * nothing.
  *
@@ -25,6 +26,7 @@ import { JsonLines } from './baselines/jsonl.ts';
 import { RawLance } from './baselines/lance.ts';
 import { DatasetSync } from '../lib/storage/dataset-sync.ts';
 import { SqliteLog } from './baselines/sqlite.ts';
+import { searchBench } from './search.ts';
 import { PER_ITEM, allocatedBytes, bulkRows, fileCount, itemName, newItemBatch, now, ownedItemBatch, pct, pool, rowsOf } from './common.ts';
 import { aggregateRate, spawnWorkers } from './procs.ts';
 import { type BenchMeta, type BenchRow, bytes, formatTable, int, msText, ratio, sizeText } from './table.ts';
@@ -39,7 +41,7 @@ const P = {
 }[mode];
 const dir = mkdtempSync(path.join(tmpdir(), 'dgcl-bench-'));
 /** Rows by figure kind, printed in this order (sizes ascending within a kind). */
-const ORDER = ['ack', 'writer', 'procs', 'items', 'fold', 'unmerged', 'disk', 'build'] as const;
+const ORDER = ['ack', 'writer', 'procs', 'items', 'fold', 'unmerged', 'search', 'disk', 'build'] as const;
 const groups = new Map<(typeof ORDER)[number], BenchRow[]>(ORDER.map((k) => [k, []]));
 const rows = { push: (kind: (typeof ORDER)[number], r: BenchRow) => groups.get(kind)!.push(r) };
 const raw: Record<string, number> = {};
@@ -472,6 +474,9 @@ try {
     const f = await atSize(n, first, i === P.sizes.length - 1);
     first ??= f;
   }
+  const found = await searchBench(dir, P.sizes[P.sizes.length - 1]!, log);
+  for (const r of found.rows) rows.push('search', r);
+  Object.assign(raw, found.raw);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -10,7 +10,7 @@ import type { CheckpointLog } from '../lib/api.ts';
 import type { Where } from '../lib/select/where.ts';
 import { openLog, type OpenLogOptions } from '../lib/open.ts';
 import { MaintenanceFailed } from './exit-codes.ts';
-import { formatFailures, formatFold, formatItems, formatSlotWait, formatStats, formatTrajectory } from './format.ts';
+import { formatFailures, formatFold, formatItems, formatSearch, formatSlotWait, formatStats, formatTrajectory } from './format.ts';
 import type { Io, Output } from './io.ts';
 import { threadNames } from './threads.ts';
 
@@ -114,6 +114,14 @@ export async function failures(ctx: Ctx, flags: LogFlags & { where?: Where }): P
   const list = await using(ctx, flags, (log) => log.failures(flags.where ? { where: flags.where } : {}));
   if (flags.json) for (const f of list) ctx.out.json(f);
   else ctx.out.line(formatFailures(list));
+}
+
+export async function search(ctx: Ctx, flags: LogFlags & { text: string; field?: string[]; limit: number }): Promise<void> {
+  const hits = await using(ctx, flags, (log) => log.search(flags.text, { limit: flags.limit, ...(flags.field ? { fields: flags.field } : {}) }));
+  if (flags.json) for (const h of hits) ctx.out.json(h);
+  else ctx.out.line(formatSearch(hits));
+  // Which events a search stops at is not said: the count alone cannot tell there were no more.
+  if (hits.length === flags.limit) ctx.err.raw(`dgcl: search: ${flags.limit} events shown, the limit: more may match (--limit, at most 10000)\n`);
 }
 
 export async function maintain(ctx: Ctx, flags: LogFlags): Promise<void> {

@@ -1,8 +1,9 @@
 /** Human-readable renderings for the CLI (the --json forms print the API objects as they are). */
-import { shardLabel, type FailureSummary, type ItemSummary, type LogStats } from '../lib/api.ts';
+import { shardLabel, type FailureSummary, type ItemSummary, type LogStats, type SearchHit } from '../lib/api.ts';
 import { formatDuration } from '../lib/duration.ts';
 import { checkpointLabel, describeThreadField, isThreadCursor, summarizeThread } from '../lib/langgraph/view.ts';
 import type { SlotWait } from '../lib/lease/slots.ts';
+import { isTextIndexName } from '../lib/log/text-index.ts';
 import type { Cursor, ItemState, TrajectoryEvent } from '../lib/types.ts';
 import { describeFailure, preview } from './preview.ts';
 
@@ -100,12 +101,25 @@ function fieldLines(s: ItemState, names: string[]): string[] {
 export function formatStats(s: LogStats): string {
   const lines = [
     `log      ${s.uri}`,
-    `base     version ${s.base.version}, ${s.base.rows} rows, ${s.base.fragments} fragments, indexes: ${s.base.indexes.join(', ') || 'none'}`,
+    `base     version ${s.base.version}, ${s.base.rows} rows, ${s.base.fragments} fragments, indexes: ${indexesText(s.base.indexes)}`,
     `shards   ${s.shards.length === 0 ? 'none unmerged' : ''}`,
   ];
   for (const sh of s.shards) lines.push(`  ${sh.name}  v${sh.version}  ${sh.rows} rows  ${shardLabel(sh)}`);
   if (s.hint) lines.push(`note     ${s.hint}`);
   return lines.join('\n');
+}
+
+/** The base's indexes, the full-text ones (search) named as such. */
+function indexesText(names: readonly string[]): string {
+  const text = names.filter(isTextIndexName);
+  const other = names.filter((n) => !isTextIndexName(n));
+  return `${other.join(', ') || 'none'}${text.length > 0 ? `; full-text (search): ${text.join(', ')}` : ''}`;
+}
+
+/** Matching events as a table; the snippet last (it is the long column). */
+export function formatSearch(hits: readonly SearchHit[]): string {
+  if (hits.length === 0) return '(no matching events)';
+  return table([['ITEM', 'SEQ', 'EVENT', 'FIELD/ERROR', 'SNIPPET'], ...hits.map((h) => [h.itemId, String(h.seq), h.eventType, h.field ?? h.errorType ?? '', h.snippet])]);
 }
 
 /** The line a writer prints while it waits for a slot: who holds the slots, until when. */

@@ -123,6 +123,15 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
     .description('failed items with their last error: type, message and the innermost traceback frame')
     .action(logAction<LogOptions & { where?: Where }>((c, flags) => c.failures(ctx, flags)));
 
+  withLog(program.command('search'))
+    .description('events whose text (string values, string values inside JSON, error dumps, tracebacks) holds every word of TEXT, in any case; the whole history')
+    .argument('<text>', 'the words to find')
+    .option('--field <name>', 'only events of this field (repeat for several)', (v: string, prev: string[] | undefined) => [...(prev ?? []), v])
+    .option('--limit <n>', 'most events shown (at most 10000)', (v) => positiveInt(v, '--limit'), 100)
+    .action((text: string, flags: LogOptions & { field?: string[]; limit: number }) =>
+      logAction<LogOptions & { field?: string[]; limit: number; text: string }>((c, f) => c.search(ctx, f))({ ...flags, text }),
+    );
+
   withLog(program.command('maintain'))
     .description('merge shards, compact, refresh indexes, clean up; prints what it did')
     .action(logAction<LogOptions>((c, flags) => c.maintain(ctx, flags)));

@@ -1,6 +1,6 @@
 import type { Where } from './select/where.ts';
 import type { DurableItem, ItemOptions } from './steps.ts';
-import type { Ack, CheckpointBatchInput, Cursor, Failure, FieldsQuery, ItemFields, ItemQuery, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from './types.ts';
+import type { Ack, CheckpointBatchInput, Cursor, EventType, Failure, FieldsQuery, ItemFields, ItemQuery, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from './types.ts';
 
 /** One line of `dgcl items` / a page entry of the `fold` handler's item listing. */
 export interface ItemSummary {
@@ -162,6 +162,29 @@ export interface MaintainOptions {
   onProgress?: MaintainProgress;
 }
 
+/** What `search` looks in (docs/api.md, "Search"). */
+export interface SearchOptions {
+  /** Only events of these fields (value events: failures have no field). */
+  fields?: string[];
+  /** Only events of these types (text is in FIELD_SET and FIELD_APPEND values, and FAILED errors). */
+  eventTypes?: EventType[];
+  /** Most events returned, 1-10,000; default 100. */
+  limit?: number;
+}
+
+/** An event whose text holds every word searched for. */
+export interface SearchHit {
+  itemId: string;
+  seq: number;
+  eventType: EventType;
+  /** The field of a value event; null for a failure. */
+  field: string | null;
+  /** The error type of a failure; null for a value event. */
+  errorType: string | null;
+  /** The text around the first word found, on one line, `…` where it was cut. */
+  snippet: string;
+}
+
 /**
  * One experiment's log. Obtained from `openLog` (lib/index.ts). Writing takes a writer shard
  * slot lazily on the first append and keeps (renews) it until `close()`.
@@ -202,6 +225,12 @@ export interface CheckpointLog {
    * reads no value columns and leaves each `fields` empty.
    */
   allStates(options?: { fields?: boolean }): Promise<ItemState[]>;
+  /**
+   * Events whose string values, JSON string values, error dumps or tracebacks hold every word of
+   * `text` (any case, whole words), over the whole history, deleted items excepted; at most
+   * `limit` (default 100), sorted by item and seq.
+   */
+  search(text: string, options?: SearchOptions): Promise<SearchHit[]>;
   /**
    * Delete an item: hidden from reads at once, purged by maintenance, its id reusable. Pass
    * `{throughSeq}` (the last seq you saw) so that a retried delete never deletes a newer incarnation.

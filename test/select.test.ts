@@ -134,7 +134,7 @@ describe('items({where}) and failures({where})', () => {
       expect(scans.length).toBeGreaterThanOrEqual(1);
       expect(scans.flatMap((o) => o.columns).filter((c) => c.startsWith('value_') || c === 'query_tags_json')).toEqual([]);
     } finally {
-      delete (log as { scanEvents?: unknown }).scanEvents;
+      delete (reads as { scanEvents?: unknown }).scanEvents;
     }
   });
 

@@ -9,6 +9,7 @@ import { CorruptError, FencedError, isDgclError, LeaseHeldError, UnavailableErro
 import { parseBatches } from '../lib/batch.ts';
 import type { LocalLeaseStore } from '../lib/lease/local.ts';
 import type { MergeStep } from '../lib/log/maintain/merge.ts';
+import { TEXT_COLUMNS, textIndexName } from '../lib/log/text-index.ts';
 import { resumePoint } from '../lib/resume.ts';
 import type { Ack, ItemState } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
@@ -251,7 +252,7 @@ describe('maintenance', () => {
     const after = await withFreshReader(root, leases, clock, (r) => r.stats());
     expect(after.shards.filter((s) => s.slot === 1).map((s) => s.name), 'the other generation was merged').toEqual([]);
     expect(after.base.fragments, 'base compacted').toBe(1);
-    expect([...after.base.indexes].sort(), 'base indexes').toEqual(['event_id_idx', 'item_id_idx']);
+    expect([...after.base.indexes].sort(), 'base indexes').toEqual(['event_id_idx', 'item_id_idx', ...TEXT_COLUMNS.map(textIndexName)].sort());
     await withFreshReader(root, leases, clock, (r) => expectAcksVisible(r, acks, 'after a partly failed maintenance'));
   });
 });

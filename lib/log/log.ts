@@ -3,7 +3,7 @@
  * more: reads go to the log's read side (lib/log/reads.ts), appends and deletes to the process's
  * shard writer (created on the first append), `maintain()` to the elected maintainer's pass.
  */
-import type { CheckpointLog, DeleteOptions, DeleteResult, FailureQuery, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport, RehomeReport } from '../api.ts';
+import type { CheckpointLog, DeleteOptions, DeleteResult, FailureQuery, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport, RehomeReport, SearchHit, SearchOptions } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { InternalError, InvalidInputError, LogNotFoundError } from '../errors.ts';
 import type { LeaseStore } from '../lease/types.ts';
@@ -168,6 +168,10 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   failures(query?: FailureQuery): Promise<FailureSummary[]> {
     return this.reads.failures(query);
+  }
+
+  search(text: string, options?: SearchOptions): Promise<SearchHit[]> {
+    return this.reads.search(text, options);
   }
 
   blob(itemId: string, field: string): Promise<Uint8Array> {

@@ -6,7 +6,8 @@
  * whole before it closes what they read.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { CheckpointLog, FailureQuery, FailureSummary, ItemPage, LogStats } from '../api.ts';
+import type { CheckpointLog, FailureQuery, FailureSummary, ItemPage, LogStats, SearchHit, SearchOptions } from '../api.ts';
+import { searchLog } from './read/search.ts';
 import type { Clock } from '../clock.ts';
 import { InternalError, InvalidInputError, NotFoundError, type LogNotFoundError } from '../errors.ts';
 import { foldItem, trajectory } from '../fold.ts';
@@ -164,6 +165,11 @@ export class LogReads implements ListingSource {
   /** Items filtered by status, lineage and query tags, paged (lib/log/read/listing.ts, docs/api.md). */
   items(q: ItemQuery = {}): Promise<ItemPage> {
     return this.track(() => listItems(this, q));
+  }
+
+  /** Full-text search over the log's text (lib/log/read/search.ts, docs/api.md "Search"). */
+  search(text: string, options?: SearchOptions): Promise<SearchHit[]> {
+    return this.track(() => searchLog({ reader: this.reader, tables: this.o.tables }, text, options));
   }
 
   failures(q: FailureQuery = {}): Promise<FailureSummary[]> {

@@ -1,9 +1,10 @@
 /**
  * The elected maintainer's pass over one experiment (docs/design/shards.md, "Maintenance"):
  * finish interrupted retirements, merge sealed generations, take over and merge slots whose
- * writer died, delete zombie generations, compact the base, refresh its scalar indexes, prune old
- * versions, and delete stale claims, seals and fences. Steps are independent: one that fails is
- * reported and the others still run (each is idempotent; the next pass retries it).
+ * writer died, delete zombie generations, compact the base, refresh its scalar and full-text
+ * indexes, prune old versions, and delete stale claims, seals and fences. Steps are independent:
+ * one that fails is reported and the others still run (each is idempotent; the next pass retries
+ * it).
  */
 import type { LeaseScope } from '../write/coord-holder.ts';
 import { guard } from '../../guards.ts';
@@ -22,6 +23,7 @@ import { purgeDeleted, sweepRecords } from './purge.ts';
 import type { CoordStore } from '../../coord/types.ts';
 import type { LogReader, ShardListing } from '../read/reader.ts';
 import type { LanceTables } from '../tables.ts';
+import { TEXT_COLUMNS, textIndexConfig, textIndexName } from '../text-index.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 
 export interface MaintainOptions {
@@ -247,6 +249,10 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
       const have = new Set((await base.listIndices()).flatMap((i) => i.columns));
       for (const col of INDEXED_COLUMNS) {
         if (!have.has(col) && (await base.countRows()) > 0) await base.createIndex(col, { config: Index.btree() });
+      }
+      // Full-text indexes of the text columns (search); the compaction's optimize folds new rows into them.
+      for (const col of TEXT_COLUMNS) {
+        if (!have.has(col) && (await base.countRows()) > 0) await base.createIndex(col, { config: textIndexConfig(), name: textIndexName(col) });
       }
       report.indexes = (await base.listIndices()).map((i) => i.name);
       await ctx.tables.sync('base');
