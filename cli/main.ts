@@ -63,7 +63,7 @@ function withWhere(cmd: Command): Command {
 
 type Commands = typeof import('./commands.ts');
 
-type ResumeOptions = LogOptions & { stalledFor: number; send?: boolean; queueUrl?: string; limit?: number };
+type ResumeOptions = LogOptions & { stalledFor: number; send?: boolean; queueUrl?: string; limit?: number; where?: Where };
 
 export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Command {
   /**
@@ -165,7 +165,7 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
       logAction<LogOptions & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string; where?: Where }>((c, flags) => c.exportCmd(ctx, flags)),
     );
 
-  withLog(program.command('resume'))
+  withWhere(withLog(program.command('resume')))
     .description('items that stalled (not terminal, last event older than --stalled-for): listed, or with --send each sent a resume instruction')
     .requiredOption('--stalled-for <duration>', 'idle for more than this: 90s, 30m, 2h, 1d, 1h30m', (v) => parseDuration(v, '--stalled-for'))
     .option('--send', 'send each a resume instruction to the resume queue (default: only list them)')

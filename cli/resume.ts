@@ -6,6 +6,7 @@
  * Items whose send failed are printed too; the command then fails (cli/exit-codes.ts,
  * ResumesNotSent: 75 when a retry may help, and sending again is harmless).
  */
+import type { Where } from '../lib/select/where.ts';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { formatDuration } from '../lib/duration.ts';
 import { sendResumes, stalledItems, type ResumeSender, type SendResult } from '../lib/resume-sweep.ts';
@@ -20,6 +21,8 @@ export interface ResumeFlags extends LogFlags {
   /** Checked by cli/main.ts when --send is given. */
   queueUrl?: string;
   limit?: number;
+  /** Only the items this filter selects (lib/select/). */
+  where?: Where;
 }
 
 /** Text rows per printed table block: the text form holds one block, never the whole sweep. */
@@ -38,7 +41,7 @@ export async function resume(ctx: Ctx, flags: ResumeFlags): Promise<void> {
   let counts = { items: 0, terminal: 0 };
   try {
     await using(ctx, flags, async (log) => {
-      const stalled = stalledItems(log, { stalledForMs: flags.stalledFor, ...(flags.limit !== undefined ? { limit: flags.limit } : {}) });
+      const stalled = stalledItems(log, { stalledForMs: flags.stalledFor, ...(flags.limit !== undefined ? { limit: flags.limit } : {}), ...(flags.where ? { where: flags.where } : {}) });
       counts = stalled.counts;
       const results: AsyncIterable<SendResult> = sender
         ? sendResumes(log, stalled, sender, { pipeline: flags.pipeline, experiment: flags.experiment })

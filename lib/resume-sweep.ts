@@ -24,6 +24,7 @@ import type { EventVisitor, ScanOptions } from './log/read/stream.ts';
 import { sqlIn } from './log/tables.ts';
 import { resumeInstruction, type ResumeInstruction } from './resume.ts';
 import type { Cursor, ItemQuery, ItemState, ItemStatus } from './types.ts';
+import type { Where } from './select/where.ts';
 
 /** What a sweep reads of a log: its listing, and scans of its read side (lib/log/reads.ts). */
 export interface SweepLog {
@@ -62,6 +63,8 @@ export interface StalledOptions {
   /** Milliseconds since the Unix epoch the ages are measured from; fixed for the whole sweep (default: the time of the call). */
   now?: number;
   predicate?: StalledPredicate;
+  /** Only the items this filter selects (lib/select/, the listing's `where`). */
+  where?: Where;
   /** Items listed per page (default 1000). */
   pageSize?: number;
   /** Stop after this many stalled items. */
@@ -120,7 +123,7 @@ async function* sweep(log: SweepLog, o: StalledOptions & { now: number; pageSize
   const cutoffUs = (o.now - o.stalledForMs) * 1000;
   let after: string | undefined;
   do {
-    const page = await log.items(after === undefined ? { limit: o.pageSize } : { limit: o.pageSize, after });
+    const page = await log.items({ limit: o.pageSize, ...(after === undefined ? {} : { after }), ...(o.where ? { where: o.where } : {}) });
     counts.pages++;
     counts.items += page.items.length;
     const open = page.items.filter((i) => i.status !== 'completed' && i.status !== 'filtered');

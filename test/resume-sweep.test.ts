@@ -12,6 +12,7 @@ import { ManualClock } from '../lib/clock.ts';
 import { InvalidInputError, LogNotFoundError } from '../lib/errors.ts';
 import type { CheckpointLog } from '../lib/api.ts';
 import { readsOf } from '../lib/log/reads.ts';
+import { parseWhere } from '../lib/select/parse.ts';
 import { openLog } from '../lib/open.ts';
 import type { ResumeInstruction } from '../lib/resume.ts';
 import { sendResumes, stalledItems, type ResumeSender, type StalledItem, type StalledOptions } from '../lib/resume-sweep.ts';
@@ -127,6 +128,15 @@ describe('stalledItems', () => {
         idleMs: 60 * MIN,
       },
     ]);
+  });
+
+  it('with a --where filter, only the stalled items it selects', async () => {
+    const all = await sweepIds({ stalledForMs: 15 * MIN });
+    const failed = new Set((await log.items({ status: 'failed' })).items.map((i) => i.itemId));
+    const ids = await sweepIds({ stalledForMs: 15 * MIN, where: parseWhere('status = failed') });
+    expect(ids).toEqual(all.filter((id) => failed.has(id)));
+    expect(ids.length, 'the fixture has failed stalled items, and others').toBeGreaterThan(0);
+    expect(ids.length).toBeLessThan(all.length);
   });
 
   it('pages through the listing: each stalled item exactly once, whatever the page size, one page in memory at a time', async () => {
