@@ -101,6 +101,14 @@ export interface SimConfig {
   takeoverOnCommit: number;
   readOnLanding: number;
   readOnMerge: number;
+  /**
+   * Repairs of the log (lib/log/admin/rehome.ts) while writers run: each takes every lease of the
+   * log's scope (waiting for live writers' to run out), seals, rebuilds the records under a new id
+   * and switches. Only on logs kept in the lease table, without deletes (a repair rebuilds no
+   * claim of a deleted checkpoint: a redelivered batch of it is a new incarnation, which the
+   * history would take for a second first ack).
+   */
+  repairs: number;
 }
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
@@ -113,6 +121,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const faultRng = f();
   const workRng = f();
   const focusRng = f();
+  const repairRng = f(); // drawn after every other stream: the seeds' other draws stay as they were
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
@@ -163,8 +172,10 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     takeoverOnCommit: 0,
     readOnLanding: workRng.pick([0, 0.2]),
     readOnMerge: workRng.pick([0, 0.2]),
+    repairs: 0,
   };
   focusOn(cfg, focusRng);
+  if (cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
   return cfg;
 }
 

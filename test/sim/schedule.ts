@@ -197,6 +197,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   const readers = [1, 2].map((i) => proc<Proc & { busy: number }>(`r${i}`, { busy: 0 }));
   const maints = Array.from({ length: cfg.maintainers }, (_, i) => proc<Proc & { busy: boolean }>(`m${i + 1}`, { busy: false }));
   const deleter = proc<Proc & { busy: boolean }>('d1', { busy: false });
+  const repairer = proc<Proc & { busy: boolean }>('f1', { busy: false });
   const work = new Workload(wl, cfg.failures, cfg.blobs);
   const items: ItemModel[] = [];
   const deliveries: Delivery[] = [];
@@ -582,6 +583,27 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       },
     },
     crash: { budget: cfg.crashes, run: crashAction },
+    repair: {
+      budget: cfg.repairs,
+      run: () => {
+        if (repairer.busy) return false;
+        repairer.busy = true;
+        const actor = repairer.actor;
+        const log = repairer.log;
+        const p = sched.run(actor, () => log.repair());
+        track('repair', actor, p);
+        // A process per repair: the next one opens the log again.
+        p.catch((e: unknown) => {
+          if (!(e instanceof DgclError)) violations.push(`ERROR: repair by ${actor} failed with an untyped error: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
+        }).finally(() => {
+          if (repairer.actor === actor) {
+            renew(repairer);
+            repairer.busy = false;
+          }
+        });
+        return true;
+      },
+    },
     clock: {
       budget: cfg.clockMoves,
       run: () => {
@@ -705,6 +727,16 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   // ---- final maintenance and read, unscheduled --------------------------------------------
   sched.direct = true;
   await sched.run('final', async () => {
+    // Every lease ran out and nothing runs: a repair must go through, and everything read after it
+    // (maintenance in the new records' scope included) must be what it was.
+    if (cfg.repairs > 0) {
+      try {
+        const r = await makeLog('final-f', 'final-f').repair();
+        sched.note(`final repair: ${r.markers} markers, ${r.claims} claims, sealed ${r.sealedEpochs.join(' ') || 'nothing'}`);
+      } catch (e) {
+        violations.push(`FINAL: repair() threw ${(e as Error).name}: ${(e as Error).message}`);
+      }
+    }
     const fm = makeLog('final-m', 'final-m');
     for (let i = 0; i < 2; i++) {
       try {

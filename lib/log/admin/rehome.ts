@@ -84,7 +84,7 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<Reho
   const held = mode === 'init' || copyOf !== null ? null : await takeOldScope(ctx, current?.record ?? null);
   let switched = false;
   try {
-    const sealedEpochs = await sealAll(ctx, held?.slots ?? new Map());
+    const sealedEpochs = await sealAll(ctx, held?.sealPrevious ?? new Map());
     const { items, checkpoints } = await readRecords(ctx);
     const id = randomUUID();
     const store = await newStore(ctx, kind, logName, id);
@@ -147,6 +147,8 @@ interface OldScope {
   leases: Lease[];
   /** Slot -> the epoch of its lease held now: the highest the old scope ever gave it. */
   slots: Map<number, number>;
+  /** The slots whose previous epoch may still commit (its holder never released the lease), with the epoch held now. */
+  sealPrevious: Map<number, number>;
   /** Throws unless every held lease is still current (a lost one may have let a writer in). */
   confirm(): Promise<void>;
   /** Before the switch: give them back. After: keep them held (RETIRED_LEASE_TTL_MS), so no process of the old records takes one again. */
@@ -162,6 +164,8 @@ async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<
   const logId = r !== null && r.scoped ? r.id : null;
   const taken: Lease[] = [];
   const slots = new Map<number, number>();
+  /** Slots whose previous holder may not have ended (it never released its lease): the epoch held now. */
+  const sealPrevious = new Map<number, number>();
   const deadline = ctx.clock.nowMs() + ctx.leaseTtlMs;
   const keepers: LeaseKeeper[] = [];
   const keep = (l: Lease) => {
@@ -174,6 +178,9 @@ async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<
   };
   try {
     for (let slot = 0; slot < MAX_SLOTS; slot++) {
+      // A holder that never released its lease (it died, or froze) may commit later: its epoch is
+      // sealed (sealAll). One that released it wrote its last commit before.
+      const before = await ctx.leases.read(slotKey(ctx.pipeline, ctx.experiment, slot, logId));
       const s = await acquireWriterSlot(ctx.leases, {
         pipeline: ctx.pipeline,
         experiment: ctx.experiment,
@@ -187,6 +194,7 @@ async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<
       });
       keep(s.lease);
       slots.set(slot, s.lease.epoch);
+      if (before !== null && (before.owner !== '' || s.lease.epoch !== before.epoch + 1)) sealPrevious.set(slot, s.lease.epoch);
     }
     for (;;) {
       try {
@@ -207,6 +215,7 @@ async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<
   return {
     leases: taken,
     slots,
+    sealPrevious,
     async confirm() {
       for (const k of keepers) {
         if (k.lost) throw new UnavailableError(`the repair lost its lease ${k.current().key} (${k.lostReason?.message ?? 'not renewed in time'}); nothing was switched: run it again`);
@@ -223,8 +232,9 @@ async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<
 
 /**
  * Seal every epoch with generations (or a fence) and no seal, at the versions its generations have
- * now; and, per slot of the old scope, the epoch before the one the repair holds, even without
- * generations: a writer of it frozen before its first generation makes one that stays invisible.
+ * now; and, per slot of the old scope whose previous holder never released its lease, the epoch
+ * before the one the repair holds, even without generations: a writer of it frozen before its
+ * first generation makes one that stays invisible.
  */
 async function sealAll(ctx: RehomeContext, held: ReadonlyMap<number, number>): Promise<string[]> {
   const listing = await ctx.reader.listShards();
