@@ -30,6 +30,10 @@ import { scanEvents, type EventVisitor, type ScanOptions } from './read/stream.t
 import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './read/summary.ts';
 import { LanceTables, sqlString, type SyncWrapper, type TableWrapper } from './tables.ts';
 import { ShardWriter, type WriterOptions } from './write/writer.ts';
+import type { SnapshotInfo, SnapshotResult } from '../api.ts';
+import { dropSnapshot, listSnapshots, openSnapshot, type SnapshotContext } from './snapshot/catalog.ts';
+import { createSnapshot } from './snapshot/create.ts';
+import type { SnapshotView } from './snapshot/view.ts';
 
 /** The writer's options, plus where the log lives and what maintenance keeps. */
 export interface LanceLogOptions extends WriterOptions {
@@ -378,6 +382,24 @@ export class LanceCheckpointLog implements CheckpointLog {
     // A consistent read: a generation retired under it makes it start over.
     const c = { uri: this.uri, pipeline: this.o.pipeline, experiment: this.o.experiment, tables: this.tables, reader: this.reader, leases: this.o.leases, clock: this.o.clock };
     return this.track(() => this.reader.read((listing) => statsOf(c, listing)));
+  }
+
+  /** Snapshots (lib/log/snapshot/, docs/usage.md "Snapshots"); `openSnapshot` reads one (export, report). */
+  snapshot(name: string): Promise<SnapshotResult> {
+    return this.track(() => createSnapshot(this.snapshotCtx(), name));
+  }
+  snapshots(): Promise<SnapshotInfo[]> {
+    return this.track(() => listSnapshots(this.snapshotCtx()));
+  }
+  dropSnapshot(name: string): Promise<void> {
+    return this.track(() => dropSnapshot(this.snapshotCtx(), name));
+  }
+  openSnapshot(name: string, field?: string): Promise<SnapshotView> {
+    return this.track(() => openSnapshot(this.snapshotCtx(), name, field));
+  }
+  private snapshotCtx(): SnapshotContext {
+    const o = this.o;
+    return { ...o, uri: this.uri, tables: this.tables, objects: o.objects, reader: this.reader, track: (fn) => this.track(fn) };
   }
 
   /**
