@@ -10,7 +10,7 @@ import type { CheckpointLog } from '../lib/api.ts';
 import type { Where } from '../lib/select/where.ts';
 import { openLog, type OpenLogOptions } from '../lib/open.ts';
 import { MaintenanceFailed } from './exit-codes.ts';
-import { formatFailures, formatFold, formatItems, formatSearch, formatSlotWait, formatStats, formatTrajectory } from './format.ts';
+import { formatFailures, formatFold, formatItems, formatSearch, formatSlotWait, formatSnapshot, formatSnapshots, formatStats, formatTrajectory } from './format.ts';
 import type { Io, Output } from './io.ts';
 import { threadNames } from './threads.ts';
 
@@ -150,22 +150,51 @@ export async function rehome(ctx: Ctx, flags: LogFlags, mode: 'repair' | 'adopt'
 }
 
 export async function stats(ctx: Ctx, flags: LogFlags): Promise<void> {
-  const s = await using(ctx, flags, (log) => log.stats());
-  if (flags.json) ctx.out.json(s);
-  else ctx.out.line(formatStats(s));
+  const [s, snapshots] = await using(ctx, flags, async (log) => [await log.stats(), await log.snapshots()] as const);
+  if (flags.json) ctx.out.json({ ...s, snapshots });
+  else ctx.out.line(formatStats(s, snapshots));
 }
 
-export async function report(ctx: Ctx, flags: LogFlags & { out: string; maxItems: number; where?: Where }): Promise<void> {
+/** `dgcl snapshot`: take one (`--name`), list them (`--list`) or drop one (`--drop`); cli/main.ts checked that exactly one is given. */
+export async function snapshot(ctx: Ctx, flags: LogFlags & { name?: string; list?: boolean; drop?: string }): Promise<void> {
+  if (flags.list) {
+    const list = await using(ctx, flags, (log) => log.snapshots());
+    if (flags.json) for (const x of list) ctx.out.json(x);
+    else ctx.out.line(formatSnapshots(list));
+  } else if (flags.drop !== undefined) {
+    const name = flags.drop;
+    await using(ctx, flags, (log) => log.dropSnapshot(name));
+    if (flags.json) ctx.out.json({ name, dropped: true });
+    else ctx.out.line(`snapshot ${name} dropped`);
+  } else {
+    const name = flags.name!;
+    const r = await using(ctx, flags, (log) => log.snapshot(name));
+    if (flags.json) ctx.out.json(r);
+    else ctx.out.line(formatSnapshot(r));
+  }
+}
+
+export async function report(ctx: Ctx, flags: LogFlags & { out: string; maxItems: number; where?: Where; snapshot?: string }): Promise<void> {
   const { report: write } = await import('../lib/report/report.ts');
-  const r = await using(ctx, flags, (log) => write(log, { out: flags.out, maxItems: flags.maxItems, env: ctx.io.env, ...(flags.where ? { where: flags.where } : {}) }));
-  const summary = { out: r.out!, items: r.data.itemCount, listed: r.data.items.length, events: r.data.events, status: r.data.status, ...(r.data.where ? { where: r.data.where } : {}) };
+  const r = await using(ctx, flags, (log) =>
+    write(log, { out: flags.out, maxItems: flags.maxItems, env: ctx.io.env, ...(flags.where ? { where: flags.where } : {}), ...(flags.snapshot !== undefined ? { snapshot: flags.snapshot } : {}) }),
+  );
+  const summary = {
+    out: r.out!,
+    items: r.data.itemCount,
+    listed: r.data.items.length,
+    events: r.data.events,
+    status: r.data.status,
+    ...(r.data.where ? { where: r.data.where } : {}),
+    ...(r.data.snapshot ? { snapshot: r.data.snapshot.name } : {}),
+  };
   if (flags.json) ctx.out.json(summary);
-  else ctx.out.line(`report written to ${r.out!} (${r.data.itemCount} items, ${r.data.events} events${r.data.where ? `; only items where ${r.data.where}` : ''})`);
+  else ctx.out.line(`report written to ${r.out!} (${r.data.itemCount} items, ${r.data.events} events${r.data.snapshot ? `; snapshot ${r.data.snapshot.name}` : ''}${r.data.where ? `; only items where ${r.data.where}` : ''})`);
 }
 
 export async function exportCmd(
   ctx: Ctx,
-  flags: LogFlags & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string; where?: Where },
+  flags: LogFlags & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string; where?: Where; snapshot?: string },
 ): Promise<void> {
   const { exportItems } = await import('../lib/export/export.ts');
   const r = await using(ctx, flags, (log) =>
@@ -177,6 +206,7 @@ export async function exportCmd(
       ...(flags.fields ? { fields: flags.fields } : {}),
       ...(flags.blobs !== undefined ? { blobs: flags.blobs } : {}),
       ...(flags.where ? { where: flags.where } : {}),
+      ...(flags.snapshot !== undefined ? { snapshot: flags.snapshot } : {}),
     }),
   );
   if (flags.json) ctx.out.json(r);

@@ -1,5 +1,5 @@
 /** Human-readable renderings for the CLI (the --json forms print the API objects as they are). */
-import { shardLabel, type FailureSummary, type ItemSummary, type LogStats, type SearchHit } from '../lib/api.ts';
+import { shardLabel, type FailureSummary, type ItemSummary, type LogStats, type SearchHit, type SnapshotInfo, type SnapshotResult } from '../lib/api.ts';
 import { formatDuration } from '../lib/duration.ts';
 import { checkpointLabel, describeThreadField, isThreadCursor, summarizeThread } from '../lib/langgraph/view.ts';
 import type { SlotWait } from '../lib/lease/slots.ts';
@@ -98,13 +98,17 @@ function fieldLines(s: ItemState, names: string[]): string[] {
   return names.map((n) => `  ${n.padEnd(width)}  ${preview(s.fields[n], 100)}`);
 }
 
-export function formatStats(s: LogStats): string {
+export function formatStats(s: LogStats, snapshots?: readonly SnapshotInfo[]): string {
   const lines = [
     `log      ${s.uri}`,
     `base     version ${s.base.version}, ${s.base.rows} rows, ${s.base.fragments} fragments, indexes: ${indexesText(s.base.indexes)}`,
     `shards   ${s.shards.length === 0 ? 'none unmerged' : ''}`,
   ];
   for (const sh of s.shards) lines.push(`  ${sh.name}  v${sh.version}  ${sh.rows} rows  ${shardLabel(sh)}`);
+  if (snapshots) {
+    lines.push(`snapshots${snapshots.length === 0 ? ' none' : ''}`);
+    if (snapshots.length > 0) lines.push(...formatSnapshots(snapshots).split('\n').map((l) => `  ${l}`));
+  }
   if (s.hint) lines.push(`note     ${s.hint}`);
   return lines.join('\n');
 }
@@ -120,6 +124,18 @@ function indexesText(names: readonly string[]): string {
 export function formatSearch(hits: readonly SearchHit[]): string {
   if (hits.length === 0) return '(no matching events)';
   return table([['ITEM', 'SEQ', 'EVENT', 'FIELD/ERROR', 'SNIPPET'], ...hits.map((h) => [h.itemId, String(h.seq), h.eventType, h.field ?? h.errorType ?? '', h.snippet])]);
+}
+
+/** One line per snapshot: name, when, base version, unmerged rows copied, events. */
+export function formatSnapshots(list: readonly SnapshotInfo[]): string {
+  if (list.length === 0) return 'no snapshots';
+  return table(list.map((x) => [x.name, new Date(x.createdAtMs).toISOString(), x.baseVersion === null ? 'no base' : `base v${x.baseVersion}`, `${x.tailRows} unmerged rows`, `${x.events} events`]));
+}
+
+/** What `dgcl snapshot --name` did. */
+export function formatSnapshot(r: SnapshotResult): string {
+  const what = `${r.baseVersion === null ? 'no base' : `base version ${r.baseVersion}`} + ${r.tailRows} unmerged rows, ${r.events} events`;
+  return r.created ? `snapshot ${r.name} taken: ${what}` : `snapshot ${r.name} already holds this state (taken ${new Date(r.createdAtMs).toISOString()}): ${what}`;
 }
 
 /** The line a writer prints while it waits for a slot: who holds the slots, until when. */

@@ -14,6 +14,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { isDgclError } from '../lib/errors.ts';
 import { parseDuration } from '../lib/duration.ts';
 import { EXPORT_FORMATS, EXPORT_STATUSES, type ExportFormat, type ExportStatus } from '../lib/export/formats.ts';
+import { checkSnapshotName } from '../lib/log/snapshot/record.ts';
 import { parseWhere } from '../lib/select/parse.ts';
 import type { Where } from '../lib/select/where.ts';
 import { ITEM_STATUSES, type ItemStatus } from '../lib/types.ts';
@@ -59,6 +60,11 @@ function withWhere(cmd: Command): Command {
     const w = parseWhere(v, '--where');
     return prev ? { and: [prev, w] } : w;
   });
+}
+
+/** `--snapshot NAME`: read the state a snapshot holds (docs/usage.md, "Snapshots"); a bad name is INVALID_INPUT before any log is opened. */
+function withSnapshot(cmd: Command): Command {
+  return cmd.option('--snapshot <name>', 'read the log as snapshot <name> holds it (dgcl snapshot --name)', (v: string) => checkSnapshotName(v, '--snapshot'));
 }
 
 type Commands = typeof import('./commands.ts');
@@ -148,13 +154,25 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
     .description('base versions/rows/fragments, shards and their unmerged generations, indexes')
     .action(logAction<LogOptions>((c, flags) => c.stats(ctx, flags)));
 
-  withWhere(withLog(program.command('report')))
+  withLog(program.command('snapshot'))
+    .description('name the log\'s current state (--name), so that export and report can read it later (--snapshot); or --list, or --drop one')
+    .option('--name <name>', 'take a snapshot named <name> (1-128 of A-Z a-z 0-9 . _ -)', (v: string) => checkSnapshotName(v, '--name'))
+    .option('--list', 'list the snapshots')
+    .option('--drop <name>', 'delete snapshot <name>', (v: string) => checkSnapshotName(v, '--drop'))
+    .action(async (flags: LogOptions & { name?: string; list?: boolean; drop?: string }) => {
+      if ([flags.name !== undefined, flags.list === true, flags.drop !== undefined].filter(Boolean).length !== 1) {
+        throw new UsageError('snapshot: give exactly one of --name <name>, --list, --drop <name>');
+      }
+      await logAction<typeof flags>((c, f) => c.snapshot(ctx, f))(flags);
+    });
+
+  withSnapshot(withWhere(withLog(program.command('report'))))
     .description('one self-contained HTML page: progress, steps, failures, items with their trajectories, shards')
     .option('--out <file>', 'where the page goes (a path or s3://bucket/key)', 'report.html')
     .option('--max-items <n>', 'items listed with trajectories at most (failed and in-progress first)', (v) => nonNegativeInt(v, '--max-items'), 5000)
-    .action(logAction<LogOptions & { out: string; maxItems: number; where?: Where }>((c, flags) => c.report(ctx, flags)));
+    .action(logAction<LogOptions & { out: string; maxItems: number; where?: Where; snapshot?: string }>((c, flags) => c.report(ctx, flags)));
 
-  withWhere(withLog(program.command('export')))
+  withSnapshot(withWhere(withLog(program.command('export'))))
     .description("finished items' final state as a dataset: one row per item (id, root/parent, status, attempts, fields)")
     .requiredOption('--out <file>', 'a path or s3://bucket/key')
     .addOption(new Option('--format <format>', 'default: parquet for a .parquet file, else jsonl').choices([...EXPORT_FORMATS]))
@@ -162,7 +180,7 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
     .option('--fields <a,b>', 'fields to export (default: all)', (v) => listOf(v, '--fields'))
     .option('--blobs <dir>', 'write blob fields as files here (a folder or s3:// prefix); rows hold their paths, relative to the output file where they can be')
     .action(
-      logAction<LogOptions & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string; where?: Where }>((c, flags) => c.exportCmd(ctx, flags)),
+      logAction<LogOptions & { out: string; format?: ExportFormat; status: ExportStatus; fields?: string[]; blobs?: string; where?: Where; snapshot?: string }>((c, flags) => c.exportCmd(ctx, flags)),
     );
 
   withWhere(withLog(program.command('resume')))

@@ -185,6 +185,24 @@ export interface SearchHit {
   snippet: string;
 }
 
+/** A snapshot: a named state of the log that later reads can go back to (docs/usage.md, "Snapshots"). */
+export interface SnapshotInfo {
+  name: string;
+  /** When it was taken (the taking process's clock). */
+  createdAtMs: number;
+  /** The base version it reads (kept by a Lance tag); null when the log had no base yet. */
+  baseVersion: number | null;
+  /** Rows it copied from shard generations that were not merged into the base yet. */
+  tailRows: number;
+  /** Events it shows (each once; deleted items' events hidden as they were then). */
+  events: number;
+}
+
+/** What `snapshot(name)` did: `created` false when the name already held this very state. */
+export interface SnapshotResult extends SnapshotInfo {
+  created: boolean;
+}
+
 /**
  * One experiment's log. Obtained from `openLog` (lib/index.ts). Writing takes a writer shard
  * slot lazily on the first append and keeps (renews) it until `close()`.
@@ -262,6 +280,17 @@ export interface CheckpointLog {
   /** `repair()` for a log copied or restored by other tools (`aws s3 sync`, `cp -r`, a backup): makes it a log of its own where it lies. */
   adopt(): Promise<RehomeReport>;
   stats(): Promise<LogStats>;
+  /**
+   * Name the log's current state (every acknowledged event, merged or not): `exportItems` and
+   * `report` read it later with `{ snapshot: name }`, whatever was appended, merged, compacted or
+   * purged since. A name in use is refused (INVALID_INPUT, field `name`) unless it names this
+   * very state (then `created: false`).
+   */
+  snapshot(name: string): Promise<SnapshotResult>;
+  /** Every snapshot of the log, by name. */
+  snapshots(): Promise<SnapshotInfo[]>;
+  /** Delete a snapshot (NOT_FOUND when there is none of that name); its base versions may then be pruned. */
+  dropSnapshot(name: string): Promise<void>;
   /** Serve appends queued before it, merge own shard (best effort), release the writer slot, wait for a running maintain() and for reads in flight, close handles. Every later call fails (INTERNAL: the log is closed); a close() that failed (seal or release: UNAVAILABLE) is retried by calling close() again. */
   close(): Promise<void>;
 }

@@ -173,4 +173,28 @@ describe('the demo report in Chromium', () => {
     expect(otherErrors).toEqual([]);
     await other.close();
   });
+
+  it('a report of a snapshot names it in the header with its time and base version', async () => {
+    const out = path.join(demo.root, 'snapshot-report.html');
+    const log = await openLog({ root: demo.root, pipeline: 'demo', experiment: demo.experiment });
+    let s;
+    try {
+      s = await log.snapshot('browser-test');
+      await report(log, { out, snapshot: 'browser-test' });
+    } finally {
+      await log.close();
+    }
+    const other = await browser.newPage({ viewport: { width: 1300, height: 900 } });
+    const otherErrors: string[] = [];
+    other.on('pageerror', (e) => otherErrors.push(String(e)));
+    await other.goto(pathToFileURL(out).href);
+    await other.waitForSelector('#snapshot');
+    expect(await other.locator('#snapshot').textContent()).toMatch(
+      new RegExp(`^Snapshot browser-test, taken .+ \\(base version ${s.baseVersion} \\+ ${s.tailRows} unmerged rows\\): the log as it was then$`),
+    );
+    expect(await other.locator('h1').textContent()).toMatch(/\(snapshot browser-test\)$/);
+    expect(await other.locator('#status-cards .card .n').first().textContent()).toBe(String(states.length));
+    expect(otherErrors).toEqual([]);
+    await other.close();
+  });
 });

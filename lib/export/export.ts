@@ -9,16 +9,19 @@
  * own semantics (lib/fold.ts) and written out before the next range is read. An item's events
  * all fall in one range, so each item is folded from all of them. `where` (lib/select/) is
  * judged on each folded item, after `status`: the fields it names are read with the exported
- * ones, and the query tags too when it names a tag.
+ * ones, and the query tags too when it names a tag. With `snapshot`, every read is of the state
+ * that snapshot holds (lib/log/snapshot/view.ts), the same passes over it.
  */
 import type * as arrow from 'apache-arrow';
 import { InvalidInputError } from '../errors.ts';
 import { foldItem } from '../fold.ts';
 import type { CheckpointLog } from '../api.ts';
 import { readsOf } from '../log/reads.ts';
+import type { EventSource } from '../log/read/source.ts';
 import type { EventVisitor } from '../log/read/stream.ts';
 import { sqlIn, sqlString } from '../log/tables.ts';
 import { LIGHT_COLUMNS, rowsFromArrow } from '../schema.ts';
+import { checkSnapshotName } from '../log/snapshot/record.ts';
 import { checkWhere } from '../select/check.ts';
 import { matches } from '../select/evaluate.ts';
 import { needsOf, subjectOfState, tagsOfRows } from '../select/subject.ts';
@@ -50,6 +53,11 @@ export interface ExportOptions {
    * or they are in different buckets).
    */
   blobs?: string;
+  /**
+   * Export the state snapshot `snapshot` holds (`log.snapshot(name)`, docs/usage.md "Snapshots")
+   * instead of the log's current one: byte for byte the export taken when it was made.
+   */
+  snapshot?: string;
   /** Events per item-id range read at once (default 50,000): the memory knob. */
   chunkEvents?: number;
   env?: Env;
@@ -87,6 +95,7 @@ function check(o: ExportOptions): { format: ExportFormat; status: ExportStatus; 
   const chunk = o.chunkEvents ?? DEFAULT_CHUNK_EVENTS;
   if (!Number.isSafeInteger(chunk) || chunk < 1) throw new InvalidInputError(`must be a positive integer, got ${JSON.stringify(o.chunkEvents)}`, { field: 'chunkEvents' });
   const where = o.where === undefined ? null : checkWhere(o.where, 'where');
+  if (o.snapshot !== undefined) checkSnapshotName(o.snapshot, 'snapshot');
   return { format, status, fields, chunk, where };
 }
 
@@ -138,7 +147,8 @@ export async function exportItems(log: CheckpointLog, o: ExportOptions): Promise
   const target = parseTarget(o.out, 'out');
   const blobFolder: BlobFolder | null = o.blobs !== undefined ? openBlobFolder(o.blobs, env, target) : null;
   try {
-    const scan = reads.scanEvents.bind(reads);
+    const src: EventSource = o.snapshot === undefined ? reads : await reads.openSnapshot(o.snapshot);
+    const scan = src.scanEvents.bind(src);
     const plan = await scan({ columns: PLAN_COLUMNS }, () => new PlanVisitor());
     const names = chosen ?? [...plan.fields.keys()].sort(byteCompare);
     const cols: FieldColumn[] = fieldColumns(names, plan.fields, blobFolder !== null);
@@ -169,7 +179,7 @@ export async function exportItems(log: CheckpointLog, o: ExportOptions): Promise
               const ref = c.blob ? blobRefOf(v) : null;
               if (ref && blobFolder) {
                 const rel = `${safePart(id)}/${safePart(c.name)}`;
-                await blobFolder.put(rel, await reads.loadBlob(ref.eventId));
+                await blobFolder.put(rel, await src.loadBlob(ref.eventId));
                 blobFiles++;
                 v = blobFolder.ref(rel);
               }

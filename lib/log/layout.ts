@@ -20,6 +20,11 @@
  *   log.lance/_dgcl/items/<hash of itemId>      the writer epoch that last began writing the item
  *   log.lance/_dgcl/deleted/<hash>/<seq>        a delete of the item through seq (kept for good)
  *   log.lance/_dgcl/purged/<tomb name>/<ms>     a purge removed the tombstone's rows at ms (maintenance only)
+ *   log.lance/_dgcl/snapshots/records/<name>.json  a snapshot (lib/log/snapshot/): its base version and tag,
+ *                                              its tail, the tombstones in force; written last
+ *   log.lance/_dgcl/snapshots/tails/<nonce>.lance  rows of the generations a snapshot saw unmerged
+ *   log.lance/_dgcl/snapshots/attempts/<nonce>.json  a snapshot being made (until its record is written)
+ *   log.lance/_refs/tags/dgcl-snap-<nonce>.json     Lance's tag of a snapshot's base version
  *
  * `<shard>` is `<writerEpoch>-g<generation>`, e.g. `s03-e000007-g000002`.
  */
@@ -45,6 +50,17 @@ export const DELETED_DIR = '_dgcl/deleted';
  * lands late only adds an earlier time, never moves the latest back.
  */
 export const PURGED_DIR = '_dgcl/purged';
+
+/** Snapshots (lib/log/snapshot/): records, tails and attempts in their own folders. */
+export const SNAPSHOTS_DIR = '_dgcl/snapshots';
+export const SNAPSHOT_RECORDS_DIR = `${SNAPSHOTS_DIR}/records`;
+export const SNAPSHOT_TAILS_DIR = `${SNAPSHOTS_DIR}/tails`;
+export const SNAPSHOT_ATTEMPTS_DIR = `${SNAPSHOTS_DIR}/attempts`;
+export const snapshotRecordKey = (name: string) => `${SNAPSHOT_RECORDS_DIR}/${name}.json`;
+export const snapshotAttemptKey = (nonce: string) => `${SNAPSHOT_ATTEMPTS_DIR}/${nonce}.json`;
+/** The Lance tag of a snapshot attempt's base version (tags are the base dataset's: log.lance/_refs). */
+export const SNAPSHOT_TAG_PREFIX = 'dgcl-snap-';
+export const snapshotTag = (nonce: string) => `${SNAPSHOT_TAG_PREFIX}${nonce}`;
 
 export interface ShardName {
   name: string;

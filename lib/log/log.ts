@@ -3,7 +3,7 @@
  * more: reads go to the log's read side (lib/log/reads.ts), appends and deletes to the process's
  * shard writer (created on the first append), `maintain()` to the elected maintainer's pass.
  */
-import type { CheckpointLog, DeleteOptions, DeleteResult, FailureQuery, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport, RehomeReport, SearchHit, SearchOptions } from '../api.ts';
+import type { CheckpointLog, DeleteOptions, DeleteResult, FailureQuery, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport, RehomeReport, SearchHit, SearchOptions, SnapshotInfo, SnapshotResult } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { InternalError, InvalidInputError, LogNotFoundError } from '../errors.ts';
 import type { LeaseStore } from '../lease/types.ts';
@@ -77,6 +77,8 @@ export class LanceCheckpointLog implements CheckpointLog {
       tables: this.tables,
       leases: o.leases,
       clock: o.clock,
+      owner: o.owner,
+      leaseTtlMs: o.leaseTtlMs,
       ownItemRows: (gen, items) => this.writer?.ownItemRows(gen, items) ?? null,
       missingLog: () => this.missingLog(),
     });
@@ -172,6 +174,18 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   search(text: string, options?: SearchOptions): Promise<SearchHit[]> {
     return this.reads.search(text, options);
+  }
+
+  snapshot(name: string): Promise<SnapshotResult> {
+    return this.reads.snapshot(name);
+  }
+
+  snapshots(): Promise<SnapshotInfo[]> {
+    return this.reads.snapshots();
+  }
+
+  dropSnapshot(name: string): Promise<void> {
+    return this.reads.dropSnapshot(name);
   }
 
   blob(itemId: string, field: string): Promise<Uint8Array> {

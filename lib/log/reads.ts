@@ -6,7 +6,10 @@
  * whole before it closes what they read.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { CheckpointLog, FailureQuery, FailureSummary, ItemPage, LogStats, SearchHit, SearchOptions } from '../api.ts';
+import type { CheckpointLog, FailureQuery, FailureSummary, ItemPage, LogStats, SearchHit, SearchOptions, SnapshotInfo, SnapshotResult } from '../api.ts';
+import { dropSnapshot, listSnapshots, openSnapshot, type SnapshotContext } from './snapshot/catalog.ts';
+import { createSnapshot } from './snapshot/create.ts';
+import type { SnapshotView } from './snapshot/view.ts';
 import { searchLog } from './read/search.ts';
 import type { Clock } from '../clock.ts';
 import { InternalError, InvalidInputError, NotFoundError, type LogNotFoundError } from '../errors.ts';
@@ -34,9 +37,12 @@ export interface LogReadsOptions {
   objects: ObjectStore;
   /** The log's Lance handles, shared with its writer and maintenance (the log closes them). */
   tables: LanceTables;
-  /** Asked by stats() who holds the writer slots. */
+  /** Asked by stats() who holds the writer slots; a snapshot takes the maintainer lease. */
   leases: LeaseStore;
   clock: Clock;
+  /** The process's owner id and lease ttl (a snapshot takes the maintainer lease as `<owner>/snapshot`). */
+  owner: string;
+  leaseTtlMs: number;
   /** What this process's writer keeps of its own generations (lib/log/read/reader.ts). */
   ownItemRows: OwnItemRows;
   /** The error of a public read of this log while it does not exist. */
@@ -165,6 +171,28 @@ export class LogReads implements ListingSource {
   /** Items filtered by status, lineage and query tags, paged (lib/log/read/listing.ts, docs/api.md). */
   items(q: ItemQuery = {}): Promise<ItemPage> {
     return this.track(() => listItems(this, q));
+  }
+
+  /** Snapshots (lib/log/snapshot/, docs/usage.md "Snapshots"); `openSnapshot` reads one (export, report). */
+  snapshot(name: string): Promise<SnapshotResult> {
+    return this.track(() => createSnapshot(this.snapshotCtx(), name));
+  }
+
+  snapshots(): Promise<SnapshotInfo[]> {
+    return this.track(() => listSnapshots(this.snapshotCtx()));
+  }
+
+  dropSnapshot(name: string): Promise<void> {
+    return this.track(() => dropSnapshot(this.snapshotCtx(), name));
+  }
+
+  openSnapshot(name: string, field?: string): Promise<SnapshotView> {
+    return this.track(() => openSnapshot(this.snapshotCtx(), name, field));
+  }
+
+  private snapshotCtx(): SnapshotContext {
+    const o = this.o;
+    return { uri: o.uri, pipeline: o.pipeline, experiment: o.experiment, owner: o.owner, leaseTtlMs: o.leaseTtlMs, tables: o.tables, objects: o.objects, reader: this.reader, leases: o.leases, clock: o.clock, track: (fn) => this.track(fn) };
   }
 
   /** Full-text search over the log's text (lib/log/read/search.ts, docs/api.md "Search"). */

@@ -60,6 +60,8 @@ export class LanceTables {
   private readonly pinned = new Map<string, Promise<Table>>();
   private readonly syncs = new Map<string, DatasetSync>();
   private pinnedBase: { version: number; table: Promise<Table> } | null = null;
+  /** Connections to folders of `side` datasets. */
+  private readonly sideConns = new Map<string, Promise<lancedb.Connection>>();
   /** The log id of the last listing (noteLogId); null before one. */
   private logId: string | null = null;
   /** The id ensureLogId found or put (no need to list again until the id changes); null before. */
@@ -147,6 +149,28 @@ export class LanceTables {
       this.pinnedBase = entry;
     }
     return this.pinnedBase.table;
+  }
+
+  /** The base checked out at Lance tag `tag`, on a handle of its own (a snapshot's base: lib/log/snapshot/). */
+  async baseAtTag(tag: string): Promise<Table> {
+    const t = this.wrap(await (await this.baseConnection()).openTable(this.parentUri().name), 'base');
+    await t.checkout(tag);
+    return t;
+  }
+
+  /**
+   * A dataset of the log's own beside the base and the shards, in folder `dir` below log.lance (a
+   * snapshot's tail: lib/log/snapshot/): opened, or created empty with the log's schema and format.
+   */
+  async side(dir: string, name: string, o: { create: boolean }): Promise<Table> {
+    let c = this.sideConns.get(dir);
+    if (!c) {
+      const made = (c = this.connect(`${this.logUri}/${dir}`));
+      made.catch(() => this.sideConns.get(dir) === made && this.sideConns.delete(dir));
+      this.sideConns.set(dir, made);
+    }
+    const conn = await c;
+    return this.wrap(o.create ? await conn.createEmptyTable(name, EVENT_SCHEMA, this.createOptions()) : await conn.openTable(name), name);
   }
 
   /** Open or create the base table (race-safe: existOk), then mark that it exists. */
@@ -239,12 +263,13 @@ export class LanceTables {
    * fsync what they wrote (lib/storage/dataset-sync.ts). Object stores (s3://) are durable once
    * a commit returns: nothing to do there.
    */
-  async sync(name: string): Promise<void> {
+  async sync(name: string, dir: string = SHARDS_DIR): Promise<void> {
     if (/^[a-z][a-z0-9+.-]*:\/\//i.test(this.logUri)) return;
-    let s = this.syncs.get(name);
+    const key = dir === SHARDS_DIR ? name : `${dir}/${name}`;
+    let s = this.syncs.get(key);
     if (!s) {
-      s = name === 'base' ? new DatasetSync(this.logUri, new Set(['_dgcl'])) : new DatasetSync(`${this.logUri}/${SHARDS_DIR}/${name}.lance`);
-      this.syncs.set(name, s);
+      s = name === 'base' ? new DatasetSync(this.logUri, new Set(['_dgcl'])) : new DatasetSync(`${this.logUri}/${dir}/${name}.lance`);
+      this.syncs.set(key, s);
     }
     const dataset = s;
     await this.wrapSync(name, () => dataset.sync());
@@ -319,6 +344,7 @@ export class LanceTables {
     this.baseConn = null;
     this.shardConn = null;
     this.ownShardConn = null;
+    this.sideConns.clear();
   }
 }
 

@@ -100,6 +100,8 @@ export interface ReportData {
   uri: string;
   /** The filter the report is limited to (`formatWhere`), or null: every item. */
   where: string | null;
+  /** The snapshot the report reads (`report({snapshot})`), or null: the log's current state. */
+  snapshot: { name: string; createdAtMs: number; baseVersion: number | null; tailRows: number } | null;
   generatedAtMs: number;
   /** Events of the items reported. */
   events: number;

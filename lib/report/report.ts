@@ -4,14 +4,18 @@
  * event for the figures and the item records (lib/report/aggregate.ts), then the listed items'
  * trajectories by item id (lib/report/trajectories.ts); plus `stats()` for the shard picture.
  * With `where`, the items it selects are chosen first (lib/log/read/selected.ts) and the pass
- * counts only their events: every figure of the page is of them.
+ * counts only their events: every figure of the page is of them. With `snapshot`, every read is
+ * of the state that snapshot holds (lib/log/snapshot/view.ts), and the page says which.
  */
 import { writeFile } from 'node:fs/promises';
 import { systemClock, type Clock } from '../clock.ts';
-import { InvalidInputError, NotFoundError } from '../errors.ts';
+import { InvalidInputError } from '../errors.ts';
 import { shardLabel, type CheckpointLog } from '../api.ts';
 import { readsOf } from '../log/reads.ts';
-import { MAX_IN } from '../log/read/select-loads.ts';
+import { loadFields, MAX_IN } from '../log/read/select-loads.ts';
+import type { EventSource } from '../log/read/source.ts';
+import { checkSnapshotName } from '../log/snapshot/record.ts';
+import { SnapshotView } from '../log/snapshot/view.ts';
 import { onlyItems, selectedAggregates } from '../log/read/selected.ts';
 import { sqlIn } from '../log/tables.ts';
 import { checkWhere } from '../select/check.ts';
@@ -35,6 +39,8 @@ export interface ReportOptions {
   title?: string;
   /** Report only the items this filter selects (docs/usage.md, "Selecting items"); the page says which. */
   where?: Where;
+  /** Report the state snapshot `snapshot` holds (docs/usage.md, "Snapshots"); the page says which. */
+  snapshot?: string;
   clock?: Clock;
   env?: Env;
 }
@@ -57,11 +63,13 @@ export async function report(log: CheckpointLog, o: ReportOptions = {}): Promise
   // Checked before any read, so bad input fails at once and writes nothing.
   const target = o.out !== undefined ? parseTarget(o.out, 'out') : null;
   const where = o.where === undefined ? null : checkWhere(o.where, 'where');
+  if (o.snapshot !== undefined) checkSnapshotName(o.snapshot, 'snapshot');
   const clock = o.clock ?? systemClock;
-  const scan = reads.scanEvents.bind(reads);
+  const src: EventSource = o.snapshot === undefined ? reads : await reads.openSnapshot(o.snapshot);
+  const scan = src.scanEvents.bind(src);
   let agg;
   if (where) {
-    const ids = (await selectedAggregates(reads, where)).map((a) => a.itemId);
+    const ids = (await selectedAggregates(src, where)).map((a) => a.itemId);
     const filter = ids.length <= MAX_IN ? (ids.length > 0 ? sqlIn('item_id', ids) : 'false') : null;
     const chosen = new Set(ids);
     agg = await scan({ columns: REPORT_COLUMNS, filter }, () => onlyItems(chosen, new ReportVisitor(maxItems)));
@@ -70,22 +78,21 @@ export async function report(log: CheckpointLog, o: ReportOptions = {}): Promise
   }
   const threads = agg.items.filter((i) => i.name !== null);
   const trajectories = await lightTrajectories(scan, agg.items.map((i) => i.id), new Set(threads.map((i) => i.id)));
-  // A thread whose id could not be its item's id: its name says the thread id (field thread_id).
-  for (const t of threads) {
-    if (!isHashedThreadItem(t.id)) continue;
-    const got = await reads.fields(t.id, { names: [THREAD_ID_FIELD] }).catch((e: unknown) => {
-      if (e instanceof NotFoundError) return null; // deleted since the pass
-      throw e;
-    });
-    const threadId = got?.fields[THREAD_ID_FIELD];
+  // A thread whose id could not be its item's id: its name says the thread id (field thread_id),
+  // read for all of them at once (an item deleted since the pass has none).
+  const hashed = threads.filter((t) => isHashedThreadItem(t.id));
+  const threadIds = hashed.length > 0 ? await loadFields(src, hashed.map((t) => t.id), [THREAD_ID_FIELD]) : new Map<string, Record<string, unknown>>();
+  for (const t of hashed) {
+    const threadId = threadIds.get(t.id)?.[THREAD_ID_FIELD];
     if (typeof threadId === 'string') t.name = `LangGraph thread ${JSON.stringify(threadId)}`;
   }
-  const stats = await reads.stats();
+  const stats = await src.stats();
   const data: ReportData = {
-    title: (o.title ?? titleOf(reads.uri)) + (where ? ` (where ${formatWhere(where)})` : ''),
+    title: (o.title ?? titleOf(reads.uri)) + (where ? ` (where ${formatWhere(where)})` : '') + (o.snapshot !== undefined ? ` (snapshot ${o.snapshot})` : ''),
     stepTime: STEP_TIME,
     uri: reads.uri,
     where: where && formatWhere(where),
+    snapshot: src instanceof SnapshotView ? { name: src.name, createdAtMs: src.record.createdAtMs, baseVersion: src.record.baseVersion, tailRows: src.record.tailRows } : null,
     generatedAtMs: clock.nowMs(),
     events: agg.events,
     itemCount: agg.itemCount,

@@ -25,6 +25,7 @@ import type { LogReader, ShardListing } from '../read/reader.ts';
 import type { LanceTables } from '../tables.ts';
 import { TEXT_COLUMNS, textIndexConfig, textIndexName } from '../text-index.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
+import { pruneCutoffMs } from './tagged.ts';
 
 export interface MaintainOptions {
   pipeline: string;
@@ -239,7 +240,7 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
       const stats = await base.optimize({ cleanupOlderThan: new Date(0) });
       report.compacted = { fragmentsRemoved: stats.compaction.fragmentsRemoved, fragmentsAdded: stats.compaction.fragmentsAdded };
       await ctx.tables.sync('base');
-      const pruned = await base.optimize({ cleanupOlderThan: new Date(passStartMs - o.versionRetentionMs) });
+      const pruned = await base.optimize({ cleanupOlderThan: new Date(await pruneCutoffMs(base, ctx.objects, passStartMs - o.versionRetentionMs)) });
       report.prunedVersions = pruned.prune.oldVersionsRemoved;
       await ctx.tables.sync('base');
     });

@@ -84,7 +84,7 @@ export interface StreamExtras {
  * copy (a lower seq): the base stream skips that copy, and a caller that counted the base's rows
  * some other way (lib/log/projection/projection.ts) must count those items again.
  */
-export async function streamListing(
+export function streamListing(
   reader: LogReader,
   listing: ShardListing,
   base: Table | null,
@@ -92,8 +92,37 @@ export async function streamListing(
   visitor: EventVisitor<unknown>,
   extras: StreamExtras = {},
 ): Promise<Set<string>> {
+  // Unfiltered: whole generations taken by offset (one take per generation costs about half a
+  // scan of its fragments), kept by the reader for listings (shared: not released after).
+  const shared = (o.filter ?? null) === null && o.keepTail === true;
+  const tail: TailRead = async (columns, filter) => {
+    const out: arrow.RecordBatch[] = [];
+    for (const v of listing.visible) out.push(...(filter === null ? await reader.wholeGeneration(v, columns, shared) : await collect(await reader.shardTable(v), filter, columns)));
+    return { batches: out, shared };
+  };
+  return streamUnion(tail, listing.tombstones, base, o, visitor, extras);
+}
+
+/**
+ * The unmerged tail's rows with `columns` matching `filter` (null: all); `shared` batches are kept
+ * by someone else (the reader's tail cache): never released.
+ */
+export type TailRead = (columns: readonly string[], filter: string | null) => Promise<{ batches: arrow.RecordBatch[]; shared: boolean }>;
+
+/**
+ * `streamListing` over any base and tail: a consistent read's (the base pinned, the visible
+ * generations) or a snapshot's (the base at its tag, the rows it copied: lib/log/snapshot/),
+ * with the tombstones in force for it.
+ */
+export async function streamUnion(
+  tail: TailRead,
+  tombs: ReadonlyMap<string, number>,
+  base: Table | null,
+  o: ScanOptions,
+  visitor: EventVisitor<unknown>,
+  extras: StreamExtras = {},
+): Promise<Set<string>> {
   const filter = o.filter ?? null;
-  const tombs = listing.tombstones;
   // Deleted items' rows are dropped by the keep functions (docs/design/deletion.md).
   const forTombs = tombs.size > 0 ? ['item_id', 'item_seq'] : [];
   // The tail's rows also carry what picks one copy per event; the base's only what the visitor
@@ -106,13 +135,7 @@ export async function streamListing(
   const alive = (b: arrow.RecordBatch): ((row: number) => boolean) | null => (tombs.size === 0 ? null : aliveRows(b, tombs));
 
   // 1. The unmerged tail, whole, with the copy of each event it should contribute.
-  // Unfiltered: whole generations taken by offset (one take per generation costs about half a
-  // scan of its fragments), kept by the reader for listings (shared: not released below).
-  const shared = filter === null && o.keepTail === true;
-  const shardBatches: arrow.RecordBatch[] = [];
-  for (const v of listing.visible) {
-    shardBatches.push(...(filter === null ? await reader.wholeGeneration(v, tailColumns, shared) : await collect(await reader.shardTable(v), filter, tailColumns)));
-  }
+  const { batches: shardBatches, shared } = await tail(tailColumns, filter);
   /** event_id -> [batch index, row, seq] of the tail's lowest-seq copy. */
   const chosen = new Map<string, [number, number, number]>();
   shardBatches.forEach((b, bi) => {
@@ -234,7 +257,7 @@ export async function* stream(t: Table, filter: string | null, columns: readonly
   yield* await q.execute({ maxBatchLength: BATCH_ROWS });
 }
 
-async function collect(t: Table, filter: string | null, columns: readonly string[]): Promise<arrow.RecordBatch[]> {
+export async function collect(t: Table, filter: string | null, columns: readonly string[]): Promise<arrow.RecordBatch[]> {
   const out: arrow.RecordBatch[] = [];
   for await (const b of stream(t, filter, columns)) out.push(b);
   return out;

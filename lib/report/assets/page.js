@@ -42,7 +42,8 @@
   app.appendChild(el('header', null, [
     el('h1', { text: data.title }),
     el('div', { cls: 'meta', text: data.uri + '  ·  ' + fmtNum(data.events) + ' events, ' + fmtNum(data.itemCount) + ' items  ·  generated ' + fmtTime(data.generatedAtMs) }),
-  ].concat(data.where ? [el('div', { cls: 'where', id: 'where', text: 'Only items where ' + data.where + ' (every figure below counts only them)' })] : [])));
+  ].concat(data.snapshot ? [el('div', { cls: 'where', id: 'snapshot', text: 'Snapshot ' + data.snapshot.name + ', taken ' + fmtTime(data.snapshot.createdAtMs) + ' (base version ' + (data.snapshot.baseVersion == null ? 'none' : data.snapshot.baseVersion) + ' + ' + fmtNum(data.snapshot.tailRows) + ' unmerged rows): the log as it was then' })] : [])
+    .concat(data.where ? [el('div', { cls: 'where', id: 'where', text: 'Only items where ' + data.where + ' (every figure below counts only them)' })] : [])));
   var main = el('main');
   app.appendChild(main);
   var cards = el('div', { cls: 'cards', id: 'status-cards' });

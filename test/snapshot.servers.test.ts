@@ -1,0 +1,48 @@
+/**
+ * Snapshots on an s3:// root (Ceph RGW, leases and coordination in DynamoDB Local): the scenario
+ * of test/support/snapshot-scenario.ts (two writers unmerged, then appends, merges, maintenance
+ * with every retention 0 and a purge; the snapshot's export byte for byte as it was), Lance's tag
+ * kept on S3 through the clean-up, and `dgcl snapshot` / `export --snapshot` on the same root.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import * as lancedb from '@lancedb/lancedb';
+import { describe, expect, it } from 'vitest';
+import { lanceStorageOptions, parseRoot } from '../lib/storage/location.ts';
+import { run } from './support/cli.ts';
+import { servers, useLeaseTable } from './support/servers.ts';
+import { snapshotScenario } from './support/snapshot-scenario.ts';
+
+const table = useLeaseTable();
+
+describe('snapshots on an s3:// root (RGW)', () => {
+  it('a snapshot taken with two writers unmerged exports byte for byte as then after appends, merges, maintenance and a purge; its base version survives the clean-up', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'dgcl-snapshot-s3-'));
+    const root = `s3://${servers.bucket}/snapshot-${randomUUID().slice(0, 8)}`;
+    const env = { ...(process.env as Record<string, string>), DGCL_LEASE_TABLE: table };
+    const { log, baseVersion, events } = await snapshotScenario({ root, env, dir });
+    try {
+      // The clean-up on S3 pruned every version older than the tagged one and kept that one.
+      const db = await lancedb.connect(`${root}/datagen_checkpoints/p/e`, { storageOptions: lanceStorageOptions(parseRoot(root), process.env) });
+      const base = await db.openTable('log');
+      expect((await base.listVersions())[0]!.version).toBe(baseVersion);
+
+      // The CLI reads the same snapshot on the same root.
+      const flags = ['--root', root, '--pipeline', 'p', '--experiment', 'e'];
+      const listed = await run(['snapshot', ...flags, '--list', '--json'], { env });
+      expect(listed.code, listed.stderr).toBe(0);
+      expect(JSON.parse(listed.stdout)).toMatchObject({ name: 's1', baseVersion, events });
+      const out = path.join(dir, 'cli', 'items.jsonl');
+      const exp = await run(['export', ...flags, '--status', 'any', '--snapshot', 's1', '--out', out, '--blobs', path.join(dir, 'cli', 'blobs')], { env });
+      expect(exp.code, exp.stderr).toBe(0);
+      expect(readFileSync(out)).toEqual(readFileSync(path.join(dir, 'live-then', 'items.jsonl')));
+      const unknown = await run(['report', ...flags, '--snapshot', 's2', '--out', path.join(dir, 'r.html')], { env });
+      expect(unknown.code).toBe(2);
+      expect(unknown.stderr).toMatch(/NOT_FOUND: no snapshot "s2" in s3:\/\/.*; its snapshots: "s1"\n$/);
+    } finally {
+      await log.close();
+    }
+  });
+});
