@@ -100,7 +100,11 @@ export function checkViews(reads: readonly ViewRead[], appends: readonly ViewApp
     });
     if (candidates.length === 0) continue;
     const want = canonical(r.view.value);
-    const set = candidates.filter((L) => canonical(viewOf(r.view.kind, stateAt(r.itemId, base, L, bySeq, batchOf, stateCache)!, r.view.names)) === want);
+    // No state at all (an item's events a mutant left unfoldable) matches no view.
+    const set = candidates.filter((L) => {
+      const st = stateAt(r.itemId, base, L, bySeq, batchOf, stateCache);
+      return st !== null && canonical(viewOf(r.view.kind, st, r.view.names)) === want;
+    });
     if (set.length === 0) {
       report('I2', `I2 item ${JSON.stringify(r.itemId)}: ${r.describe} answers ${want.slice(0, 200)}, the ${r.view.kind} of no whole-batch state of it (seqs ${base + 1}..${candidates.at(-1)})`);
       continue;
