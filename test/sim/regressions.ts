@@ -23,7 +23,7 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   // out) and answered it raw, without a code (fixed: UNAVAILABLE; lib/log/write-seal.ts writeSeal).
   { seed: 154, focus: 'takeover', name: 'a takeover seal failing on a Lance error answered an append untyped' },
   // One seed per proven guard (the first the mutants run found), each failing on its mutant.
-  { seed: 300040, guard: 'fence-before-seal', focus: 'takeover', name: 'a read at the latest version while a takeover seals' },
+  { seed: 300005, guard: 'fence-before-seal', focus: 'takeover', name: 'a read at the latest version while a takeover seals' },
   { seed: 300000, guard: 'epoch-check', focus: 'takeover', name: 'a takeover between a commit and its ack' },
   { seed: 300008, guard: 'end-epoch-on-unknown-outcome', focus: 'faults', name: 'a commit whose outcome was unknown, kept as confirmed' },
   { seed: 300000, guard: 'cached-track-marker-check', focus: 'faults', name: 'a cached track trusted after another writer wrote the item' },
@@ -32,11 +32,11 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300005, guard: 'claims', focus: 'faults', name: 'two first acks of one checkpoint through two writers' },
   { seed: 300000, guard: 'blob-copied-at-validation', focus: 'retirement', name: 'a blob buffer reused once its batch was acked' },
   { seed: 300000, guard: 'delete-guard', focus: 'deletes', name: 'a guarded delete redelivered after newer events' },
-  { seed: 300010, guard: 'seal-earlier-epochs', focus: 'takeover', name: 'an earlier epoch left unsealed by a takeover' },
-  { seed: 300010, guard: 'wait-for-seal', focus: 'takeover', name: 'a read meeting a fenced, unsealed epoch' },
+  { seed: 300001, guard: 'seal-earlier-epochs', focus: 'takeover', name: 'an earlier epoch left unsealed by a takeover' },
+  { seed: 300008, guard: 'wait-for-seal', focus: 'takeover', name: 'a read meeting a fenced, unsealed epoch' },
   { seed: 300000, guard: 'sealed-version', focus: 'takeover', name: 'a sealed generation read past its seal' },
   { seed: 300000, guard: 'tombstones-hide', focus: 'deletes', name: 'deleted rows still in an unmerged generation' },
-  { seed: 300000, guard: 'rows-files-match-base', focus: 'retirement', name: 'rows files built from an older base' },
+  { seed: 300001, guard: 'rows-files-match-base', focus: 'retirement', name: 'rows files built from an older base' },
   { seed: 300001, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
   { seed: 300000, guard: 'purge-waits-for-shards', focus: 'deletes', name: 'a purge while a generation still holds deleted rows' },
 ];
