@@ -16,10 +16,9 @@
  */
 import { tableToIPC, type RecordBatch } from 'apache-arrow';
 import type { ForkResult } from '../../api.ts';
-import { decodeValue } from '../../codec.ts';
 import { DgclError, InvalidInputError, LogNotFoundError, NotFoundError, UnavailableError } from '../../errors.ts';
-import { LINEAGE_FIELD, lineageJson, parseLineage, sameLineage } from '../../lineage.ts';
-import { COLUMN_NAMES, LIGHT_COLUMNS, rowsFromArrow } from '../../schema.ts';
+import { lineageJson, sameLineage } from '../../lineage.ts';
+import { COLUMN_NAMES, rowsFromArrow } from '../../schema.ts';
 import type { Where } from '../../select/where.ts';
 import { DatasetSync } from '../../storage/dataset-sync.ts';
 import { isObjectStoreUri } from '../../storage/location.ts';
@@ -27,10 +26,11 @@ import type { EventRow, ForkedFrom } from '../../types.ts';
 import { FORK_MARKER } from '../layout.ts';
 import type { LogReads } from '../reads.ts';
 import { MAX_IN } from '../read/select-loads.ts';
+import { lineageIn } from '../read/lineage.ts';
 import { selectAggregates } from '../read/selected.ts';
 import type { EventVisitor } from '../read/stream.ts';
 import { lineageOf } from '../read/summary.ts';
-import { LanceTables, sqlIn, sqlString } from '../tables.ts';
+import { LanceTables, sqlIn } from '../tables.ts';
 import { commitData, committedBytes, committedTable } from '../write/lance-add.ts';
 import { COPY_BATCH_BYTES, COPY_BATCH_ROWS, createBase } from './copy.ts';
 import { cutItem, describeStep, lineageRow, withChildren, type ItemCut, type StepRef } from './fork-plan.ts';
@@ -109,7 +109,6 @@ async function rowsOf(src: LogReads, ids: readonly string[]): Promise<Map<string
   return src.scanEvents({ columns: COLUMN_NAMES, filter: ids.length <= MAX_IN ? sqlIn('item_id', ids) : null }, () => collector(wanted));
 }
 
-/** Rows by item (of the `wanted` items; null: of every item). */
 function collector(wanted: ReadonlySet<string> | null): EventVisitor<Map<string, EventRow[]>> {
   const out = new Map<string, EventRow[]>();
   return {
@@ -208,15 +207,4 @@ async function checkSameFork(place: AdminPlace, target: ForkTarget, cuts: readon
     const other = [...held.keys()].find((id) => !mine.has(id));
     refuse(`is another fork: it holds item ${JSON.stringify(other)}, which this fork does not select`);
   }
-}
-
-/** Every forked item's lineage in a log (none when it is not a fork). */
-export async function lineageIn(reads: Pick<LogReads, 'scanEvents'>): Promise<Map<string, ForkedFrom>> {
-  const rows = await reads.scanEvents({ columns: LIGHT_COLUMNS, filter: `field_name = ${sqlString(LINEAGE_FIELD)}` }, () => collector(null));
-  const out = new Map<string, ForkedFrom>();
-  for (const [id, list] of rows) {
-    const first = list.reduce((a, b) => (b.item_seq < a.item_seq ? b : a));
-    out.set(id, parseLineage(decodeValue(first), `event ${first.event_id} (item ${JSON.stringify(id)})`));
-  }
-  return out;
 }
