@@ -155,6 +155,22 @@ export async function stats(ctx: Ctx, flags: LogFlags): Promise<void> {
   else ctx.out.line(formatStats(s, snapshots));
 }
 
+/** `dgcl fork` (docs/usage.md, "Forking a cohort"); cli/main.ts checked that one of --where and --items is given. */
+export async function fork(ctx: Ctx, flags: LogFlags & { where?: Where; items?: string[]; fromStep: string; toExperiment: string; children?: boolean }): Promise<void> {
+  const { parseStepRef } = await import('../lib/log/admin/fork-plan.ts');
+  const r = await using(ctx, flags, (log) =>
+    log.fork({
+      ...(flags.where !== undefined ? { where: flags.where } : { itemIds: flags.items! }),
+      fromStep: parseStepRef(flags.fromStep),
+      to: { experiment: flags.toExperiment },
+      children: flags.children === true,
+    }),
+  );
+  if (flags.json) ctx.out.json(r);
+  else if (r.unchanged) ctx.out.line(`${r.uri} already holds this fork of ${r.items} items: nothing written`);
+  else ctx.out.line(`forked ${r.items} items (${r.keptEvents} events kept, ${r.items} lineage events, ${r.bytes} bytes) to ${r.uri}`);
+}
+
 /** `dgcl snapshot`: take one (`--name`), list them (`--list`) or drop one (`--drop`); cli/main.ts checked that exactly one is given. */
 export async function snapshot(ctx: Ctx, flags: LogFlags & { name?: string; list?: boolean; drop?: string }): Promise<void> {
   if (flags.list) {

@@ -166,6 +166,17 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
       await logAction<typeof flags>((c, f) => c.snapshot(ctx, f))(flags);
     });
 
+  withWhere(withLog(program.command('fork')))
+    .description('a new experiment of this pipeline holding the selected items (--where or --items) as they were before step --from-step, with their lineage; they resume at that step')
+    .option('--items <ids>', 'these items (comma-separated ids)', (v: string) => v.split(',').filter((s) => s.length > 0))
+    .requiredOption('--from-step <step>', 'the step the forked items resume at: a step name or a step index')
+    .requiredOption('--to-experiment <name>', "the fork's experiment (same root and pipeline)")
+    .option('--children', 'also fork the items whose root or parent is a selected item')
+    .action(async (flags: LogOptions & { where?: Where; items?: string[]; fromStep: string; toExperiment: string; children?: boolean }) => {
+      if ((flags.where === undefined) === (flags.items === undefined)) throw new UsageError('fork: give exactly one of --where <expr> and --items <ids>');
+      await logAction<typeof flags>((c, f) => c.fork(ctx, f))(flags);
+    });
+
   withSnapshot(withWhere(withLog(program.command('report'))))
     .description('one self-contained HTML page: progress, steps, failures, items with their trajectories, shards')
     .option('--out <file>', 'where the page goes (a path or s3://bucket/key)', 'report.html')

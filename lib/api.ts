@@ -1,6 +1,6 @@
 import type { Where } from './select/where.ts';
 import type { DurableItem, ItemOptions } from './steps.ts';
-import type { Ack, CheckpointBatchInput, Cursor, EventType, Failure, FieldsQuery, ItemFields, ItemQuery, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from './types.ts';
+import type { Ack, CheckpointBatchInput, Cursor, EventType, Failure, FieldsQuery, ForkedFrom, ItemFields, ItemQuery, ItemState, ItemStatus, LatestEventsQuery, ReadEvent, TrajectoryEvent } from './types.ts';
 
 /** One line of `dgcl items` / a page entry of the `fold` handler's item listing. */
 export interface ItemSummary {
@@ -8,6 +8,37 @@ export interface ItemSummary {
   status: ItemStatus;
   cursor: Cursor | null;
   lastSeq: number;
+  /** Set on an item a fork made (docs/usage.md, "Forking a cohort"). */
+  forkedFrom?: ForkedFrom;
+}
+
+/** What `fork()` takes. Exactly one of `where` and `itemIds`. */
+export interface ForkOptions {
+  /** The items this filter selects (docs/usage.md, "Selecting items"). */
+  where?: Where;
+  /** ... or these items (each must exist). */
+  itemIds?: string[];
+  /** The step the forked items resume at: a step name, or a step index. */
+  fromStep: string | number;
+  /** The fork's experiment (same root and pipeline). */
+  to: { experiment: string };
+  /** Also fork the items whose root or parent item is a selected one. */
+  children?: boolean;
+}
+
+export interface ForkResult {
+  /** The fork's log URI. */
+  uri: string;
+  /** Items forked (selected, and children). */
+  items: number;
+  /** Events written: the kept events, and one lineage event per item (0 when `unchanged`). */
+  events: number;
+  /** Of them, the source's events kept. */
+  keptEvents: number;
+  /** Their size as handed to Lance (Arrow IPC). */
+  bytes: number;
+  /** True when the target already held this very fork: nothing was written. */
+  unchanged: boolean;
 }
 
 export interface ItemPage {
@@ -287,6 +318,13 @@ export interface CheckpointLog {
    * very state (then `created: false`).
    */
   snapshot(name: string): Promise<SnapshotResult>;
+  /**
+   * A new experiment of this pipeline holding the selected items (and their children with
+   * `children`) as they were before their first event of step `fromStep`, with their lineage
+   * (docs/usage.md, "Forking a cohort"). The same fork again changes nothing; a target holding
+   * anything else is refused (INVALID_INPUT) and nothing is written.
+   */
+  fork(options: ForkOptions): Promise<ForkResult>;
   /** Every snapshot of the log, by name. */
   snapshots(): Promise<SnapshotInfo[]>;
   /** Delete a snapshot (NOT_FOUND when there is none of that name); its base versions may then be pruned. */

@@ -25,6 +25,7 @@ import { z } from 'zod';
 import { canonicalJson, encodeValue, hasControlChars, isPlainObject, isWellFormed, joinPath, valueColumns } from './codec.ts';
 import { InternalError, InvalidInputError } from './errors.ts';
 import { checkpointId, eventId } from './ids.ts';
+import { RESERVED_FIELD_PREFIX } from './lineage.ts';
 import {
   SCHEMA_VERSION,
   TERMINALS,
@@ -163,6 +164,9 @@ function checkFieldName(name: string, field: string): void {
       `invalid field name ${JSON.stringify(name.length > 60 ? `${name.slice(0, 60)}...` : name)}: must be 1-${MAX_FIELD_NAME_LENGTH} characters, valid Unicode, without control characters`,
       { field },
     );
+  }
+  if (name.startsWith(RESERVED_FIELD_PREFIX)) {
+    throw new InvalidInputError(`field name ${JSON.stringify(name)} starts with ${JSON.stringify(RESERVED_FIELD_PREFIX)}, which the log keeps for its own fields (a fork's lineage): rename the field`, { field });
   }
 }
 

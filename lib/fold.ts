@@ -26,9 +26,10 @@
  */
 import { decodeValue } from './codec.ts';
 import { CorruptError, NotFoundError } from './errors.ts';
+import { LINEAGE_FIELD, parseLineage } from './lineage.ts';
 import type { ItemSummary } from './api.ts';
 import { StepChooser } from './step-order.ts';
-import type { Cursor, EventRow, Failure, ItemState, ItemStatus, JsonValue, OutputValue, TerminalKind, TrajectoryEvent, Violation } from './types.ts';
+import type { Cursor, EventRow, Failure, ForkedFrom, ItemState, ItemStatus, JsonValue, OutputValue, TerminalKind, TrajectoryEvent, Violation } from './types.ts';
 
 /** (item_seq, event_id, writer_epoch): the first of equal (seq, id) copies has the smallest epoch. */
 function compareRows(a: EventRow, b: EventRow): number {
@@ -198,6 +199,7 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
   let lastStepWasFailure = false;
   let attempts = 0;
   let seenCreate = false;
+  let forkedFrom: ForkedFrom | null = null;
 
   for (let i = 0; i < events.length; i++) {
     const e = events[i]!;
@@ -218,7 +220,9 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
       }
     }
 
-    if (terminalEvent !== null) {
+    // A fork's lineage follows what the fork kept, a terminal event included (lib/lineage.ts).
+    const lineage = e.event_type === 'FIELD_SET' && e.field_name === LINEAGE_FIELD;
+    if (terminalEvent !== null && !lineage) {
       violations.push({
         kind: 'event_after_terminal',
         seq,
@@ -248,7 +252,10 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
       case 'ITEM_CREATED':
         break;
       case 'FIELD_SET':
-        if (withFields) fields.set(fieldNameOf(e), decodeValue(e));
+        if (lineage) {
+          // Rows read without value columns (listings) leave it out, as they leave out fields.
+          if (withFields || e.value_json != null) forkedFrom = parseLineage(decodeValue(e), where(e));
+        } else if (withFields) fields.set(fieldNameOf(e), decodeValue(e));
         break;
       case 'FIELD_APPEND': {
         if (!withFields) break;
@@ -313,6 +320,7 @@ export function foldItem(itemId: string, rows: readonly EventRow[], options: Fol
     attempts,
     failures,
     violations,
+    ...(forkedFrom ? { forkedFrom } : {}),
   };
 }
 
@@ -385,5 +393,5 @@ export function trajectory(rows: readonly EventRow[]): TrajectoryEvent[] {
 
 /** One line of `dgcl items`. */
 export function summarize(state: ItemState): ItemSummary {
-  return { itemId: state.itemId, status: state.status, cursor: state.cursor, lastSeq: state.lastSeq };
+  return { itemId: state.itemId, status: state.status, cursor: state.cursor, lastSeq: state.lastSeq, ...(state.forkedFrom ? { forkedFrom: state.forkedFrom } : {}) };
 }

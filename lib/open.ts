@@ -7,7 +7,7 @@
 import './runtime.ts';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { CheckpointLog, DeleteOptions, DeleteResult, MaintainOptions, MaintenanceReport } from './api.ts';
+import type { CheckpointLog, DeleteOptions, DeleteResult, ForkOptions, ForkResult, MaintainOptions, MaintenanceReport } from './api.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { CoordPreference } from './coord/choose.ts';
 import { InternalError, InvalidInputError } from './errors.ts';
@@ -189,6 +189,16 @@ export async function openLog(o: OpenLogOptions): Promise<CheckpointLog> {
     ...(o.onSlotWait ? { onSlotWait: o.onSlotWait } : {}),
     onClose,
     missingLog: () => logNotFound({ root, pipeline, experiment, uri, rootObjects }),
+    fork: async (f) =>
+      (await import('./fork.ts')).forkLog(log, f, {
+        root: o.root,
+        pipeline,
+        experiment,
+        env,
+        clock,
+        ...(o.leases ? { leases: o.leases } : {}),
+        openLog: (other) => openLog({ ...o, experiment: other, closeOnSignals: false }),
+      }),
     logFolderExists: () => logFolderExists({ root, pipeline, experiment, uri, rootObjects }),
   };
   const log = leases instanceof MissingLeaseStore ? new LeaselessLog(options, leases) : new LanceCheckpointLog(options);
@@ -233,6 +243,10 @@ class LeaselessLog extends LanceCheckpointLog {
   }
 
   override maintain(_options: MaintainOptions = {}): Promise<MaintenanceReport> {
+    return Promise.reject(this.missing.error());
+  }
+
+  override fork(_options: ForkOptions): Promise<ForkResult> {
     return Promise.reject(this.missing.error());
   }
 }

@@ -185,6 +185,15 @@ export interface Violation {
   message: string;
 }
 
+/** Where a forked item came from (docs/usage.md, "Forking a cohort"). */
+export interface ForkedFrom {
+  pipeline: string;
+  experiment: string;
+  itemId: string;
+  /** The item's last event the fork kept (its seq in both logs). */
+  lastKeptSeq: number;
+}
+
 export interface ItemState {
   itemId: string;
   rootItemId: string | null;
@@ -196,6 +205,8 @@ export interface ItemState {
   attempts: number;
   failures: Failure[];
   violations: Violation[];
+  /** Set on an item a fork made (lib/lineage.ts); absent otherwise. */
+  forkedFrom?: ForkedFrom;
 }
 
 /** One trajectory event: only the columns that are set. */

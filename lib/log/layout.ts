@@ -37,6 +37,12 @@ export const SHARDS_DIR = '_dgcl/shards';
 export const META_DIR = '_dgcl/meta';
 export const ITEMS_DIR = '_dgcl/items';
 /**
+ * Written by a fork into its log (lib/log/admin/fork.ts): says the log holds lineage events, so
+ * item listings look their lineage up (a log without it costs them nothing). Its body names the
+ * source, for people.
+ */
+export const FORK_MARKER = '_dgcl/forked-from';
+/**
  * Per deleted item, one empty object per delete named by the seq it deleted through (kept after
  * the purge; only sequencing lists it, for items without visible rows). Immutable names: a PUT
  * that lands late can only add a lower seq, never lower the highest.

@@ -3,7 +3,7 @@
  * more: reads go to the log's read side (lib/log/reads.ts), appends and deletes to the process's
  * shard writer (created on the first append), `maintain()` to the elected maintainer's pass.
  */
-import type { CheckpointLog, DeleteOptions, DeleteResult, FailureQuery, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport, RehomeReport, SearchHit, SearchOptions, SnapshotInfo, SnapshotResult } from '../api.ts';
+import type { CheckpointLog, DeleteOptions, DeleteResult, FailureQuery, ForkOptions, ForkResult, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport, RehomeReport, SearchHit, SearchOptions, SnapshotInfo, SnapshotResult } from '../api.ts';
 import { parseBatches } from '../batch.ts';
 import { InternalError, InvalidInputError, LogNotFoundError } from '../errors.ts';
 import type { LeaseStore } from '../lease/types.ts';
@@ -51,6 +51,8 @@ export interface LanceLogOptions extends WriterOptions {
   wrapSync?: SyncWrapper;
   /** Wraps the log's coordination store (the simulation harness's scheduling and fault point). */
   wrapCoord?: (store: CoordStore) => CoordStore;
+  /** Makes a fork of this log (lib/fork.ts; `openLog` gives it: it opens logs beside this one). */
+  fork?: (options: ForkOptions) => Promise<ForkResult>;
 }
 
 export class LanceCheckpointLog implements CheckpointLog {
@@ -186,6 +188,12 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   dropSnapshot(name: string): Promise<void> {
     return this.reads.dropSnapshot(name);
+  }
+
+  fork(options: ForkOptions): Promise<ForkResult> {
+    if (this.closed) return Promise.reject(new InternalError('the log is closed: open it again to fork it'));
+    if (!this.o.fork) return Promise.reject(new InternalError('this log cannot fork: open it with openLog'));
+    return this.o.fork(options);
   }
 
   blob(itemId: string, field: string): Promise<Uint8Array> {

@@ -22,6 +22,7 @@ import { projectedAggregates, projectedItemRows, ProjectionCache, walkProjected 
 import { loadBlobOf } from './read/blob-read.ts';
 import { checkItemId, readFields, readLatestEvents } from './read/item-reads.ts';
 import { listItems, pageVisitor, type ListingSource } from './read/listing.ts';
+import { LineageLookup } from './read/lineage.ts';
 import { selectedFailures } from './read/selected.ts';
 import { listingShowsLog } from './read/missing.ts';
 import { LogReader, type OwnItemRows } from './read/reader.ts';
@@ -56,6 +57,8 @@ export class LogReads implements ListingSource {
   readonly uri: string;
   readonly reader: LogReader;
   private readonly projection: ProjectionCache;
+  /** The lineage of a fork's items (lib/log/read/lineage.ts). */
+  readonly lineage: LineageLookup;
   /** Set by stop(): public reads are refused from then on. */
   private stopped = false;
   /** Public reads still running (track): close() waits for them. */
@@ -66,6 +69,7 @@ export class LogReads implements ListingSource {
   constructor(private readonly o: LogReadsOptions) {
     this.uri = o.uri;
     this.projection = new ProjectionCache(o.objects);
+    this.lineage = new LineageLookup(o.objects);
     this.reader = new LogReader(
       o.objects,
       o.tables,
@@ -170,7 +174,12 @@ export class LogReads implements ListingSource {
 
   /** Items filtered by status, lineage and query tags, paged (lib/log/read/listing.ts, docs/api.md). */
   items(q: ItemQuery = {}): Promise<ItemPage> {
-    return this.track(() => listItems(this, q));
+    return this.track(async () => {
+      const page = await listItems(this, q);
+      const lineage = await this.lineage.of(this, page.items.map((i) => i.itemId));
+      if (lineage.size === 0) return page;
+      return { ...page, items: page.items.map((i) => (lineage.has(i.itemId) ? { ...i, forkedFrom: lineage.get(i.itemId)! } : i)) };
+    });
   }
 
   /** Snapshots (lib/log/snapshot/, docs/usage.md "Snapshots"); `openSnapshot` reads one (export, report). */

@@ -4,7 +4,7 @@
  * the page's own script (lib/report/assets/page.js).
  */
 import type { LogStats, ShardStats } from '../api.ts';
-import type { ItemStatus } from '../types.ts';
+import type { ForkedFrom, ItemStatus } from '../types.ts';
 
 export interface StatusCounts {
   in_progress: number;
@@ -72,6 +72,8 @@ export interface ItemRow {
   /** Where the item resumes, in words. */
   resume: string;
   lastError: string | null;
+  /** Set on an item a fork made: where it came from. */
+  forkedFrom?: ForkedFrom;
 }
 
 /** One trajectory event, light columns only: blob fields show their size, never bytes. */

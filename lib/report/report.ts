@@ -76,6 +76,11 @@ export async function report(log: CheckpointLog, o: ReportOptions = {}): Promise
   } else {
     agg = await scan({ columns: REPORT_COLUMNS }, () => new ReportVisitor(maxItems));
   }
+  const lineage = await reads.lineage.of(src, agg.items.map((i) => i.id));
+  for (const i of agg.items) {
+    const f = lineage.get(i.id);
+    if (f) i.forkedFrom = f;
+  }
   const threads = agg.items.filter((i) => i.name !== null);
   const trajectories = await lightTrajectories(scan, agg.items.map((i) => i.id), new Set(threads.map((i) => i.id)));
   // A thread whose id could not be its item's id: its name says the thread id (field thread_id),

@@ -21,7 +21,7 @@ import { EVENT_SCHEMA } from '../../schema.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
 import { DatasetSync } from '../../storage/dataset-sync.ts';
 import { isObjectStoreUri } from '../../storage/location.ts';
-import { DELETED_DIR } from '../layout.ts';
+import { DELETED_DIR, FORK_MARKER } from '../layout.ts';
 import { logNotFound, listingShowsLog } from '../read/missing.ts';
 import { LogReader } from '../read/reader.ts';
 import { dataStorageVersion, LanceTables, type Table } from '../tables.ts';
@@ -96,6 +96,9 @@ export async function copyLog(source: AdminPlace, target: AdminPlace, o: CopyOpt
     // Durable before the markers say the base exists (local roots; object stores are already).
     if (!isObjectStoreUri(target.uri)) await new DatasetSync(target.uri, new Set(['_dgcl'])).sync();
     const deletedSeqs = await copyDeletedSeqs(source.objects, target.objects);
+    // A fork's copy is a fork too: its listings look its items' lineage up.
+    const forkMarker = await source.objects.get(FORK_MARKER);
+    if (forkMarker !== null) await target.objects.put(FORK_MARKER, forkMarker);
     // The log id marker, then the base marker, as a writer's first base leaves them.
     const targetTables = new LanceTables(target.uri, target.storageOptions, target.objects);
     try {
@@ -125,7 +128,7 @@ async function checkTargetEmpty(target: AdminPlace): Promise<void> {
 }
 
 /** The target's base dataset, new and empty, as lib/log/tables.ts creates a base (schema, file format). */
-async function createBase(target: AdminPlace): Promise<{ table: Table; close: () => void }> {
+export async function createBase(target: AdminPlace): Promise<{ table: Table; close: () => void }> {
   const i = target.uri.lastIndexOf('/');
   const conn = await lancedb.connect(target.uri.slice(0, i), { storageOptions: target.storageOptions });
   try {
