@@ -5,7 +5,7 @@
  * writer frozen across a repair.
  */
 import { randomUUID } from 'node:crypto';
-import { CopyObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { CopyObjectCommand, DeleteObjectsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, systemClock, type Clock } from '../lib/clock.ts';
@@ -71,6 +71,17 @@ async function syncPrefix(from: string, to: string): Promise<void> {
   } while (token);
 }
 
+/** Every object under a root deleted (a restore's first step). */
+async function deletePrefix(root: string): Promise<void> {
+  const prefix = root.slice(`s3://${servers.bucket}/`.length);
+  for (;;) {
+    const page = await s3.send(new ListObjectsV2Command({ Bucket: servers.bucket, Prefix: `${prefix}/` }));
+    const keys = (page.Contents ?? []).map((o) => ({ Key: o.Key! }));
+    if (keys.length === 0) return;
+    await s3.send(new DeleteObjectsCommand({ Bucket: servers.bucket, Delete: { Objects: keys } }));
+  }
+}
+
 const codeOf = (o: { ok: boolean; error?: unknown }) => (o.ok ? 'ok' : ((o.error as { code?: string }).code ?? String(o.error)));
 
 describe('repair and adoption on S3 with a lease table', () => {
@@ -110,6 +121,28 @@ describe('repair and adoption on S3 with a lease table', () => {
     const [o] = await (await open(origin, table, { owner: 'o', slot: 0 })).append([stepBatch('a', 1)]);
     expect([c!.firstSeq, o!.firstSeq], 'both continue a at the same seq, each in its own log').toEqual([acks[0]!.lastSeq + 1, acks[0]!.lastSeq + 1]);
     expect((await (await open(origin, table, { owner: 'reader' })).trajectory('a')).length, 'the origin holds only its own events').toBe(o!.lastSeq);
+  }, 120_000);
+
+  it('a log restored in place from a backup, then adopted: a reader from before does not read the lost history; writes continue at the restored seqs', async () => {
+    const table = await newTable();
+    const root = newRoot();
+    const W = await open(root, table, { owner: 'w', slot: 0 });
+    const kept = await W.append([createBatch('a')]);
+    await W.close();
+    const backup = newRoot();
+    await syncPrefix(root, backup);
+    const reader = await open(root, table, { owner: 'reader' });
+    const before = await open(root, table, { owner: 'before', slot: 1 });
+    const lost = await before.append([stepBatch('a', 1), createBatch('gone')]);
+    expect((await reader.fold('a')).lastSeq).toBe(lost[0]!.lastSeq);
+    await before.close();
+    await deletePrefix(root);
+    await syncPrefix(backup, root);
+    await (await open(root, table, { owner: 'r' })).adopt();
+    expect((await reader.fold('a')).lastSeq, 'the reader from before reads the restored log').toBe(kept[0]!.lastSeq);
+    await expect(reader.fold('gone')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    const [next] = await (await open(root, table, { owner: 'after' })).append([stepBatch('a', 1)]);
+    expect({ firstSeq: next!.firstSeq, duplicate: next!.duplicate }).toEqual({ firstSeq: kept[0]!.lastSeq + 1, duplicate: false });
   }, 120_000);
 
   it('logs of the same names under two roots share one lease table without sharing a slot', async () => {

@@ -119,6 +119,28 @@ describe('repair', () => {
     expect((await origin.fold('a')).lastSeq, 'the origin has not seen the copy\'s event').toBe(acks[0]!.lastSeq);
   });
 
+  it('a log restored in place from a backup, then adopted: a reader from before does not read the lost history, a writer from before does not bring it back, writes continue', async () => {
+    const root = tempRoot();
+    const W = open(root, { owner: 'w', slot: 0 });
+    const kept = await W.append([createBatch('a')]);
+    await W.close();
+    const backup = tempRoot();
+    cpSync(path.join(root, 'datagen_checkpoints'), path.join(backup, 'datagen_checkpoints'), { recursive: true });
+    // The history the restore loses: a reader and a writer open across it.
+    const reader = open(root, { owner: 'reader' });
+    const before = open(root, { owner: 'before', slot: 1 });
+    const lost = await before.append([stepBatch('a', 1), createBatch('gone')]);
+    expect((await reader.fold('a')).lastSeq).toBe(lost[0]!.lastSeq);
+    await before.close(); // its own shard merged into the base of the history being lost
+    rmSync(path.join(root, 'datagen_checkpoints'), { recursive: true, force: true });
+    cpSync(path.join(backup, 'datagen_checkpoints'), path.join(root, 'datagen_checkpoints'), { recursive: true });
+    await open(root, { owner: 'r' }).adopt();
+    expect((await reader.fold('a')).lastSeq, 'the reader from before reads the restored log').toBe(kept[0]!.lastSeq);
+    await expect(reader.fold('gone'), 'an item of the lost history').rejects.toMatchObject({ code: 'NOT_FOUND' });
+    const [next] = await open(root, { owner: 'after' }).append([stepBatch('a', 1)]);
+    expect({ firstSeq: next!.firstSeq, duplicate: next!.duplicate }, 'a continues after the restored history').toEqual({ firstSeq: kept[0]!.lastSeq + 1, duplicate: false });
+  });
+
   it('a writer frozen across a repair moves to the new records: it never seals the epoch of a writer that started after the repair', async () => {
     const root = tempRoot();
     const wClock = new ManualClock();
