@@ -17,6 +17,7 @@ import type { Ack } from '../lib/types.ts';
 import { createBatch, stepBatch } from './support/batches.ts';
 import { expectAcksVisible, settle } from './support/race-kit.ts';
 import { coordDbPath } from './support/coord.ts';
+import { exportItems } from '../lib/export/export.ts';
 
 const TTL = 60_000;
 const opened: LanceCheckpointLog[] = [];
@@ -139,6 +140,21 @@ describe('repair', () => {
     await expect(reader.fold('gone'), 'an item of the lost history').rejects.toMatchObject({ code: 'NOT_FOUND' });
     const [next] = await open(root, { owner: 'after' }).append([stepBatch('a', 1)]);
     expect({ firstSeq: next!.firstSeq, duplicate: next!.duplicate }, 'a continues after the restored history').toEqual({ firstSeq: kept[0]!.lastSeq + 1, duplicate: false });
+  });
+
+  it('a snapshot taken before a repair reads the same after it', async () => {
+    const root = tempRoot();
+    const W = open(root, { owner: 'w' });
+    await W.append([createBatch('a'), createBatch('b')]);
+    await W.append([{ ...stepBatch('a', 1), terminal: 'completed' }]);
+    await W.snapshot('before');
+    await W.close();
+    const out = (name: string) => path.join(root, `${name}.jsonl`);
+    await exportItems(open(root, { owner: 'e1' }), { out: out('one'), status: 'any', snapshot: 'before' });
+    await open(root, { owner: 'r' }).repair();
+    await exportItems(open(root, { owner: 'e2' }), { out: out('two'), status: 'any', snapshot: 'before' });
+    expect(readFileSync(out('two'), 'utf8')).toBe(readFileSync(out('one'), 'utf8'));
+    expect((await open(root, { owner: 'l' }).snapshots()).map((x) => x.name)).toEqual(['before']);
   });
 
   it('a writer frozen across a repair moves to the new records: it never seals the epoch of a writer that started after the repair', async () => {

@@ -14,6 +14,7 @@
  *
  * Memory: the kept events of the forked items (blob bytes included) are held at once.
  */
+import { readCoordRecord } from '../../coord/choose.ts';
 import { tableToIPC, type RecordBatch } from 'apache-arrow';
 import type { ForkResult } from '../../api.ts';
 import { DgclError, InvalidInputError, LogNotFoundError, NotFoundError, UnavailableError } from '../../errors.ts';
@@ -74,6 +75,9 @@ export async function forkItems(src: LogReads, source: { pipeline: string; exper
 
   if ((await place.objects.list('')).length > 0) {
     await checkSameFork(place, target, cuts, spec.fromStep);
+    // A fork that stopped after its data but before its records (a crash): they are made now, or
+    // its writers would take the forked items for new ones.
+    if ((await readCoordRecord(place.objects)) === null) await target.initRecords();
     return { uri: place.uri, items: cuts.length, events: 0, keptEvents: 0, bytes: 0, unchanged: true };
   }
   try {

@@ -31,7 +31,7 @@ import { MAX_TTL_MS } from '../../lease/rules.ts';
 import type { Lease, LeaseStore } from '../../lease/types.ts';
 import { LocalObjectStore } from '../../storage/local.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
-import { claimKey, DELETED_DIR, ITEMS_DIR, itemHash, logIdKey, maxEpochPerSlot, META_DIR, parseMetaNames } from '../layout.ts';
+import { claimKey, DELETED_DIR, ITEMS_DIR, itemHash, logIdKey, SNAPSHOT_RECORDS_DIR, maxEpochPerSlot, META_DIR, parseMetaNames } from '../layout.ts';
 import { PROJECTION_DIR } from '../projection/stored.ts';
 import type { LogReader } from '../read/reader.ts';
 import { scanEvents } from '../read/stream.ts';
@@ -109,7 +109,9 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<Reho
     // The switch: from here on every process that opens the log, or takes a lease of it, uses the new records.
     await ctx.objects.put(CHOICE_KEY, record);
     switched = true;
-    await renewIdentity(ctx.objects);
+    const identity = await renewIdentity(ctx.objects);
+    // The log's snapshots are of this history: they name its new id (lib/log/snapshot/catalog.ts).
+    await carrySnapshots(ctx.objects, identity);
     // Processes still using the old records fail their next group and move (lib/log/write/plan.ts).
     if (current && copyOf === null) await dropOldRecords(ctx, logName, current.record);
     // Disposable, and possibly of another history (a restore): the next maintenance pass builds it.
@@ -329,10 +331,29 @@ async function dropOldRecords(ctx: RehomeContext, logName: string, r: CoordRecor
 }
 
 /** A new `_dgcl/meta/log.<id>`, the old ones deleted: every process that kept something of the log reloads it. */
-async function renewIdentity(objects: ObjectStore): Promise<void> {
+async function renewIdentity(objects: ObjectStore): Promise<string> {
   const old = (await objects.list(META_DIR)).filter((n) => n.startsWith('log.'));
-  await objects.putIfAbsent(logIdKey(randomBytes(8).toString('hex')), '');
+  const id = randomBytes(8).toString('hex');
+  await objects.putIfAbsent(logIdKey(id), '');
   for (const n of old) await objects.delete(`${META_DIR}/${n}`);
+  return id;
+}
+
+/** Each snapshot record rewritten with the log's new id (its other contents as they were). */
+async function carrySnapshots(objects: ObjectStore, logId: string): Promise<void> {
+  for (const file of await objects.list(SNAPSHOT_RECORDS_DIR)) {
+    if (!file.endsWith('.json')) continue;
+    const key = `${SNAPSHOT_RECORDS_DIR}/${file}`;
+    const body = await objects.get(key);
+    if (body === null) continue; // dropped meanwhile
+    let record: Record<string, unknown>;
+    try {
+      record = JSON.parse(body) as Record<string, unknown>;
+    } catch (e) {
+      throw new CorruptError(`snapshot record ${key} of ${objects.baseUri} is not JSON`, { cause: e });
+    }
+    await objects.put(key, JSON.stringify({ ...record, logId }));
+  }
 }
 
 async function inParallel<T>(items: readonly T[], fn: (t: T) => Promise<unknown>): Promise<void> {

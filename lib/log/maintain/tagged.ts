@@ -10,6 +10,8 @@ import type { Table } from '../tables.ts';
 
 /** Where Lance keeps a dataset's tags (one `<name>.json` each), below the base's folder. */
 const TAGS_DIR = '_refs/tags';
+/** How far below a tagged version's time the cutoff stays. */
+const TAG_MARGIN_MS = 1000;
 
 /**
  * The prune cutoff (ms) for `base`: `wantedMs`, or earlier when a tagged version is not older.
@@ -21,7 +23,8 @@ export async function pruneCutoffMs(base: Table, objects: ObjectStore, wantedMs:
   const tagged = new Set(Object.values(await (await base.tags()).list()).map((t) => t.version));
   if (tagged.size === 0) return wantedMs;
   let cutoff = wantedMs;
-  // Lance compares nanosecond times; listVersions gives milliseconds: one less stays below.
-  for (const v of await base.listVersions()) if (tagged.has(v.version)) cutoff = Math.min(cutoff, v.timestamp.getTime() - 1);
+  // Lance turns the cutoff into an age and back with its own clock readings, in nanoseconds:
+  // a second below the tagged version's time stays below it (a pass keeps a few more versions).
+  for (const v of await base.listVersions()) if (tagged.has(v.version)) cutoff = Math.min(cutoff, v.timestamp.getTime() - TAG_MARGIN_MS);
   return cutoff;
 }

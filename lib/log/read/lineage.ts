@@ -10,13 +10,19 @@ import { LINEAGE_FIELD, parseLineage } from '../../lineage.ts';
 import { LIGHT_COLUMNS, rowsFromArrow } from '../../schema.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
 import type { EventRow, ForkedFrom } from '../../types.ts';
-import { FORK_MARKER } from '../layout.ts';
+import { BASE_KEY, FORK_MARKER } from '../layout.ts';
 import { sqlIn, sqlString } from '../tables.ts';
 import { MAX_IN, type LoadSource } from './select-loads.ts';
 
 export class LineageLookup {
   /** Set once the marker was seen: a log never stops being a fork. */
   private isFork = false;
+  /**
+   * Set once the marker was looked for in vain while the base existed: a fork writes its marker
+   * before its base, so that answer is final for this log (a log made again at the place gets a
+   * new object of this class with its next open).
+   */
+  private notFork = false;
 
   constructor(private readonly objects: ObjectStore) {}
 
@@ -24,7 +30,12 @@ export class LineageLookup {
   async of(src: LoadSource, ids: readonly string[]): Promise<Map<string, ForkedFrom>> {
     const out = new Map<string, ForkedFrom>();
     if (ids.length === 0) return out;
-    if (!this.isFork) this.isFork = (await this.objects.get(FORK_MARKER)) !== null;
+    if (this.notFork) return out;
+    if (!this.isFork) {
+      const [marker, base] = await Promise.all([this.objects.get(FORK_MARKER), this.objects.get(BASE_KEY)]);
+      this.isFork = marker !== null;
+      this.notFork = marker === null && base !== null;
+    }
     if (!this.isFork) return out;
     const all = await lineageIn(src, ids.length <= MAX_IN ? ids : null);
     for (const id of ids) {
