@@ -18,7 +18,7 @@ export interface StepAgg {
 /** Time points of the progress chart. */
 const PROGRESS_POINTS = 240;
 
-function quantile(sorted: number[], q: number): number | null {
+export function quantile(sorted: number[], q: number): number | null {
   if (sorted.length === 0) return null;
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }

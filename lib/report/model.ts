@@ -118,4 +118,40 @@ export interface ReportData {
   trajectories: Record<string, TrajectoryRow[]>;
   /** `stats()`, each shard generation with its state in words (as `dgcl stats` prints it). */
   stats: LogStats & { shards: Array<ShardStats & { label: string }> };
+  /** With `report({compare})`: this cohort beside the fork made from it; absent otherwise. */
+  compare?: CompareData;
+}
+
+/** A numeric field's final values over one side's items (`report({compare: {field}})`). */
+export interface FieldDistribution {
+  name: string;
+  /** Items with a finite number as the field's final value. */
+  count: number;
+  /** Items without one (unset, or not a number). */
+  missing: number;
+  min: number | null;
+  /** Nearest rank: the value at position floor(q * count) of the sorted values. */
+  p50: number | null;
+  p90: number | null;
+  max: number | null;
+  mean: number | null;
+}
+
+/** One side of a comparison: the source's cohort, or the fork's items made from it. */
+export interface CompareSide {
+  experiment: string;
+  uri: string;
+  itemCount: number;
+  events: number;
+  status: StatusCounts;
+  /** `passRate`: itemsPassed / itemCount (null without items). */
+  steps: Array<{ name: string; index: number | null; itemsPassed: number; passRate: number | null; failures: number }>;
+  failures: Array<{ errorType: string; events: number; items: number; failedNow: number }>;
+  field: FieldDistribution | null;
+}
+
+/** The source beside a fork made from it (lib/report/compare.ts). */
+export interface CompareData {
+  source: CompareSide;
+  fork: CompareSide;
 }

@@ -5,19 +5,19 @@
  * trajectories by item id (lib/report/trajectories.ts); plus `stats()` for the shard picture.
  * With `where`, the items it selects are chosen first (lib/log/read/selected.ts) and the pass
  * counts only their events: every figure of the page is of them. With `snapshot`, every read is
- * of the state that snapshot holds (lib/log/snapshot/view.ts), and the page says which.
+ * of the state that snapshot holds (lib/log/snapshot/view.ts), and the page says which. With
+ * `compare`, the page is of the items a fork was made from, beside the fork (lib/report/compare.ts).
  */
 import { writeFile } from 'node:fs/promises';
 import { systemClock, type Clock } from '../clock.ts';
 import { InvalidInputError } from '../errors.ts';
 import { shardLabel, type CheckpointLog } from '../api.ts';
 import { readsOf } from '../log/reads.ts';
-import { loadFields, MAX_IN } from '../log/read/select-loads.ts';
+import { loadFields } from '../log/read/select-loads.ts';
 import type { EventSource } from '../log/read/source.ts';
 import { checkSnapshotName } from '../log/snapshot/record.ts';
 import { SnapshotView } from '../log/snapshot/view.ts';
-import { onlyItems, selectedAggregates } from '../log/read/selected.ts';
-import { sqlIn } from '../log/tables.ts';
+import { selectedAggregates } from '../log/read/selected.ts';
 import { checkWhere } from '../select/check.ts';
 import { formatWhere } from '../select/format.ts';
 import type { Where } from '../select/where.ts';
@@ -26,7 +26,8 @@ import { formatTarget, parseTarget, writeTarget } from '../export/output.ts';
 import { isHashedThreadItem } from '../langgraph/view.ts';
 import { THREAD_ID_FIELD } from '../langgraph/records.ts';
 import { REPORT_COLUMNS, ReportVisitor, STEP_TIME } from './aggregate.ts';
-import type { ReportData } from './model.ts';
+import { aggregateOf, cohortOf, fieldDistribution, namesOf, sideOf } from './compare.ts';
+import type { CompareData, ReportData } from './model.ts';
 import { renderHtml } from './render.ts';
 import { lightTrajectories } from './trajectories.ts';
 
@@ -41,6 +42,11 @@ export interface ReportOptions {
   where?: Where;
   /** Report the state snapshot `snapshot` holds (docs/usage.md, "Snapshots"); the page says which. */
   snapshot?: string;
+  /**
+   * Report only the items the fork `log` (an experiment of this pipeline) was made from, beside
+   * the fork's items made from them; with `field`, both sides' distribution of that numeric field.
+   */
+  compare?: { log: CheckpointLog; field?: string };
   clock?: Clock;
   env?: Env;
 }
@@ -64,15 +70,26 @@ export async function report(log: CheckpointLog, o: ReportOptions = {}): Promise
   const target = o.out !== undefined ? parseTarget(o.out, 'out') : null;
   const where = o.where === undefined ? null : checkWhere(o.where, 'where');
   if (o.snapshot !== undefined) checkSnapshotName(o.snapshot, 'snapshot');
+  const field = o.compare?.field;
+  if (field !== undefined && (typeof field !== 'string' || field.length === 0)) {
+    throw new InvalidInputError(`must be a non-empty field name, got ${JSON.stringify(field)}`, { field: 'compare.field' });
+  }
   const clock = o.clock ?? systemClock;
   const src: EventSource = o.snapshot === undefined ? reads : await reads.openSnapshot(o.snapshot);
   const scan = src.scanEvents.bind(src);
+  const forkReads = o.compare ? readsOf(o.compare.log) : null;
+  // Fork item id -> the source item it was made from; only lineage naming this log counts.
+  const cohort = forkReads ? await cohortOf(forkReads, forkReads.uri, reads.uri) : null;
   let agg;
-  if (where) {
-    const ids = (await selectedAggregates(src, where)).map((a) => a.itemId);
-    const filter = ids.length <= MAX_IN ? (ids.length > 0 ? sqlIn('item_id', ids) : 'false') : null;
-    const chosen = new Set(ids);
-    agg = await scan({ columns: REPORT_COLUMNS, filter }, () => onlyItems(chosen, new ReportVisitor(maxItems)));
+  let chosen: string[] | null = null;
+  if (where || cohort) {
+    let ids = where ? (await selectedAggregates(src, where)).map((a) => a.itemId) : null;
+    if (cohort) {
+      const from = new Set(cohort.values());
+      ids = ids ? ids.filter((id) => from.has(id)) : [...from];
+    }
+    chosen = ids!;
+    agg = await aggregateOf(src, new Set(chosen), maxItems);
   } else {
     agg = await scan({ columns: REPORT_COLUMNS }, () => new ReportVisitor(maxItems));
   }
@@ -91,9 +108,20 @@ export async function report(log: CheckpointLog, o: ReportOptions = {}): Promise
     const threadId = threadIds.get(t.id)?.[THREAD_ID_FIELD];
     if (typeof threadId === 'string') t.name = `LangGraph thread ${JSON.stringify(threadId)}`;
   }
+  let compare: CompareData | undefined;
+  if (forkReads && cohort && chosen) {
+    const from = new Set(chosen);
+    const forkIds = [...cohort].filter(([, f]) => from.has(f)).map(([id]) => id);
+    const forkAgg = await aggregateOf(forkReads, new Set(forkIds), 0);
+    compare = {
+      source: sideOf(reads.uri, agg, field === undefined ? null : await fieldDistribution(src, chosen, field)),
+      fork: sideOf(forkReads.uri, forkAgg, field === undefined ? null : await fieldDistribution(forkReads, forkIds, field)),
+    };
+  }
   const stats = await src.stats();
   const data: ReportData = {
-    title: (o.title ?? titleOf(reads.uri)) + (where ? ` (where ${formatWhere(where)})` : '') + (o.snapshot !== undefined ? ` (snapshot ${o.snapshot})` : ''),
+    title: (o.title ?? titleOf(reads.uri)) + (where ? ` (where ${formatWhere(where)})` : '') + (o.snapshot !== undefined ? ` (snapshot ${o.snapshot})` : '') +
+      (forkReads ? ` (compared with fork ${namesOf(forkReads.uri).experiment})` : ''),
     stepTime: STEP_TIME,
     uri: reads.uri,
     where: where && formatWhere(where),
@@ -109,6 +137,7 @@ export async function report(log: CheckpointLog, o: ReportOptions = {}): Promise
     itemsOmitted: agg.itemsOmitted,
     trajectories,
     stats: { ...stats, shards: stats.shards.map((s) => ({ ...s, label: shardLabel(s) })) },
+    ...(compare ? { compare } : {}),
   };
   const html = renderHtml(data);
   if (!target) return { html, data };
