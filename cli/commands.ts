@@ -190,11 +190,17 @@ export async function snapshot(ctx: Ctx, flags: LogFlags & { name?: string; list
   }
 }
 
-export async function report(ctx: Ctx, flags: LogFlags & { out: string; maxItems: number; where?: Where; snapshot?: string }): Promise<void> {
+export async function report(
+  ctx: Ctx,
+  flags: LogFlags & { out: string; maxItems: number; where?: Where; snapshot?: string; compare?: string; field?: string },
+): Promise<void> {
   const { report: write } = await import('../lib/report/report.ts');
-  const r = await using(ctx, flags, (log) =>
-    write(log, { out: flags.out, maxItems: flags.maxItems, env: ctx.io.env, ...(flags.where ? { where: flags.where } : {}), ...(flags.snapshot !== undefined ? { snapshot: flags.snapshot } : {}) }),
-  );
+  const r = await using(ctx, flags, async (log) => {
+    const o = { out: flags.out, maxItems: flags.maxItems, env: ctx.io.env, ...(flags.where ? { where: flags.where } : {}), ...(flags.snapshot !== undefined ? { snapshot: flags.snapshot } : {}) };
+    if (flags.compare === undefined) return write(log, o);
+    // The fork: another experiment of this root and pipeline, only read.
+    return using(ctx, { ...flags, experiment: flags.compare }, (fork) => write(log, { ...o, compare: { log: fork, ...(flags.field !== undefined ? { field: flags.field } : {}) } }));
+  });
   const summary = {
     out: r.out!,
     items: r.data.itemCount,
@@ -203,9 +209,10 @@ export async function report(ctx: Ctx, flags: LogFlags & { out: string; maxItems
     status: r.data.status,
     ...(r.data.where ? { where: r.data.where } : {}),
     ...(r.data.snapshot ? { snapshot: r.data.snapshot.name } : {}),
+    ...(r.data.compare ? { compare: r.data.compare } : {}),
   };
   if (flags.json) ctx.out.json(summary);
-  else ctx.out.line(`report written to ${r.out!} (${r.data.itemCount} items, ${r.data.events} events${r.data.snapshot ? `; snapshot ${r.data.snapshot.name}` : ''}${r.data.where ? `; only items where ${r.data.where}` : ''})`);
+  else ctx.out.line(`report written to ${r.out!} (${r.data.itemCount} items, ${r.data.events} events${r.data.snapshot ? `; snapshot ${r.data.snapshot.name}` : ''}${r.data.where ? `; only items where ${r.data.where}` : ''}${r.data.compare ? `; compared with fork ${r.data.compare.fork.experiment}` : ''})`);
 }
 
 export async function exportCmd(

@@ -181,7 +181,12 @@ export function buildProgram(ctx: Ctx, runner: Runner = (here) => here()): Comma
     .description('one self-contained HTML page: progress, steps, failures, items with their trajectories, shards')
     .option('--out <file>', 'where the page goes (a path or s3://bucket/key)', 'report.html')
     .option('--max-items <n>', 'items listed with trajectories at most (failed and in-progress first)', (v) => nonNegativeInt(v, '--max-items'), 5000)
-    .action(logAction<LogOptions & { out: string; maxItems: number; where?: Where; snapshot?: string }>((c, flags) => c.report(ctx, flags)));
+    .option('--compare <experiment>', 'only the items fork <experiment> (same root and pipeline) was made from, beside the fork')
+    .option('--field <name>', "with --compare: each side's distribution of this numeric field")
+    .action(async (flags: LogOptions & { out: string; maxItems: number; where?: Where; snapshot?: string; compare?: string; field?: string }) => {
+      if (flags.field !== undefined && flags.compare === undefined) throw new UsageError('report: --field needs --compare <experiment>');
+      await logAction<typeof flags>((c, f) => c.report(ctx, f))(flags);
+    });
 
   withSnapshot(withWhere(withLog(program.command('export'))))
     .description("finished items' final state as a dataset: one row per item (id, root/parent, status, attempts, fields)")

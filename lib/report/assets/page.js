@@ -43,7 +43,8 @@
     el('h1', { text: data.title }),
     el('div', { cls: 'meta', text: data.uri + '  ·  ' + fmtNum(data.events) + ' events, ' + fmtNum(data.itemCount) + ' items  ·  generated ' + fmtTime(data.generatedAtMs) }),
   ].concat(data.snapshot ? [el('div', { cls: 'where', id: 'snapshot', text: 'Snapshot ' + data.snapshot.name + ', taken ' + fmtTime(data.snapshot.createdAtMs) + ' (base version ' + (data.snapshot.baseVersion == null ? 'none' : data.snapshot.baseVersion) + ' + ' + fmtNum(data.snapshot.tailRows) + ' unmerged rows): the log as it was then' })] : [])
-    .concat(data.where ? [el('div', { cls: 'where', id: 'where', text: 'Only items where ' + data.where + ' (every figure below counts only them)' })] : [])));
+    .concat(data.where ? [el('div', { cls: 'where', id: 'where', text: 'Only items where ' + data.where + ' (every figure below counts only them)' })] : [])
+    .concat(data.compare ? [el('div', { cls: 'where', id: 'compare-note', text: 'Only the items fork ' + data.compare.fork.experiment + ' was made from: ' + data.compare.source.experiment + ' (this report) compared with ' + data.compare.fork.experiment + ' (' + data.compare.fork.uri + ')' })] : [])));
   var main = el('main');
   app.appendChild(main);
   var cards = el('div', { cls: 'cards', id: 'status-cards' });
@@ -52,6 +53,28 @@
     cards.appendChild(el('div', { cls: 'card ' + s, 'data-status': s }, [el('div', { cls: 'n', text: fmtNum(data.status[s]) }), el('div', { cls: 'l', text: s.replace('_', ' ') })]));
   });
   main.appendChild(cards);
+
+  // Compare: this cohort beside the fork made from it (only with report({compare})).
+  if (data.compare) {
+    var cs = [data.compare.source, data.compare.fork];
+    var sCmp = section('Compare: ' + cs[0].experiment + ' vs ' + cs[1].experiment, 'compare');
+    var head = [['']].concat(cs.map(function (c) { return [c.experiment, 'num']; }));
+    var rowsC = [tr([['items']].concat(cs.map(function (c) { return [fmtNum(c.itemCount), 'num']; })))];
+    STATUSES.forEach(function (st) { rowsC.push(tr([[st.replace('_', ' ')]].concat(cs.map(function (c) { return [fmtNum(c.status[st]), 'num']; })))); });
+    var stepNames = [];
+    cs.forEach(function (c) { c.steps.forEach(function (s) { if (stepNames.indexOf(s.name) < 0) stepNames.push(s.name); }); });
+    stepNames.forEach(function (n) {
+      var per = cs.map(function (c) { return c.steps.filter(function (s) { return s.name === n; })[0] || null; });
+      rowsC.push(tr([['step ' + n + ': passed (rate) / failures']].concat(per.map(function (s) { return [s ? fmtNum(s.itemsPassed) + ' (' + (s.passRate == null ? '-' : fmtNum(s.passRate * 100, 1) + '%') + ') / ' + fmtNum(s.failures) : '-', 'num']; }))));
+    });
+    if (cs[0].field) {
+      ['count', 'missing', 'min', 'p50', 'p90', 'max', 'mean'].forEach(function (k) {
+        rowsC.push(tr([[cs[0].field.name + ' ' + k]].concat(cs.map(function (c) { return [fmtNum(c.field[k], 4), 'num']; }))));
+      });
+    }
+    sCmp.appendChild(el('div', { cls: 'scroll' }, [table('compare-table', head, rowsC)]));
+    main.appendChild(sCmp);
+  }
 
   // Progress and status.
   var g1 = el('div', { cls: 'grid2' });
