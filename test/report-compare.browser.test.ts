@@ -25,6 +25,7 @@ let source: CheckpointLog;
 let fork: CheckpointLog;
 let withField: { page: Page; errors: string[] };
 let withoutField: { page: Page; errors: string[] };
+let forkPage: { page: Page; errors: string[] };
 
 beforeAll(async () => {
   source = await open('e');
@@ -48,9 +49,12 @@ beforeAll(async () => {
   await report(source, { out, compare: { log: fork, field: 'score' } });
   const outPlain = path.join(dir, 'compare.html');
   await report(source, { out: outPlain, compare: { log: fork } });
+  const outFork = path.join(dir, 'fork.html');
+  await report(fork, { out: outFork });
   browser = await launchChromium();
   withField = await openReport(browser, out);
   withoutField = await openReport(browser, outPlain);
+  forkPage = await openReport(browser, outFork);
 }, 240_000);
 
 afterAll(async () => {
@@ -119,5 +123,15 @@ describe('the compared report in Chromium', () => {
   it('without a field the table has the status and step rows and no distribution rows', async () => {
     const { page } = withoutField;
     expect(await cells(page, '#compare-table tbody tr')).toEqual(COHORT_ROWS);
+  });
+
+  it("the fork's own report says, in an item's drill-down, where the item was forked from", async () => {
+    const { page, errors } = forkPage;
+    await page.click('#items-table tbody tr[data-item="a1"]');
+    // a1 kept its gen batch (seqs 1..lastKeptSeq), not its failed judge attempt.
+    const kept = (await fork.fold('a1')).forkedFrom!.lastKeptSeq;
+    expect(kept).toBe((await source.trajectory('a1')).filter((e) => e.stepName === 'gen').at(-1)!.itemSeq);
+    expect(await page.textContent('#drill-forked')).toBe(`Forked from p / e, item a1, events through seq ${kept}`);
+    expect(errors).toEqual([]);
   });
 });

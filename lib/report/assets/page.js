@@ -194,6 +194,10 @@
     drillBox.textContent = '';
     drillBox.appendChild(el('h3', null, ['Item ', el('code', { text: it.id }), ' ', badge(it.status), it.name ? ' ' + it.name : null]));
     drillBox.appendChild(el('div', { cls: 'resume', id: 'drill-resume', text: 'Resumes: ' + it.resume + (it.cursor ? '  (cursor ' + it.cursor + ')' : '') }));
+    if (it.forkedFrom) {
+      var f = it.forkedFrom;
+      drillBox.appendChild(el('div', { cls: 'resume', id: 'drill-forked', text: 'Forked from ' + f.pipeline + ' / ' + f.experiment + ', item ' + f.itemId + ', events through seq ' + f.lastKeptSeq }));
+    }
     drillBox.appendChild(el('div', { cls: 'scroll' }, [table('trajectory-table', [['seq', 'num'], ['event'], ['step'], ['attempt', 'num'], ['detail'], ['time (UTC)'], ['writer']],
       events.map(function (e) {
         var step = e.step == null ? null : (e.stepIndex != null ? e.stepIndex + ':' : '') + e.step + (e.iteration != null ? '#' + e.iteration : '');
