@@ -175,9 +175,9 @@ function varBinaryData(type: arrow.DataType, kind: 'str' | 'bin', values: unknow
  * dispatch was most of turning a fold's rows into objects (docs/design/performance.md, "The ack
  * path"). Column types other than the schema's fall back to `get()`.
  */
-function arrowToRows(table: arrow.Table): EventRow[] {
-  const n = table.numRows;
-  const c = COLUMNS.map((spec) => columnCells(table, spec, n));
+function arrowToRows(table: arrow.Table, only?: readonly number[]): EventRow[] {
+  const n = only ? only.length : table.numRows;
+  const c = COLUMNS.map((spec) => (only ? someCells(table, spec, only) : columnCells(table, spec, n)));
   const rows = new Array<EventRow>(n);
   // One literal in schema order: every row gets the same shape at once (adding 33 properties
   // one by one cost more than reading the cells). Keep it in COLUMNS' order: c[k] is column k
@@ -235,6 +235,27 @@ function columnCells(table: arrow.Table, [name, kind, nullable]: (typeof COLUMNS
       if (v === null && !nullable) throw new CorruptError(`column ${name} is null in a stored event (row ${i})`);
       out[i] = v;
     }
+  }
+  return out;
+}
+
+/** The cells of rows `only` (ascending) of a column, as columnCells reads them. */
+function someCells(table: arrow.Table, [name, kind, nullable]: (typeof COLUMNS)[number], only: readonly number[]): unknown[] {
+  const out = new Array<unknown>(only.length).fill(null);
+  const col = table.getChild(name);
+  if (!col) return out;
+  let j = 0;
+  let start = 0;
+  for (const d of col.data as ReadonlyArray<arrow.Data & ChunkBuffers>) {
+    const read = cellReader(d, kind);
+    for (; j < only.length && only[j]! < start + d.length; j++) {
+      const i = only[j]!;
+      const k = i - start;
+      const v = read ? (isValid(d, k) ? read(k) : null) : slowCell(col, kind, i);
+      if (v === null && !nullable) throw new CorruptError(`column ${name} is null in a stored event (row ${i})`);
+      out[j] = v;
+    }
+    start += d.length;
   }
   return out;
 }
@@ -340,6 +361,7 @@ function normalizeRow(raw: EventRow): EventRow {
   return raw;
 }
 
-export function rowsFromArrow(table: arrow.Table): EventRow[] {
-  return arrowToRows(table).map(normalizeRow);
+/** Every row of `table`, or the rows at positions `only` (ascending), in that order. */
+export function rowsFromArrow(table: arrow.Table, only?: readonly number[]): EventRow[] {
+  return arrowToRows(table, only).map(normalizeRow);
 }

@@ -31,6 +31,7 @@ import { lineageIn } from '../read/lineage.ts';
 import { selectAggregates } from '../read/selected.ts';
 import type { EventVisitor } from '../read/stream.ts';
 import { lineageOf } from '../read/summary.ts';
+import { Int64Column, Utf8Column } from '../columns.ts';
 import { LanceTables, sqlIn } from '../tables.ts';
 import { commitData, committedBytes, committedTable } from '../write/lance-add.ts';
 import { COPY_BATCH_BYTES, COPY_BATCH_ROWS, createBase } from './copy.ts';
@@ -66,10 +67,10 @@ export async function forkItems(src: LogReads, source: { pipeline: string; exper
     throw new InvalidInputError(`the fork's experiment is its source ${JSON.stringify(source.experiment)}: name another experiment`, { field: 'to.experiment' });
   }
   const ids = await chooseItems(src, spec);
-  const rows = await rowsOf(src, ids);
+  const rows = await rowsOf(src, ids, spec.fromStep);
   const cuts = ids.map((id) => {
     const mine = rows.get(id);
-    if (!mine || mine.length === 0) throw new NotFoundError(`item ${JSON.stringify(id)} of ${src.uri} was deleted while the fork read it: fork again`);
+    if (!mine) throw new NotFoundError(`item ${JSON.stringify(id)} of ${src.uri} was deleted while the fork read it: fork again`);
     return cutItem(id, mine, spec.fromStep, source);
   });
 
@@ -107,24 +108,53 @@ async function chooseItems(src: LogReads, spec: ForkSpec): Promise<string[]> {
   return withChildren(selected, new Map(aggs.map((a) => [a.itemId, lineageOf(a)])));
 }
 
-/** Every event of the items, every column (blob bytes included), each event once. */
-async function rowsOf(src: LogReads, ids: readonly string[]): Promise<Map<string, EventRow[]>> {
+/**
+ * Every event of the items, every column (blob bytes included), each event once; except events
+ * of an item at or after its first event of step `k` met so far, which its cut drops anyway
+ * (`cutItem` cuts again: that event may come in a later batch). Only the rows kept are made
+ * into objects: they are most of the fork's reading and of its memory.
+ */
+async function rowsOf(src: LogReads, ids: readonly string[], k: StepRef): Promise<Map<string, EventRow[]>> {
   const wanted = new Set(ids);
-  return src.scanEvents({ columns: COLUMN_NAMES, filter: ids.length <= MAX_IN ? sqlIn('item_id', ids) : null }, () => collector(wanted));
+  return src.scanEvents({ columns: COLUMN_NAMES, filter: ids.length <= MAX_IN ? sqlIn('item_id', ids) : null }, () => collector(wanted, k));
 }
 
-function collector(wanted: ReadonlySet<string> | null): EventVisitor<Map<string, EventRow[]>> {
+function collector(wanted: ReadonlySet<string>, k: StepRef): EventVisitor<Map<string, EventRow[]>> {
   const out = new Map<string, EventRow[]>();
+  /** Each item's lowest seq of step k met so far. */
+  const cuts = new Map<string, number>();
+  const stepBytes = typeof k === 'string' ? Buffer.from(k, 'utf8') : new Uint8Array(0);
   return {
     batch(b: RecordBatch, keep) {
-      const rows = rowsFromArrow({ numRows: b.numRows, getChild: (name: string) => b.getChild(name) } as never);
-      for (let r = 0; r < rows.length; r++) {
-        const row = rows[r]!;
-        if (!keep(r) || (wanted !== null && !wanted.has(row.item_id))) continue;
-        let list = out.get(row.item_id);
-        if (!list) out.set(row.item_id, (list = []));
-        list.push(row);
+      const item = new Utf8Column(b, 'item_id');
+      const seq = new Int64Column(b, 'item_seq');
+      const index = typeof k === 'number' ? new Int64Column(b, 'step_index') : null;
+      const name = typeof k === 'string' ? new Utf8Column(b, 'step_name') : null;
+      const ofStep = (r: number) => (index ? index.get(r) === k : name!.is(r, stepBytes));
+      // null: not read (a duplicate, or another item's); undefined: no item id (its conversion says CORRUPT).
+      const ids: (string | null | undefined)[] = new Array(b.numRows);
+      for (let r = 0; r < b.numRows; r++) {
+        if (!keep(r)) {
+          ids[r] = null;
+          continue;
+        }
+        const id = item.get(r);
+        ids[r] = id === null ? undefined : wanted.has(id) ? id : null;
+        if (id === null || ids[r] === null || !ofStep(r)) continue;
+        const s = seq.get(r);
+        if (s !== null && s < (cuts.get(id) ?? Infinity)) cuts.set(id, s);
       }
+      const only: number[] = [];
+      for (let r = 0; r < b.numRows; r++) {
+        const id = ids[r];
+        if (id === null) continue;
+        // Met, even when nothing of it is kept: cutItem says why such an item cannot be forked.
+        if (id !== undefined && !out.has(id)) out.set(id, []);
+        const s = seq.get(r);
+        if (id === undefined || s === null || s < (cuts.get(id) ?? Infinity)) only.push(r);
+      }
+      const rows = rowsFromArrow({ numRows: b.numRows, getChild: (name: string) => b.getChild(name) } as never, only);
+      for (const row of rows) out.get(row.item_id)!.push(row);
     },
     done: () => out,
   };

@@ -58,8 +58,15 @@ export interface RehomeContext {
 
 export type { RehomeReport };
 
-/** Concurrent record writes (each a request to the table, or a SQLite statement). */
+/** Concurrent record writes to the lease table (each a request) and the lease store. */
 const WRITE_CONCURRENCY = 32;
+/**
+ * Concurrent record writes to a SQLite file: the writes queued in one turn of the event loop are
+ * one transaction (lib/coord/sqlite.ts), so this is the size of the rebuild's transactions; at
+ * WRITE_CONCURRENCY the per-transaction cost was most of the rebuild's time. Nothing else writes
+ * the new file meanwhile, so a longer lock keeps nobody waiting.
+ */
+const SQLITE_WRITE_CONCURRENCY = 4096;
 
 /**
  * How far the new scope's epoch counters start above the highest epoch the log or the old scope's
@@ -90,10 +97,13 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<Reho
     const store = await newStore(ctx, kind, logName, id);
     try {
       const markerBody = `rebuilt ${randomUUID()}`;
-      await inParallel([...items], (hash) => store.put(`${ITEMS_DIR}/${hash}`, markerBody));
+      const limit = kind === 'sqlite' ? SQLITE_WRITE_CONCURRENCY : WRITE_CONCURRENCY;
+      await inParallel([...items], (hash) => store.put(`${ITEMS_DIR}/${hash}`, markerBody), limit);
       const claimedBy = `rebuilt/${randomUUID()}`;
-      await inParallel([...checkpoints], ([checkpointId, c]) =>
-        store.putIfAbsent(claimKey(checkpointId), JSON.stringify({ checkpointId, events: c.events, firstSeq: c.firstSeq, lastSeq: c.lastSeq, claimedBy }), { expiresAfterMs: ctx.claimRetentionMs }),
+      await inParallel(
+        [...checkpoints],
+        ([checkpointId, c]) => store.putIfAbsent(claimKey(checkpointId), JSON.stringify({ checkpointId, events: c.events, firstSeq: c.firstSeq, lastSeq: c.lastSeq, claimedBy }), { expiresAfterMs: ctx.claimRetentionMs }),
+        limit,
       );
       // Last: a record naming a store without its sentinel is refused, so a repair that stopped
       // half way is never taken for a finished one.
@@ -313,7 +323,7 @@ async function raiseEpochs(ctx: RehomeContext, id: string, held: ReadonlyMap<num
   const epochs = [...meta.gens, ...[...meta.retired]].map((g) => g.replace(/-g\d+$/, ''));
   const max = maxEpochPerSlot([...epochs, ...meta.sealEpochs, ...meta.fenceEpochs]);
   for (const [slot, epoch] of held) max.set(slot, Math.max(max.get(slot) ?? 0, epoch));
-  await inParallel([...max], ([slot, epoch]) => ctx.leases.raiseEpoch(slotKey(ctx.pipeline, ctx.experiment, slot, id), epoch + EPOCH_GAP));
+  await inParallel([...max], ([slot, epoch]) => ctx.leases.raiseEpoch(slotKey(ctx.pipeline, ctx.experiment, slot, id), epoch + EPOCH_GAP), WRITE_CONCURRENCY);
 }
 
 /**
@@ -356,10 +366,11 @@ async function carrySnapshots(objects: ObjectStore, logId: string): Promise<void
   }
 }
 
-async function inParallel<T>(items: readonly T[], fn: (t: T) => Promise<unknown>): Promise<void> {
+/** `fn` of every item, at most `limit` at once. */
+async function inParallel<T>(items: readonly T[], fn: (t: T) => Promise<unknown>, limit: number): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < items.length) await fn(items[next++]!);
   };
-  await Promise.all(Array.from({ length: Math.min(WRITE_CONCURRENCY, items.length) }, worker));
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
