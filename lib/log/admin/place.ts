@@ -14,7 +14,7 @@ import { validateName } from '../../names.ts';
 import { LocalObjectStore } from '../../storage/local.ts';
 import { formatLocation, lanceStorageOptions, logLocation, logUri, parseRoot, type Env, type Location } from '../../storage/location.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
-import { canonicalLocation } from './location.ts';
+import { canonicalLocation } from '../../coord/choose.ts';
 import type { TableRecords } from './table-records.ts';
 
 export interface AdminPlace {

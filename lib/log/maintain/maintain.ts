@@ -6,23 +6,21 @@
  * one that fails is reported and the others still run (each is idempotent; the next pass retries
  * it).
  */
-import type { LeaseScope } from '../write/coord-holder.ts';
+import type { LogContext } from '../write/log-context.ts';
 import { guard } from '../../guards.ts';
 import { Index } from '@lancedb/lancedb';
 import type { Clock } from '../../clock.ts';
 import { CorruptError, DgclError, FencedError, LeaseHeldError, UnavailableError } from '../../errors.ts';
 import { acquireMaintainer, acquireWriterSlot, LeaseKeeper, slotKey } from '../../lease/slots.ts';
 import { isFree } from '../../lease/rules.ts';
-import type { Lease, LeaseStore } from '../../lease/types.ts';
+import type { Lease } from '../../lease/types.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
 import type { MaintenanceReport, MaintenanceStep } from '../../api.ts';
 import { fenceKey, genKey, maxEpochPerSlot, META_DIR, parseMetaNames, parseShardName, retiredKey, sealKey, SHARDS_DIR, shardPrefix, type ShardName } from '../layout.ts';
 import { mergeGeneration, retireGeneration, type MergeHooks } from './merge.ts';
 import { refreshProjection } from '../projection/build.ts';
 import { purgeDeleted, sweepRecords } from './purge.ts';
-import type { CoordStore } from '../../coord/types.ts';
 import type { LogReader, ShardListing } from '../read/reader.ts';
-import type { LanceTables } from '../tables.ts';
 import { TEXT_COLUMNS, textIndexConfig, textIndexName } from '../text-index.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { pruneCutoffMs } from './tagged.ts';
@@ -53,15 +51,7 @@ const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zomb
 
 export const INDEXED_COLUMNS = ['item_id', 'event_id'] as const;
 
-type Ctx = {
-  tables: LanceTables;
-  objects: ObjectStore;
-  reader: LogReader;
-  leases: LeaseStore;
-  coord: (o?: { create: boolean }) => Promise<CoordStore>;
-  leaseScope: (o: { create: boolean }) => Promise<LeaseScope>;
-  coordUnchanged: (scope: LeaseScope) => Promise<boolean>;
-};
+type Ctx = LogContext;
 
 /** A report of a pass over `experiment` ("pipeline/experiment") that has done nothing yet. */
 export function emptyMaintenanceReport(experiment: string): MaintenanceReport {

@@ -13,13 +13,11 @@
  * writer seals it at whatever landed, forgets its memory, and continues under a new epoch, so a
  * late-landing commit can never surface, and a retry reads the truth from storage.
  */
-import type { LeaseScope } from './coord-holder.ts';
+import type { LogContext } from './log-context.ts';
 import { DgclError, FencedError, InternalError, PermissionDeniedError, UnavailableError } from '../../errors.ts';
 import { permissionOf } from '../read/damage.ts';
 import { guard } from '../../guards.ts';
-import type { CoordStore } from '../../coord/types.ts';
-import type { Lease, LeaseStore } from '../../lease/types.ts';
-import type { ObjectStore } from '../../storage/objects.ts';
+import type { Lease } from '../../lease/types.ts';
 import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
 import { deleteItemNow } from './delete-item.ts';
@@ -33,8 +31,6 @@ import { sealOwnEpoch } from '../maintain/seal.ts';
 import { takeSlot } from './slot.ts';
 import type { ItemTrack } from './sequence.ts';
 import { commitData, committedBytes, committedTable } from './lance-add.ts';
-import type { LogReader } from '../read/reader.ts';
-import type { LanceTables } from '../tables.ts';
 import type { WriterOptions } from './writer-options.ts';
 
 export type { WriterHooks, WriterOptions } from './writer-options.ts';
@@ -65,15 +61,7 @@ export class ShardWriter {
   private exclusiveJobs: Array<() => Promise<void>> = [];
 
   constructor(
-    private readonly ctx: {
-      tables: LanceTables;
-      objects: ObjectStore;
-      reader: LogReader;
-      leases: LeaseStore;
-      coord: (o?: { create: boolean }) => Promise<CoordStore>;
-      /** The id the log's lease keys are scoped by, and whether the record still says so (lib/log/write/coord-holder.ts). */
-      leaseScope: (o: { create: boolean }) => Promise<LeaseScope>;
-      coordUnchanged: (scope: LeaseScope) => Promise<boolean>;
+    private readonly ctx: LogContext & {
       /** Resolves once the log's base is known readable; refuses a group otherwise (nothing written). */
       checkBase?: () => Promise<void>;
     },
