@@ -80,8 +80,9 @@ describe('where a log keeps its item markers and claims', () => {
     const a = await x.newLog('a');
     const [first] = await a.append([createBatch('i1')]);
     const record = await x.objects.get(CHOICE_KEY);
-    expect(record).toMatch(/^table [0-9a-f-]{36}$/);
-    const id = record!.slice(6);
+    // A new log's record scopes its lease keys by its id too (` v2`).
+    expect(record).toMatch(/^table [0-9a-f-]{36} v2$/);
+    const id = record!.split(' ')[1]!;
     expect(await x.objects.list(ITEMS_DIR)).toEqual([]);
     expect(await x.objects.list(CLAIMS_DIR)).toEqual([]);
     const recs = await tableRecords(x.name);
@@ -151,7 +152,8 @@ describe('where a log keeps its item markers and claims', () => {
     const a = await x.newLog('a', { slot: 1 });
     await a.append([createBatch('i1')]);
     await a.close(); // seals epoch 1 of slot 1
-    await ddb.send(new DeleteItemCommand({ TableName: table, Key: { pk: { S: `p/${x.name}/slot/1` } } }));
+    const id = (await x.objects.get(CHOICE_KEY))!.split(' ')[1]!;
+    await ddb.send(new DeleteItemCommand({ TableName: table, Key: { pk: { S: `p/${x.name}/${id}/slot/1` } } }));
     const before = tree(x.dir);
     const b = await x.newLog('b', { slot: 1 });
     await expect(b.append([stepBatch('i1', 1)])).rejects.toMatchObject({ code: 'CORRUPT', message: expect.stringContaining('already sealed') });
