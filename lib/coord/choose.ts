@@ -2,18 +2,21 @@
  * Which store a log keeps its item markers and claims in, and which lease store it belongs to,
  * decided once per log by its first writer and recorded in the log (`_dgcl/coordination`), so
  * every process agrees whatever it was configured with:
- *  - `table <logId>`: markers and claims in the lease table (lib/coord/dynamo.ts), keys scoped by
- *    the log's id. Chosen by a writer whose lease store is a DynamoDB table, not told
- *    `coordination: 'objects'`, for a log with nothing committed yet;
+ *  - `table <logId> v2`: markers and claims in the lease table (lib/coord/dynamo.ts), keys scoped by
+ *    the log's id, and its lease keys too (`CoordRecord.scoped`). Chosen by a writer whose lease
+ *    store is a DynamoDB table, not told `coordination: 'objects'`, for a log with nothing
+ *    committed yet; `table <logId>` (no ` v2`): the same, made before lease keys were scoped;
  *  - `objects <logId>`: markers and claims as objects beside the log, leases in a DynamoDB table
  *    (on request: while processes of a version before 0.2.0, which know no record, still write;
  *    or a log with data from before, whose markers are objects: a writer that looked only in the
  *    table would take an item with events for a new one);
- *  - `sqlite`: one SQLite file beside the log (lib/coord/sqlite.ts), leases in local lease files.
- *    Chosen by a writer on a local root for a log with nothing committed yet, unless told
- *    `coordination: 'objects'` (processes before 0.3.0 write the log too: they know only files);
+ *  - `sqlite <logId> v2`: one SQLite file per log id beside the log (lib/coord/sqlite.ts
+ *    `coordDbKey`), holding the sentinel too, leases in local lease files. Chosen by a writer on a
+ *    local root for a log with nothing committed yet, unless told `coordination: 'objects'`;
+ *    `sqlite` (no id): the file of a log made by 0.3.0;
  *  - `objects`: objects beside the log, leases in local lease files (logs created before 0.3.0,
  *    or on request as above).
+ * A repair or an adoption (lib/log/admin/rehome.ts) replaces the record by a ` v2` one of a new id.
  * The record is created with a conditional put: two processes proposing at once both read the
  * winner's. A log deleted and made again gets a new id, so no record of the old one is met.
  *
