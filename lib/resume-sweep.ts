@@ -14,6 +14,7 @@
  * so sending twice is harmless: on a FIFO queue (item, lastSeq) is the deduplication id, and a
  * worker drops an instruction whose `lastSeq` is below the item's (functions/shared/resume-sink.ts).
  */
+import { mapLimit } from './map-limit.ts';
 import type * as arrow from 'apache-arrow';
 import type { CheckpointLog, ItemPage } from './api.ts';
 import { readsOf } from './log/reads.ts';
@@ -295,18 +296,4 @@ function errorOf(e: unknown): SendError {
     message: typeof d?.message === 'string' ? d.message : String(e),
     retryable: d?.retryable === true,
   };
-}
-
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]!);
-      }
-    }),
-  );
-  return out;
 }

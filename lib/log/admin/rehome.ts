@@ -17,6 +17,7 @@
  * again; and a process that takes a lease of the old scope later reads the record again and moves
  * to the new scope (lib/log/write/slot.ts).
  */
+import { mapLimit } from '../../map-limit.ts';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
@@ -98,12 +99,10 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<Reho
     try {
       const markerBody = `rebuilt ${randomUUID()}`;
       const limit = kind === 'sqlite' ? SQLITE_WRITE_CONCURRENCY : WRITE_CONCURRENCY;
-      await inParallel([...items], (hash) => store.put(`${ITEMS_DIR}/${hash}`, markerBody), limit);
+      await mapLimit([...items], limit, (hash) => store.put(`${ITEMS_DIR}/${hash}`, markerBody));
       const claimedBy = `rebuilt/${randomUUID()}`;
-      await inParallel(
-        [...checkpoints],
-        ([checkpointId, c]) => store.putIfAbsent(claimKey(checkpointId), JSON.stringify({ checkpointId, events: c.events, firstSeq: c.firstSeq, lastSeq: c.lastSeq, claimedBy }), { expiresAfterMs: ctx.claimRetentionMs }),
-        limit,
+      await mapLimit([...checkpoints], limit, ([checkpointId, c]) =>
+        store.putIfAbsent(claimKey(checkpointId), JSON.stringify({ checkpointId, events: c.events, firstSeq: c.firstSeq, lastSeq: c.lastSeq, claimedBy }), { expiresAfterMs: ctx.claimRetentionMs }),
       );
       // Last: a record naming a store without its sentinel is refused, so a repair that stopped
       // half way is never taken for a finished one.
@@ -323,7 +322,7 @@ async function raiseEpochs(ctx: RehomeContext, id: string, held: ReadonlyMap<num
   const epochs = [...meta.gens, ...[...meta.retired]].map((g) => g.replace(/-g\d+$/, ''));
   const max = maxEpochPerSlot([...epochs, ...meta.sealEpochs, ...meta.fenceEpochs]);
   for (const [slot, epoch] of held) max.set(slot, Math.max(max.get(slot) ?? 0, epoch));
-  await inParallel([...max], ([slot, epoch]) => ctx.leases.raiseEpoch(slotKey(ctx.pipeline, ctx.experiment, slot, id), epoch + EPOCH_GAP), WRITE_CONCURRENCY);
+  await mapLimit([...max], WRITE_CONCURRENCY, ([slot, epoch]) => ctx.leases.raiseEpoch(slotKey(ctx.pipeline, ctx.experiment, slot, id), epoch + EPOCH_GAP));
 }
 
 /**
@@ -364,13 +363,4 @@ async function carrySnapshots(objects: ObjectStore, logId: string): Promise<void
     }
     await objects.put(key, JSON.stringify({ ...record, logId }));
   }
-}
-
-/** `fn` of every item, at most `limit` at once. */
-async function inParallel<T>(items: readonly T[], fn: (t: T) => Promise<unknown>, limit: number): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
