@@ -11,7 +11,7 @@ import type { ObjectStore } from '../../storage/objects.ts';
 import { SNAPSHOT_ATTEMPTS_DIR, SNAPSHOT_RECORDS_DIR, SNAPSHOT_TAG_PREFIX, SNAPSHOT_TAILS_DIR, snapshotAttemptKey, snapshotRecordKey } from '../layout.ts';
 import type { LogReader } from '../read/reader.ts';
 import type { LanceTables } from '../tables.ts';
-import { checkSnapshotName, infoOf, NONCE_RE, nonceOfTail, parseRecord, type SnapshotRecord } from './record.ts';
+import { checkSnapshotName, infoOf, NONCE_RE, nonceOfTail, readRecord, type SnapshotRecord } from './record.ts';
 import { SnapshotView, type Track } from './view.ts';
 
 export interface SnapshotContext {
@@ -37,13 +37,6 @@ export const ATTEMPT_GRACE_MS = 6 * 3600 * 1000;
 
 /** Existing names shown by a NOT_FOUND. */
 const NAMES_SHOWN = 10;
-
-/** The record of snapshot `name`, or null when there is none. */
-export async function readRecord(c: { objects: ObjectStore }, name: string): Promise<SnapshotRecord | null> {
-  const key = snapshotRecordKey(name);
-  const body = await c.objects.get(key);
-  return body === null ? null : parseRecord(body, key, name);
-}
 
 async function recordNames(c: { objects: ObjectStore }): Promise<string[]> {
   return (await c.objects.list(SNAPSHOT_RECORDS_DIR)).filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -'.json'.length));
@@ -80,7 +73,7 @@ export async function openSnapshot(c: SnapshotContext, name: string, field = 'sn
   const record = await readRecord(c, name);
   // A log deleted and made again at the same place, all but its snapshot records: not its snapshot.
   if (!record || (record.logId !== '' && listing.logId !== '' && record.logId !== listing.logId)) throw await notFound(c, name);
-  return new SnapshotView(c, record);
+  return new SnapshotView(c, record, { recorded: true });
 }
 
 /**
