@@ -98,9 +98,10 @@ export async function dropSnapshot(c: SnapshotContext, name: string): Promise<vo
  * that are over. Listed in this order on purpose: tags and tails, then markers, then records. An
  * attempt puts its marker before its tag and tail and deletes it after its record, so what was
  * listed first is named by a marker or by a record listed after it, unless it is a leftover.
- * Returns the nonces whose leftovers it deleted.
+ * Returns the nonces whose leftovers it deleted. A snapshot, a drop and each maintenance pass
+ * (lib/log/maintain/maintain.ts, before its prune) run it.
  */
-export async function sweepLeftovers(c: SnapshotContext): Promise<string[]> {
+export async function sweepLeftovers(c: Pick<SnapshotContext, 'tables' | 'objects' | 'reader' | 'clock'>): Promise<string[]> {
   const base = await c.tables.base((await c.reader.listShards()).baseExists);
   const tags = base ? Object.keys(await (await base.tags()).list()).filter((t) => t.startsWith(SNAPSHOT_TAG_PREFIX) && NONCE_RE.test(t.slice(SNAPSHOT_TAG_PREFIX.length))) : [];
   const tails = (await c.objects.list(SNAPSHOT_TAILS_DIR)).map((e) => ({ entry: e.replace(/\/$/, ''), nonce: nonceOfTail(e) })).filter((t) => t.nonce !== null);
