@@ -102,7 +102,7 @@ export class SnapshotView implements EventSource {
         return await fn();
       } catch (e) {
         if (e instanceof DgclError && !(e instanceof CorruptError)) throw e;
-        const gone = await this.dropped();
+        const gone = await this.dropped(e);
         if (gone) throw gone;
         if (e instanceof DgclError) throw e;
         throw permissionOf(e, this.uri) ?? new UnavailableError(`read of snapshot ${JSON.stringify(this.name)} of ${this.uri} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
@@ -111,12 +111,12 @@ export class SnapshotView implements EventSource {
   }
 
   /** NOT_FOUND when the snapshot's record is gone or names another attempt; null otherwise (or when the store does not answer). */
-  private async dropped(): Promise<NotFoundError | null> {
+  private async dropped(cause: unknown): Promise<NotFoundError | null> {
     if (!this.o.recorded) return null;
     const now = await readRecord(this.c, this.name).catch(() => undefined);
     if (now === undefined || now?.nonce === this.record.nonce) return null;
     const since = now === null ? 'dgcl snapshot --list lists the snapshots it has' : 'a snapshot of that name was taken again since: open it again to read that one';
-    return new NotFoundError(`snapshot ${JSON.stringify(this.name)} of ${this.uri} was dropped while it was being read; ${since}`);
+    return new NotFoundError(`snapshot ${JSON.stringify(this.name)} of ${this.uri} was dropped while it was being read; ${since}`, { cause });
   }
 
   /** Every event of the snapshot matching `o.filter`, each once, to a visitor (as `LanceCheckpointLog.scanEvents`). */
