@@ -3,6 +3,7 @@
  * one to read; dropping one; and sweeping what attempts that never made a record left behind (a
  * Lance tag, which holds back the base's version clean-up, and a tail dataset).
  */
+import type { Table } from '@lancedb/lancedb';
 import type { SnapshotInfo } from '../../api.ts';
 import type { Clock } from '../../clock.ts';
 import { NotFoundError, UnavailableError } from '../../errors.ts';
@@ -123,7 +124,7 @@ export async function sweepLeftovers(c: Pick<SnapshotContext, 'tables' | 'object
   for (const tag of tags) {
     const nonce = tag.slice(SNAPSHOT_TAG_PREFIX.length);
     if (namedTags.has(tag) || running(nonce)) continue;
-    await (await base!.tags()).delete(tag);
+    await deleteTag(base!, tag);
     swept.add(nonce);
   }
   for (const t of tails) {
@@ -135,6 +136,15 @@ export async function sweepLeftovers(c: Pick<SnapshotContext, 'tables' | 'object
     if (recorded.has(nonce) || !running(nonce)) await c.objects.delete(snapshotAttemptKey(nonce));
   }
   return [...swept];
+}
+
+/** Deletes `tag`; one another sweep (a drop's, a maintenance pass's) deleted first is no failure. */
+async function deleteTag(base: Table, tag: string): Promise<void> {
+  try {
+    await (await base.tags()).delete(tag);
+  } catch (e) {
+    if (tag in (await (await base.tags()).list())) throw e;
+  }
 }
 
 /** When an attempt began (its marker's body); an unreadable one counts as long over. */
