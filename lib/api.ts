@@ -161,6 +161,11 @@ export interface MaintenanceReport {
   /** Dataset folders of generations no reader may see (zombie writes, crashed creations), deleted. */
   sweptShards: string[];
   /**
+   * Snapshot attempts that died before writing their record (their nonces), whose base tag (which
+   * held the version clean-up back) and copied rows this pass deleted.
+   */
+  sweptSnapshotAttempts: string[];
+  /**
    * The item listing projection (docs/design/projection.md) as this pass left it: the base
    * version it describes, the base fragments it counts, and how many rows this pass counted
    * (those of fragments written since the last pass; 0 when it was current). Null when there is
@@ -182,7 +187,7 @@ export interface MaintenanceReport {
   stoppedBy?: 'FENCED' | 'UNAVAILABLE';
 }
 
-export type MaintenanceStep = 'orphans' | 'retirements' | 'merge' | 'zombies' | 'deletions' | 'compaction' | 'indexes' | 'projection' | 'claims' | 'meta';
+export type MaintenanceStep = 'orphans' | 'retirements' | 'merge' | 'zombies' | 'deletions' | 'snapshots' | 'compaction' | 'indexes' | 'projection' | 'claims' | 'meta';
 
 /** `done` of `total` steps are over, the last one `step`; `total` grows once the merges are known. */
 export type MaintainProgress = (step: MaintenanceStep, done: number, total: number) => void;

@@ -24,7 +24,7 @@ const SHORT_TTL = 3_000;
 const raceFixtureShort = raceFixture(SHORT_TTL);
 const batch = (itemId: string) => ({ itemId, runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: itemId } });
 const codes = (r: { failures: Array<{ step: string; code: string }> }) => r.failures.map((f) => `${f.step}:${f.code}`);
-const AFTER_MERGE = ['zombies', 'deletions', 'compaction', 'indexes', 'projection', 'claims', 'meta'];
+const AFTER_MERGE = ['zombies', 'deletions', 'snapshots', 'compaction', 'indexes', 'projection', 'claims', 'meta'];
 
 const extra: { logs: TestLog[]; stores: LocalLeaseStore[] } = { logs: [], stores: [] };
 afterEach(async () => {

@@ -48,16 +48,17 @@ describe('maintenance sweeps what zombies leave', () => {
     expect(first.failures).toEqual([]);
     // Every step is reported once, in order; the total grows by the one merge once it is listed.
     expect(progress).toEqual([
-      ['orphans', 1, 9],
-      ['retirements', 2, 9],
-      ['merge', 3, 10],
-      ['zombies', 4, 10],
-      ['deletions', 5, 10],
-      ['compaction', 6, 10],
-      ['indexes', 7, 10],
-      ['projection', 8, 10],
-      ['claims', 9, 10],
-      ['meta', 10, 10],
+      ['orphans', 1, 10],
+      ['retirements', 2, 10],
+      ['merge', 3, 11],
+      ['zombies', 4, 11],
+      ['deletions', 5, 11],
+      ['snapshots', 6, 11],
+      ['compaction', 7, 11],
+      ['indexes', 8, 11],
+      ['projection', 9, 11],
+      ['claims', 10, 11],
+      ['meta', 11, 11],
     ]);
     expect(first.mergedShards).toContain(gen);
     expect(existsSync(dir), 'merged and deleted').toBe(false);

@@ -1,9 +1,10 @@
 /**
  * The compared report (`report(log, {compare})`) in Chromium: the source e (six items, two failed
  * at judge, a numeric field `score`) and a fork f of three of them, moved on after the fork and
- * through a step `polish` e never ran. What a user sees: the title and the note naming both
- * experiments, the Compare table with one row per status and per step holding both sides'
- * figures ("-" for a step one side never ran), the score distribution rows, only the forked cohort
+ * through a step `polish` e never ran, failing at judge with a second error type on the way.
+ * What a user sees: the title and the note naming both experiments, the Compare table with one
+ * row per status and per step holding both sides' figures ("-" for a step one side never ran),
+ * the score distribution rows, the failures by error type of both sides, only the forked cohort
  * in the items table, and no script error. Without a field the table has no distribution rows.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -26,6 +27,8 @@ let fork: CheckpointLog;
 let withField: { page: Page; errors: string[] };
 let withoutField: { page: Page; errors: string[] };
 let forkPage: { page: Page; errors: string[] };
+let noFailures: { page: Page; errors: string[] };
+let clean: CheckpointLog;
 
 beforeAll(async () => {
   source = await open('e');
@@ -37,11 +40,14 @@ beforeAll(async () => {
     else await source.append([{ itemId, runId: 'r1', step: judge, set: { verdict: 'ok' }, ...(i < 4 ? { terminal: 'completed' as const } : {}) }]);
   }
   await source.fork({ itemIds: ['a0', 'a1', 'a2'], fromStep: 'judge', to: { experiment: 'f' } });
-  // The fork moves on: a0 passes judge (score 100) and completes, a1 fails judge again, a2 passes
-  // judge (score 5) and then polish, a step e never ran.
+  // The fork moves on: a0 fails judge once with ParseError, then passes it (score 100) and
+  // completes; a1 fails judge twice more with Timeout; a2 passes judge (score 5) and then polish,
+  // a step e never ran.
   fork = await open('f');
-  await fork.append([{ itemId: 'a0', runId: 'r2', step: judge, set: { score: 100 }, terminal: 'completed' }]);
+  await fork.append([{ itemId: 'a0', runId: 'r2', step: judge, failed: { errorType: 'ParseError' } }]);
+  await fork.append([{ itemId: 'a0', runId: 'r2', step: judge, attempt: 2, set: { score: 100 }, terminal: 'completed' }]);
   await fork.append([{ itemId: 'a1', runId: 'r2', step: judge, failed: { errorType: 'Timeout' } }]);
+  await fork.append([{ itemId: 'a1', runId: 'r2', step: judge, attempt: 2, failed: { errorType: 'Timeout' } }]);
   await fork.append([{ itemId: 'a2', runId: 'r2', step: judge, set: { score: 5 } }]);
   await fork.append([{ itemId: 'a2', runId: 'r2', step: { name: 'polish', index: 2 }, set: { text: 'done' } }]);
 
@@ -51,16 +57,23 @@ beforeAll(async () => {
   await report(source, { out: outPlain, compare: { log: fork } });
   const outFork = path.join(dir, 'fork.html');
   await report(fork, { out: outFork });
+  // g: a fork of a2 alone, which never failed on either side.
+  await source.fork({ itemIds: ['a2'], fromStep: 'judge', to: { experiment: 'g' } });
+  clean = await open('g');
+  const outClean = path.join(dir, 'compare-clean.html');
+  await report(source, { out: outClean, compare: { log: clean } });
   browser = await launchChromium();
   withField = await openReport(browser, out);
   withoutField = await openReport(browser, outPlain);
   forkPage = await openReport(browser, outFork);
+  noFailures = await openReport(browser, outClean);
 }, 240_000);
 
 afterAll(async () => {
   await browser?.close();
   await source?.close();
   await fork?.close();
+  await clean?.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -76,7 +89,7 @@ const COHORT_ROWS = [
   ['in progress', '0', '1'],
   // passed (rate of the cohort's 3 items) / FAILED events
   ['step gen: passed (rate) / failures', '3 (100%) / 0', '3 (100%) / 0'],
-  ['step judge: passed (rate) / failures', '1 (33.3%) / 2', '2 (66.7%) / 1'],
+  ['step judge: passed (rate) / failures', '1 (33.3%) / 2', '2 (66.7%) / 3'],
   ['step polish: passed (rate) / failures', '-', '1 (33.3%) / 0'],
 ];
 
@@ -110,6 +123,31 @@ describe('the compared report in Chromium', () => {
       ['score max', '30', '100'],
       ['score mean', '20', '41.6667'],
     ]);
+  });
+
+  it('the Compare section shows both sides\' failures by error type: FAILED events, items, items failed now', async () => {
+    for (const { page } of [withField, withoutField]) {
+      expect(await cells(page, '#compare-failures thead tr')).toEqual([
+        ['', 'e', 'f'],
+        ['error type', 'FAILED events', 'items', 'failed now', 'FAILED events', 'items', 'failed now'],
+      ]);
+      // e: a0 and a1 failed judge once each with Timeout and are failed now. f: a1 kept no failure
+      // from e (forked before judge) and failed twice more with Timeout; a0 failed once with
+      // ParseError, then completed (not failed now). Rows by FAILED events of both sides.
+      expect(await cells(page, '#compare-failures tbody tr')).toEqual([
+        ['Timeout', '2', '2', '2', '2', '1', '1'],
+        ['ParseError', '0', '0', '0', '1', '1', '0'],
+      ]);
+      const types = await page.locator('#compare-failures tbody tr').evaluateAll((rs) => rs.map((r) => r.getAttribute('data-error-type')));
+      expect(types).toEqual(['Timeout', 'ParseError']);
+    }
+  });
+
+  it('a cohort that never failed on either side says so instead of an empty failures table', async () => {
+    const { page, errors } = noFailures;
+    expect(await page.locator('#compare-failures').count()).toBe(0);
+    expect(await page.textContent('#compare-failures-none')).toBe('No FAILED events on either side.');
+    expect(errors).toEqual([]);
   });
 
   it('the rest of the page counts only the forked cohort on the source side', async () => {

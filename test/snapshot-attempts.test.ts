@@ -1,8 +1,9 @@
 /**
  * How snapshot attempts meet each other and what they leave: two processes taking the same name
- * at once (one snapshot, no leftovers), leftovers of attempts that died (swept, unless a young
- * attempt marker protects them), a snapshot waiting for a maintenance pass, and a snapshot of a
- * log that has no base yet. Real Lance datasets in temp folders.
+ * at once (one snapshot, no leftovers), leftovers of attempts that died (swept by the next
+ * snapshot, drop or maintenance pass, unless a young attempt marker protects them), a snapshot
+ * waiting for a maintenance pass, and a snapshot of a log that has no base yet. Real Lance
+ * datasets in temp folders.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +13,8 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../lib/clock.ts';
 import { exportItems, LocalLeaseStore, openLog } from '../lib/index.ts';
 import { acquireMaintainer } from '../lib/lease/slots.ts';
+import { pruneCutoffMs } from '../lib/log/maintain/tagged.ts';
+import { LocalObjectStore } from '../lib/storage/local.ts';
 
 const batch = (itemId: string) => ({ itemId, runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: itemId } });
 const logDir = (root: string) => path.join(root, 'datagen_checkpoints', 'p', 'e', 'log.lance');
@@ -92,6 +95,55 @@ describe('snapshot attempts', () => {
       const taggedAt = all.find((x) => x.version === v)!.timestamp.getTime();
       expect(all.filter((x) => x.version < v && x.timestamp.getTime() < taggedAt - 1000).map((x) => x.version)).toEqual([]);
       expect(all.map((x) => x.version)).toContain(v);
+    } finally {
+      await log.close();
+    }
+  });
+
+  it("maintenance sweeps a dead attempt's tag (no record, its marker old) so the clean-up cutoff moves past it; a young attempt's tag and tail are kept", async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'dgcl-snap-maintain-sweep-'));
+    const log = await openLog({ root, pipeline: 'p', experiment: 'e', mergeIdleMs: 0, versionRetentionMs: 0 });
+    try {
+      const base = async () => baseOf(root);
+      const store = new LocalObjectStore(logDir(root));
+      const attempts = path.join(logDir(root), '_dgcl/snapshots/attempts');
+      mkdirSync(attempts, { recursive: true });
+      const tails = await lancedb.connect(path.join(logDir(root), '_dgcl/snapshots/tails'));
+      const hour = 3600 * 1000;
+      /** An attempt that tagged version `v` and filled its tail, then stopped before its record; its marker `ageMs` old. */
+      const attempt = async (nonce: string, v: number, ageMs: number) => {
+        writeFileSync(path.join(attempts, `${nonce}.json`), JSON.stringify({ name: 'x', startedAtMs: Date.now() - ageMs }));
+        await (await (await base()).tags()).create(`dgcl-snap-${nonce}`, v);
+        await tails.createTable(`${nonce}-1`, [{ x: 1 }]);
+      };
+      await log.append([batch('a')]);
+      await log.mergeOwnShard();
+      const deadAt = await (await base()).version();
+      const dead = '00000000000000d3';
+      await attempt(dead, deadAt, 7 * hour); // older than any attempt takes (6 h)
+      // Lance's version times are its own clock's: the versions before the young attempt's must
+      // be more than the cutoff's margin (a second) after the dead tag's to be prunable.
+      await new Promise((r) => setTimeout(r, 1_100));
+      await log.append([batch('b')]);
+      await log.mergeOwnShard();
+      const youngAt = await (await base()).version();
+      const young = '00000000000000a4';
+      await attempt(young, youngAt, 5 * hour); // may still be running
+      const times = new Map((await (await base()).listVersions()).map((x) => [x.version, x.timestamp.getTime()]));
+      expect(await pruneCutoffMs(await base(), store, Date.now())).toBe(times.get(deadAt)! - 1000);
+
+      const r = await log.maintain();
+      expect(r.failures).toEqual([]);
+      expect(r.sweptSnapshotAttempts).toEqual([dead]);
+      expect(await snapTags(root)).toEqual([`dgcl-snap-${young}`]);
+      expect(ls(path.join(logDir(root), '_dgcl/snapshots/tails'))).toEqual([`${young}-1.lance`]);
+      expect(ls(attempts)).toEqual([`${young}.json`]);
+      // The cutoff now stops below the young attempt's version: the dead one's version is pruned.
+      expect(await pruneCutoffMs(await base(), store, Date.now())).toBe(times.get(youngAt)! - 1000);
+      expect(times.get(youngAt)! - times.get(deadAt)!).toBeGreaterThan(1000);
+      const left = (await (await base()).listVersions()).map((x) => x.version);
+      expect(left).not.toContain(deadAt);
+      expect(left).toContain(youngAt);
     } finally {
       await log.close();
     }

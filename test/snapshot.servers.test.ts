@@ -2,7 +2,9 @@
  * Snapshots on an s3:// root (Ceph RGW, leases and coordination in DynamoDB Local): the scenario
  * of test/support/snapshot-scenario.ts (two writers unmerged, then appends, merges, maintenance
  * with every retention 0 and a purge; the snapshot's export byte for byte as it was), Lance's tag
- * kept on S3 through the clean-up, and `dgcl snapshot` / `export --snapshot` on the same root.
+ * kept on S3 through the clean-up, and `dgcl snapshot` / `export --snapshot` on the same root; a
+ * snapshot dropped between its lookup and its read (NOT_FOUND), and one whose tag went outside
+ * dgcl (CORRUPT); maintenance sweeping a dead attempt's tag.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -10,7 +12,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import { describe, expect, it } from 'vitest';
-import { lanceStorageOptions, parseRoot } from '../lib/storage/location.ts';
+import { S3Client } from '@aws-sdk/client-s3';
+import { openLog } from '../lib/index.ts';
+import { pruneCutoffMs } from '../lib/log/maintain/tagged.ts';
+import { readsOf } from '../lib/log/reads.ts';
+import { lanceStorageOptions, parseRoot, s3ClientConfig } from '../lib/storage/location.ts';
+import { S3ObjectStore } from '../lib/storage/s3.ts';
 import { run } from './support/cli.ts';
 import { servers, useLeaseTable } from './support/servers.ts';
 import { snapshotScenario } from './support/snapshot-scenario.ts';
@@ -44,6 +51,69 @@ describe('snapshots on an s3:// root (RGW)', () => {
       const unknown = await run(['report', ...flags, '--snapshot', 's2', '--out', path.join(dir, 'r.html')], { env });
       expect(unknown.code).toBe(2);
       expect(unknown.stderr).toMatch(/NOT_FOUND: no snapshot "s2" in s3:\/\/.*; its snapshots: "s1"\n$/);
+    } finally {
+      await log.close();
+    }
+  });
+
+  it("maintenance on S3 sweeps a dead attempt's tag (no record, its marker old) and the clean-up cutoff moves past it; a young attempt's tag is kept", async () => {
+    const prefix = `snapshot-sweep-${randomUUID().slice(0, 8)}`;
+    const root = `s3://${servers.bucket}/${prefix}`;
+    const env = { ...(process.env as Record<string, string>), DGCL_LEASE_TABLE: table };
+    const log = await openLog({ root, pipeline: 'p', experiment: 'e', env, mergeIdleMs: 0, versionRetentionMs: 0 });
+    try {
+      const store = new S3ObjectStore({ client: new S3Client(s3ClientConfig()), bucket: servers.bucket, basePrefix: `${prefix}/datagen_checkpoints/p/e/log.lance` });
+      const db = await lancedb.connect(`${root}/datagen_checkpoints/p/e`, { storageOptions: lanceStorageOptions(parseRoot(root), process.env) });
+      const base = () => db.openTable('log');
+      /** An attempt that tagged version `v`, then stopped before its record; its marker `ageMs` old. */
+      const attempt = async (nonce: string, v: number, ageMs: number) => {
+        await store.put(`_dgcl/snapshots/attempts/${nonce}.json`, JSON.stringify({ name: 'x', startedAtMs: Date.now() - ageMs }));
+        await (await (await base()).tags()).create(`dgcl-snap-${nonce}`, v);
+      };
+      await log.append([{ itemId: 'a', runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: 1 } }]);
+      await log.mergeOwnShard();
+      const deadAt = await (await base()).version();
+      await attempt('00000000000000d5', deadAt, 7 * 3600 * 1000);
+      await log.append([{ itemId: 'b', runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: 2 } }]);
+      await log.mergeOwnShard();
+      const youngAt = await (await base()).version();
+      await attempt('00000000000000a6', youngAt, 60_000);
+      const times = new Map((await (await base()).listVersions()).map((x) => [x.version, x.timestamp.getTime()]));
+      expect(await pruneCutoffMs(await base(), store, Date.now())).toBe(times.get(deadAt)! - 1000);
+
+      const r = await log.maintain();
+      expect(r.failures).toEqual([]);
+      expect(r.sweptSnapshotAttempts).toEqual(['00000000000000d5']);
+      expect(Object.keys(await (await (await base()).tags()).list())).toEqual(['dgcl-snap-00000000000000a6']);
+      expect(await store.list('_dgcl/snapshots/attempts')).toEqual(['00000000000000a6.json']);
+      expect(await pruneCutoffMs(await base(), store, Date.now())).toBe(times.get(youngAt)! - 1000);
+    } finally {
+      await log.close();
+    }
+  });
+
+  it('a snapshot dropped between its lookup and its read is NOT_FOUND naming it and the log; its tag deleted with the record still there is CORRUPT', async () => {
+    const root = `s3://${servers.bucket}/snapshot-drop-${randomUUID().slice(0, 8)}`;
+    const env = { ...(process.env as Record<string, string>), DGCL_LEASE_TABLE: table };
+    const log = await openLog({ root, pipeline: 'p', experiment: 'e', env, mergeIdleMs: 0 });
+    try {
+      await log.append([{ itemId: 'a', runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: 1 } }]);
+      await log.mergeOwnShard();
+      await log.append([{ itemId: 'b', runId: 'r', create: {}, step: { name: 's', index: 0 }, set: { v: 2 } }]);
+      await log.snapshot('s');
+      await log.snapshot('kept');
+      const view = await readsOf(log).openSnapshot('s');
+      await log.dropSnapshot('s');
+      await expect(view.aggregates()).rejects.toMatchObject({
+        code: 'NOT_FOUND',
+        retryable: false,
+        message: `snapshot "s" of ${log.uri} was dropped while it was being read; dgcl snapshot --list lists the snapshots it has`,
+      });
+      // A tag deleted outside dgcl, its record still there.
+      const kept = await readsOf(log).openSnapshot('kept');
+      const db = await lancedb.connect(`${root}/datagen_checkpoints/p/e`, { storageOptions: lanceStorageOptions(parseRoot(root), process.env) });
+      await (await (await db.openTable('log')).tags()).delete(kept.record.baseTag!);
+      await expect(kept.aggregates()).rejects.toMatchObject({ code: 'CORRUPT', message: `snapshot "kept" of ${log.uri}: the base's tag ${kept.record.baseTag} is gone (deleted outside dgcl?): the snapshot cannot be read` });
     } finally {
       await log.close();
     }

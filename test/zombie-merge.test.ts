@@ -126,7 +126,7 @@ describe('a merge stalled across a takeover and a purge', () => {
     const late = await stalled;
     expect(late.ok && [late.value.mergedShards, late.value.stoppedBy], 'M1 finished the step it was in, then stopped').toEqual([['s00-e000001-g000001'], 'FENCED']);
     expect(late.ok && late.value.failures.map((f) => `${f.step}:${f.code}`)).toEqual(
-      ['zombies', 'deletions', 'compaction', 'indexes', 'projection', 'claims', 'meta'].map((step) => `${step}:FENCED`),
+      ['zombies', 'deletions', 'snapshots', 'compaction', 'indexes', 'projection', 'claims', 'meta'].map((step) => `${step}:FENCED`),
     );
     expect(await baseRowsOfDoomed(M2), 'still back, and still hidden').toBe(3);
     expect(await doomedRows()).toBe(0);

@@ -1,8 +1,9 @@
 /**
  * The elected maintainer's pass over one experiment (docs/design/shards.md, "Maintenance"):
  * finish interrupted retirements, merge sealed generations, take over and merge slots whose
- * writer died, delete zombie generations, compact the base, refresh its scalar and full-text
- * indexes, prune old versions, and delete stale claims, seals and fences. Steps are independent:
+ * writer died, delete zombie generations, sweep what dead snapshot attempts left, compact the
+ * base, refresh its scalar and full-text indexes, prune old versions, and delete stale claims,
+ * seals and fences. Steps are independent:
  * one that fails is reported and the others still run (each is idempotent; the next pass retries
  * it).
  */
@@ -24,6 +25,7 @@ import type { LogReader, ShardListing } from '../read/reader.ts';
 import { TEXT_COLUMNS, textIndexConfig, textIndexName } from '../text-index.ts';
 import { sealOwnEpoch, sealPredecessors } from './seal.ts';
 import { pruneCutoffMs } from './tagged.ts';
+import { sweepLeftovers } from '../snapshot/catalog.ts';
 
 export interface MaintainOptions {
   pipeline: string;
@@ -47,7 +49,7 @@ export interface MaintainOptions {
 export type MaintainProgress = (step: MaintenanceStep, done: number, total: number) => void;
 
 /** Steps every pass runs besides one `merge` per sealed generation. */
-const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zombies', 'deletions', 'compaction', 'indexes', 'projection', 'claims', 'meta'];
+const FIXED_STEPS: readonly MaintenanceStep[] = ['orphans', 'retirements', 'zombies', 'deletions', 'snapshots', 'compaction', 'indexes', 'projection', 'claims', 'meta'];
 
 export const INDEXED_COLUMNS = ['item_id', 'event_id'] as const;
 
@@ -67,6 +69,7 @@ export function emptyMaintenanceReport(experiment: string): MaintenanceReport {
     purgedItems: 0,
     pendingDeletions: 0,
     sweptShards: [],
+    sweptSnapshotAttempts: [],
     projection: null,
     failures: [],
   };
@@ -215,6 +218,14 @@ export async function maintain(ctx: Ctx, o: MaintainOptions): Promise<Maintenanc
       if (r.leftovers.length > 0) {
         throw new UnavailableError(`${r.leftovers.length} removal record folder(s) of dropped tombstones could not be deleted (tried again next pass; the purge went on): ${r.leftovers.join(', ')}`);
       }
+    });
+
+    // Before the prune: a snapshot attempt that died after tagging the base and before writing its
+    // record leaves a tag that holds the cutoff back (tagged.ts). The snapshots' own sweep decides
+    // what is dead: a tag no record names whose attempt marker is gone or older than
+    // ATTEMPT_GRACE_MS (longer than any attempt takes); a younger attempt may still be running.
+    await step('snapshots', async () => {
+      report.sweptSnapshotAttempts = await sweepLeftovers({ tables: ctx.tables, objects: ctx.objects, reader: ctx.reader, clock: o.clock });
     });
 
     // 4. Base: compaction + prune, then scalar indexes.

@@ -3,6 +3,7 @@
  * one to read; dropping one; and sweeping what attempts that never made a record left behind (a
  * Lance tag, which holds back the base's version clean-up, and a tail dataset).
  */
+import type { Table } from '@lancedb/lancedb';
 import type { SnapshotInfo } from '../../api.ts';
 import type { Clock } from '../../clock.ts';
 import { NotFoundError, UnavailableError } from '../../errors.ts';
@@ -11,7 +12,7 @@ import type { ObjectStore } from '../../storage/objects.ts';
 import { SNAPSHOT_ATTEMPTS_DIR, SNAPSHOT_RECORDS_DIR, SNAPSHOT_TAG_PREFIX, SNAPSHOT_TAILS_DIR, snapshotAttemptKey, snapshotRecordKey } from '../layout.ts';
 import type { LogReader } from '../read/reader.ts';
 import type { LanceTables } from '../tables.ts';
-import { checkSnapshotName, infoOf, NONCE_RE, nonceOfTail, parseRecord, type SnapshotRecord } from './record.ts';
+import { checkSnapshotName, infoOf, NONCE_RE, nonceOfTail, readRecord, type SnapshotRecord } from './record.ts';
 import { SnapshotView, type Track } from './view.ts';
 
 export interface SnapshotContext {
@@ -37,13 +38,6 @@ export const ATTEMPT_GRACE_MS = 6 * 3600 * 1000;
 
 /** Existing names shown by a NOT_FOUND. */
 const NAMES_SHOWN = 10;
-
-/** The record of snapshot `name`, or null when there is none. */
-export async function readRecord(c: { objects: ObjectStore }, name: string): Promise<SnapshotRecord | null> {
-  const key = snapshotRecordKey(name);
-  const body = await c.objects.get(key);
-  return body === null ? null : parseRecord(body, key, name);
-}
 
 async function recordNames(c: { objects: ObjectStore }): Promise<string[]> {
   return (await c.objects.list(SNAPSHOT_RECORDS_DIR)).filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -'.json'.length));
@@ -80,7 +74,7 @@ export async function openSnapshot(c: SnapshotContext, name: string, field = 'sn
   const record = await readRecord(c, name);
   // A log deleted and made again at the same place, all but its snapshot records: not its snapshot.
   if (!record || (record.logId !== '' && listing.logId !== '' && record.logId !== listing.logId)) throw await notFound(c, name);
-  return new SnapshotView(c, record);
+  return new SnapshotView(c, record, { recorded: true });
 }
 
 /**
@@ -105,9 +99,10 @@ export async function dropSnapshot(c: SnapshotContext, name: string): Promise<vo
  * that are over. Listed in this order on purpose: tags and tails, then markers, then records. An
  * attempt puts its marker before its tag and tail and deletes it after its record, so what was
  * listed first is named by a marker or by a record listed after it, unless it is a leftover.
- * Returns the nonces whose leftovers it deleted.
+ * Returns the nonces whose leftovers it deleted. A snapshot, a drop and each maintenance pass
+ * (lib/log/maintain/maintain.ts, before its prune) run it.
  */
-export async function sweepLeftovers(c: SnapshotContext): Promise<string[]> {
+export async function sweepLeftovers(c: Pick<SnapshotContext, 'tables' | 'objects' | 'reader' | 'clock'>): Promise<string[]> {
   const base = await c.tables.base((await c.reader.listShards()).baseExists);
   const tags = base ? Object.keys(await (await base.tags()).list()).filter((t) => t.startsWith(SNAPSHOT_TAG_PREFIX) && NONCE_RE.test(t.slice(SNAPSHOT_TAG_PREFIX.length))) : [];
   const tails = (await c.objects.list(SNAPSHOT_TAILS_DIR)).map((e) => ({ entry: e.replace(/\/$/, ''), nonce: nonceOfTail(e) })).filter((t) => t.nonce !== null);
@@ -129,7 +124,7 @@ export async function sweepLeftovers(c: SnapshotContext): Promise<string[]> {
   for (const tag of tags) {
     const nonce = tag.slice(SNAPSHOT_TAG_PREFIX.length);
     if (namedTags.has(tag) || running(nonce)) continue;
-    await (await base!.tags()).delete(tag);
+    await deleteTag(base!, tag);
     swept.add(nonce);
   }
   for (const t of tails) {
@@ -141,6 +136,15 @@ export async function sweepLeftovers(c: SnapshotContext): Promise<string[]> {
     if (recorded.has(nonce) || !running(nonce)) await c.objects.delete(snapshotAttemptKey(nonce));
   }
   return [...swept];
+}
+
+/** Deletes `tag`; one another sweep (a drop's, a maintenance pass's) deleted first is no failure. */
+async function deleteTag(base: Table, tag: string): Promise<void> {
+  try {
+    await (await base.tags()).delete(tag);
+  } catch (e) {
+    if (tag in (await (await base.tags()).list())) throw e;
+  }
 }
 
 /** When an attempt began (its marker's body); an unreadable one counts as long over. */

@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type * as arrow from 'apache-arrow';
 import type { SnapshotResult } from '../../api.ts';
-import { DgclError, FencedError, InvalidInputError, LeaseHeldError, UnavailableError } from '../../errors.ts';
+import { DgclError, FencedError, InvalidInputError, LeaseHeldError, NotFoundError, UnavailableError } from '../../errors.ts';
 import { fsyncPath } from '../../fsutil.ts';
 import { acquireMaintainer, LeaseKeeper } from '../../lease/slots.ts';
 import type { Lease } from '../../lease/types.ts';
@@ -24,8 +24,8 @@ import { SNAPSHOT_TAILS_DIR, snapshotAttemptKey, snapshotRecordKey, snapshotTag 
 import { permissionOf } from '../read/damage.ts';
 import { pinnedBase, scanEvents, type EventVisitor } from '../read/stream.ts';
 import type { Table } from '../tables.ts';
-import { readRecord, sweepLeftovers, type SnapshotContext } from './catalog.ts';
-import { checkSnapshotName, infoOf, nonceOfTail, tailName, type SnapshotRecord } from './record.ts';
+import { sweepLeftovers, type SnapshotContext } from './catalog.ts';
+import { checkSnapshotName, infoOf, nonceOfTail, readRecord, tailName, type SnapshotRecord } from './record.ts';
 import { SnapshotView } from './view.ts';
 
 /** How long a snapshot waits for a maintenance pass to end before it answers LEASE_HELD. */
@@ -78,7 +78,12 @@ export async function createSnapshot(c: SnapshotContext, name: string): Promise<
 
 /** An existing snapshot of this name: fine when it names the log's state now, else refused. */
 async function answerExisting(c: SnapshotContext, r: SnapshotRecord): Promise<SnapshotResult> {
-  if (await lanceErrors(c, () => sameState(c, r))) return { ...infoOf(r), created: false };
+  const same = await lanceErrors(c, () => sameState(c, r)).catch((e: unknown) => {
+    // Its reading view found it dropped meanwhile (lib/log/snapshot/view.ts): the name is free now.
+    if (e instanceof NotFoundError) throw new UnavailableError(`snapshot ${JSON.stringify(r.name)} of ${c.uri} was dropped while this one compared the log with it: retry`, { cause: e });
+    throw e;
+  });
+  if (same) return { ...infoOf(r), created: false };
   throw new InvalidInputError(
     `snapshot ${JSON.stringify(r.name)} already exists in ${c.uri} (taken ${new Date(r.createdAtMs).toISOString()}, ${r.events} events) and the log holds other events now: pick another name, or drop it first (dgcl snapshot --drop ${r.name})`,
     { field: 'name' },
@@ -100,7 +105,7 @@ async function sameState(c: SnapshotContext, r: SnapshotRecord): Promise<boolean
   if (now.baseVersion === r.baseVersion && sameCounts(now.gens, r.gens) && sameCounts(now.tombstones, r.tombstones)) return true;
   const [live, snap] = await Promise.all([
     scanEvents(c.reader, c.tables, { columns: ['event_id'] }, () => new DigestVisitor()),
-    new SnapshotView(c, r).scanEvents({ columns: ['event_id'] }, () => new DigestVisitor()),
+    new SnapshotView(c, r, { recorded: true }).scanEvents({ columns: ['event_id'] }, () => new DigestVisitor()),
   ]);
   return live === snap;
 }

@@ -3,10 +3,12 @@
  * the snapshot needs (the base version and the Lance tag that keeps it, the dataset holding the
  * rows it copied from unmerged generations, the tombstones in force then) and what tells whether
  * the log still shows that state (the generations it copied, at their versions). Written last and
- * once: a snapshot exists when its record does. Pure; no I/O.
+ * once: a snapshot exists when its record does. Pure but for `readRecord` (one read of the store).
  */
 import type { SnapshotInfo } from '../../api.ts';
 import { CorruptError, InvalidInputError } from '../../errors.ts';
+import type { ObjectStore } from '../../storage/objects.ts';
+import { snapshotRecordKey } from '../layout.ts';
 
 /** 1-128 characters of [A-Za-z0-9._-]: a file name on every store, and safe on a command line. */
 const NAME_RE = /^[A-Za-z0-9._-]{1,128}$/;
@@ -68,6 +70,13 @@ export function parseRecord(body: string, key: string, name: string): SnapshotRe
     isCounts(r.tombstones);
   if (!ok) throw new CorruptError(`snapshot record ${key} is not a snapshot record of ${JSON.stringify(name)}`);
   return r as SnapshotRecord;
+}
+
+/** The record of snapshot `name`, or null when there is none. */
+export async function readRecord(c: { objects: ObjectStore }, name: string): Promise<SnapshotRecord | null> {
+  const key = snapshotRecordKey(name);
+  const body = await c.objects.get(key);
+  return body === null ? null : parseRecord(body, key, name);
 }
 
 export function infoOf(r: SnapshotRecord): SnapshotInfo {

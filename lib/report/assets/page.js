@@ -73,6 +73,29 @@
       });
     }
     sCmp.appendChild(el('div', { cls: 'scroll' }, [table('compare-table', head, rowsC)]));
+    // Failures by error type, both sides in one table: a type one side never saw counts 0 there.
+    sCmp.appendChild(el('h3', { text: 'Failures by error type' }));
+    var types = {};
+    cs.forEach(function (c) { c.failures.forEach(function (f) { types[f.errorType] = (types[f.errorType] || 0) + f.events; }); });
+    var typeNames = Object.keys(types).sort(function (a, b) { return types[b] - types[a] || (a < b ? -1 : 1); });
+    if (typeNames.length === 0) sCmp.appendChild(el('p', { cls: 'muted', id: 'compare-failures-none', text: 'No FAILED events on either side.' }));
+    else {
+      var FAIL_COLS = [['FAILED events', 'events'], ['items', 'items'], ['failed now', 'failedNow']];
+      var fHead = el('thead', null, [
+        el('tr', null, [el('th', { text: '' })].concat(cs.map(function (c) { return el('th', { text: c.experiment, colspan: String(FAIL_COLS.length), cls: 'num side' }); }))),
+        el('tr', null, [el('th', { text: 'error type' })].concat([].concat.apply([], cs.map(function () { return FAIL_COLS.map(function (k) { return el('th', { text: k[0], cls: 'num' }); }); })))),
+      ]);
+      var fBody = el('tbody', null, typeNames.map(function (t) {
+        var r = tr([[t]].concat([].concat.apply([], cs.map(function (c) {
+          var f = c.failures.filter(function (x) { return x.errorType === t; })[0];
+          return FAIL_COLS.map(function (k) { return [fmtNum(f ? f[k[1]] : 0), 'num']; });
+        }))));
+        r.setAttribute('data-error-type', t);
+        return r;
+      }));
+      sCmp.appendChild(el('div', { cls: 'scroll' }, [el('table', { id: 'compare-failures' }, [fHead, fBody])]));
+      sCmp.appendChild(el('p', { cls: 'muted', text: 'FAILED events: each a retry or a final failure; items: items that failed with it at least once; failed now: failed items whose latest failure is of this type.' }));
+    }
     main.appendChild(sCmp);
   }
 
