@@ -42,10 +42,10 @@ export async function forkLog(source: CheckpointLog, options: ForkOptions, ctx: 
           const log = await ctx.openLog(spec.to);
           return { reads: readsOf(log), close: () => log.close() };
         },
-        initRecords: async () => {
+        initRecords: async (known) => {
           const log = (await ctx.openLog(spec.to)) as unknown as LanceCheckpointLog;
           try {
-            await log.initRecords();
+            await log.initRecords(known);
           } finally {
             await log.close();
           }

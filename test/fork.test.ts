@@ -15,6 +15,7 @@ import { readsOf } from '../lib/log/reads.ts';
 import { COLUMN_NAMES, rowsFromArrow } from '../lib/schema.ts';
 import type { EventRow } from '../lib/types.ts';
 import { LINEAGE_FIELD } from '../lib/lineage.ts';
+import { coordDbPath } from './support/coord.ts';
 
 const dirs: string[] = [];
 const logs: CheckpointLog[] = [];
@@ -47,6 +48,21 @@ async function events(log: CheckpointLog): Promise<Map<string, EventRow>> {
       done: () => out,
     };
   });
+}
+
+/** A local log's markers (keys: their bodies are random) and claims (without the random `claimedBy`), read from its SQLite file. */
+function records(logDir: string): Array<[string, unknown]> {
+  const db = new (process.getBuiltinModule('node:sqlite') as typeof import('node:sqlite')).DatabaseSync(coordDbPath(logDir), { readOnly: true });
+  try {
+    const rows = db.prepare('SELECT key, body FROM records ORDER BY key').all() as Array<{ key: string; body: string }>;
+    return rows.map(({ key, body }) => {
+      if (!key.startsWith('_dgcl/claims/')) return [key, key.startsWith('_dgcl/items/') ? 'marker' : body];
+      const { claimedBy: _, ...claim } = JSON.parse(body) as Record<string, unknown>;
+      return [key, claim];
+    });
+  } finally {
+    db.close();
+  }
 }
 
 const STEPS = [
@@ -152,6 +168,19 @@ describe('fork', () => {
     expect(again).toMatchObject({ unchanged: true, events: 0, items: 4 });
     expect(await events(fork2)).toEqual(after);
     expect(await events(src)).toEqual(before);
+  });
+
+  it("writes the fork's records from what it committed: the markers and claims a repair rebuilds from its events", async () => {
+    const root = tempRoot();
+    const src = await buildSource(root);
+    await src.fork({ where: parseWhere('group = x'), fromStep: 'review', to: { experiment: 'f' }, children: true });
+    const dir = path.join(root, 'datagen_checkpoints', 'p', 'f', 'log.lance');
+    const written = records(dir);
+    const fork = await open(root, 'f');
+    const checkpoints = new Set([...(await events(fork)).values()].map((e) => e.checkpoint_id));
+    const report = await fork.repair();
+    expect({ markers: report.markers, claims: report.claims }).toEqual({ markers: 4, claims: checkpoints.size });
+    expect(records(dir)).toEqual(written);
   });
 
   it('forks exact item ids from a step index; an item that never reached the step keeps everything', async () => {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import * as lancedb from '@lancedb/lancedb';
 import * as arrow from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
-import { commitData, committedTable, EncodedRows, fastAddCount, fastMergeCount, mergeData } from '../lib/log/write/lance-add.ts';
+import { commitData, committedBytes, committedTable, commitTable, EncodedRows, fastAddCount, fastMergeCount, mergeData } from '../lib/log/write/lance-add.ts';
 import { InternalError } from '../lib/errors.ts';
 import { EVENT_SCHEMA, rowsFromArrow, rowsToArrow } from '../lib/schema.ts';
 import { rowsOf, newItemBatch } from '../bench/common.ts';
@@ -53,6 +53,21 @@ describe('EncodedRows: a shard commit handed to the native add', () => {
     expect(fastMergeCount.n).toBe(before + 1);
     const sort = (r: ReturnType<typeof rowsFromArrow>) => [...r].sort((x, y) => x.event_id.localeCompare(y.event_id));
     expect(sort(rowsFromArrow(await base.query().toArrow()))).toEqual(sort(commits.flat()));
+  });
+
+  it('rows already in Arrow (commitTable) take the fast path too and are stored exactly; no rows is refused', async () => {
+    const db = await lancedb.connect(tmp());
+    const t = await db.createEmptyTable('log', EVENT_SCHEMA);
+    const rows = [...rowsOf(newItemBatch('a'), 'a'), ...rowsOf(newItemBatch('b'), 'b')];
+    const table = rowsToArrow(rows);
+    const data = commitTable(table);
+    expect(committedBytes(data)).toBe(arrow.tableToIPC(table, 'file').byteLength);
+    const before = fastAddCount.n;
+    await t.add(data as never);
+    expect(fastAddCount.n).toBe(before + 1);
+    const back = rowsFromArrow(await t.query().toArrow());
+    expect(back.sort((x, y) => x.event_id.localeCompare(y.event_id))).toEqual([...rows].sort((x, y) => x.event_id.localeCompare(y.event_id)));
+    expect(() => commitTable(rowsToArrow([]))).toThrow(InternalError);
   });
 
   it('the writer gets EncodedRows on the pinned LanceDB (an upgrade that loses the patch fails here), never for no rows', () => {

@@ -16,7 +16,7 @@ import { emptyMaintenanceReport, maintain } from './maintain/maintain.ts';
 import { logExistsAt } from './read/missing.ts';
 import { permissionOf } from './read/damage.ts';
 import { coordTableOf, type CoordPreference } from '../coord/choose.ts';
-import { rehome, type RehomeMode } from './admin/rehome.ts';
+import { rehome, type RehomeMode, type RehomeRecords } from './admin/rehome.ts';
 import { CoordHolder, type LeaseScope } from './write/coord-holder.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { attachReads, LogReads } from './reads.ts';
@@ -226,12 +226,12 @@ export class LanceCheckpointLog implements CheckpointLog {
     return this.rehomeAs('adopt');
   }
 
-  /** A copy's records (lib/log/admin/copy.ts), made before anything else writes it. */
-  initRecords(): Promise<RehomeReport> {
-    return this.rehomeAs('init');
+  /** A copy's records (lib/log/admin/copy.ts), made before anything else writes it; `known`: from what the copy wrote, else from its events. */
+  initRecords(known?: RehomeRecords): Promise<RehomeReport> {
+    return this.rehomeAs('init', known);
   }
 
-  private async rehomeAs(mode: RehomeMode): Promise<RehomeReport> {
+  private async rehomeAs(mode: RehomeMode, known?: RehomeRecords): Promise<RehomeReport> {
     if (this.closed) throw new InternalError('the log is closed: open it again');
     // Its own slot would be one of those the repair waits for.
     if (this.writer) throw new InvalidInputError(`${mode} needs a log object that has not written: open the log again for it`, { field: 'log' });
@@ -249,6 +249,7 @@ export class LanceCheckpointLog implements CheckpointLog {
           claimRetentionMs: this.o.claimRetentionMs,
         },
         mode,
+        known,
       );
       await this.coordination.forget(); // what it kept of the old records
       return report;

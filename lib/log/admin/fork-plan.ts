@@ -1,6 +1,7 @@
 /**
  * What a fork keeps of each item (docs/usage.md, "Forking a cohort"): its events before its
- * first event of the fork's step, and the lineage event that follows them. Pure: rows in, rows out.
+ * first event of the fork's step, and the lineage event that follows them. Pure: the rules and
+ * the lineage event; lib/log/admin/fork-read.ts applies the cut to the rows read.
  *
  * "First event of step k" is the event with the lowest seq whose step_name (a name) or
  * step_index (an index) is k: a failed attempt of the step is such an event, so it is dropped
@@ -30,32 +31,29 @@ export function describeStep(k: StepRef): string {
   return typeof k === 'number' ? `step index ${k}` : `step ${JSON.stringify(k)}`;
 }
 
-function ofStep(r: EventRow, k: StepRef): boolean {
-  return typeof k === 'number' ? r.step_index === k : r.step_name === k;
+/** Refusal of an item that keeps no event: there is no creation to resume from. */
+export function noEventBefore(itemId: string, k: StepRef): InvalidInputError {
+  return new InvalidInputError(`item ${JSON.stringify(itemId)} has no event before its first event of ${describeStep(k)}: there is nothing to fork from; fork from a later step, or run the item again from the start`, {
+    field: 'fromStep',
+  });
 }
 
-export interface ItemCut {
+/** What an item's lineage event takes from its kept events. */
+export interface LineageSource {
   itemId: string;
-  /** The events kept, in seq order. */
-  kept: EventRow[];
-  lineage: ForkedFrom;
+  /** The seq of its last kept event. */
+  lastKeptSeq: number;
+  /** Of its creation event (else its first kept event). */
+  rootItemId: string;
+  parentItemId: string | null;
+  /** Of its last kept event. */
+  attempt: number;
+  writerEpoch: string;
 }
 
-/**
- * The kept events of one item (its rows, each event once, any order) and its lineage. Refused
- * (INVALID_INPUT) when nothing comes before step k: the item would have no creation to resume from.
- */
-export function cutItem(itemId: string, rows: readonly EventRow[], k: StepRef, source: { pipeline: string; experiment: string }): ItemCut {
-  let cut = Infinity;
-  for (const r of rows) if (r.item_seq < cut && ofStep(r, k)) cut = r.item_seq;
-  const kept = rows.filter((r) => r.item_seq < cut).sort((a, b) => a.item_seq - b.item_seq || (a.event_id < b.event_id ? -1 : a.event_id > b.event_id ? 1 : 0));
-  if (kept.length === 0) {
-    throw new InvalidInputError(`item ${JSON.stringify(itemId)} has no event before its first event of ${describeStep(k)}: there is nothing to fork from; fork from a later step, or run the item again from the start`, {
-      field: 'fromStep',
-    });
-  }
-  const lastKeptSeq = kept[kept.length - 1]!.item_seq;
-  return { itemId, kept, lineage: { pipeline: source.pipeline, experiment: source.experiment, itemId, lastKeptSeq } };
+/** The lineage of a kept item. */
+export function lineageOfCut(c: LineageSource, source: { pipeline: string; experiment: string }): ForkedFrom {
+  return { pipeline: source.pipeline, experiment: source.experiment, itemId: c.itemId, lastKeptSeq: c.lastKeptSeq };
 }
 
 /**
@@ -64,26 +62,24 @@ export function cutItem(itemId: string, rows: readonly EventRow[], k: StepRef, s
  * same event), the item's root and parent, and the last kept event's epoch (an epoch the log
  * already names, so the fork's records start above it).
  */
-export function lineageRow(c: ItemCut, toExperiment: string, nowUs: number): EventRow {
-  const last = c.kept[c.kept.length - 1]!;
-  const created = c.kept.find((r) => r.event_type === 'ITEM_CREATED') ?? c.kept[0]!;
-  const json = lineageJson(c.lineage);
+export function lineageRow(c: LineageSource, lineage: ForkedFrom, toExperiment: string, nowUs: number): EventRow {
+  const json = lineageJson(lineage);
   const cp = checkpointId(`fork\n${toExperiment}\n${json}`);
   return {
     event_id: eventId(cp, 0),
     item_id: c.itemId,
-    root_item_id: created.root_item_id,
-    parent_item_id: created.parent_item_id,
-    item_seq: c.lineage.lastKeptSeq + 1,
+    root_item_id: c.rootItemId,
+    parent_item_id: c.parentItemId,
+    item_seq: c.lastKeptSeq + 1,
     checkpoint_id: cp,
     event_type: 'FIELD_SET',
     step_name: null,
     step_index: null,
     step_instance_id: null,
     iteration: null,
-    attempt: last.attempt,
+    attempt: c.attempt,
     run_id: FORK_RUN_ID,
-    writer_epoch: last.writer_epoch,
+    writer_epoch: c.writerEpoch,
     field_name: LINEAGE_FIELD,
     ...valueColumns({ kind: 'json', json }),
     query_tags_json: null,

@@ -7,6 +7,11 @@
  * markers, then the fork's own coordination records (`initRecords`, rehome's `init`), so the
  * forked items are written on their own from then on. The source is only read.
  *
+ * Bulk work, done in Arrow: the rows kept are copied out of the batches read (lib/log/admin/fork-read.ts)
+ * and gathered into the commits (lib/log/gather.ts), never made into objects; the records are
+ * those of the rows committed (item hashes, checkpoint spans), handed to `init`, which then does
+ * not read the events again.
+ *
  * The same fork again (same items, source and cut: the lineage events the target holds say so)
  * writes nothing and answers `unchanged`, also after the forked items moved on. A target holding
  * anything else is refused (INVALID_INPUT) before anything is written. A fork that fails part-way
@@ -15,27 +20,29 @@
  * Memory: the kept events of the forked items (blob bytes included) are held at once.
  */
 import { readCoordRecord } from '../../coord/choose.ts';
-import { tableToIPC, type RecordBatch } from 'apache-arrow';
+import { Table, tableToIPC, type RecordBatch } from 'apache-arrow';
 import type { ForkResult } from '../../api.ts';
 import { DgclError, InvalidInputError, LogNotFoundError, NotFoundError, UnavailableError } from '../../errors.ts';
 import { lineageJson, sameLineage } from '../../lineage.ts';
-import { COLUMN_NAMES, rowsFromArrow } from '../../schema.ts';
+import { COLUMN_NAMES, rowsToArrow } from '../../schema.ts';
 import type { Where } from '../../select/where.ts';
 import { DatasetSync } from '../../storage/dataset-sync.ts';
 import { isObjectStoreUri } from '../../storage/location.ts';
 import type { EventRow, ForkedFrom } from '../../types.ts';
-import { FORK_MARKER } from '../layout.ts';
+import { FORK_MARKER, itemHash } from '../layout.ts';
 import type { LogReads } from '../reads.ts';
 import { MAX_IN } from '../read/select-loads.ts';
 import { lineageIn } from '../read/lineage.ts';
 import { selectAggregates } from '../read/selected.ts';
-import type { EventVisitor } from '../read/stream.ts';
 import { lineageOf } from '../read/summary.ts';
 import { Int64Column, Utf8Column } from '../columns.ts';
 import { LanceTables, sqlIn } from '../tables.ts';
-import { commitData, committedBytes, committedTable } from '../write/lance-add.ts';
+import { gatherEvents } from '../gather.ts';
+import { commitTable, committedBytes, committedTable } from '../write/lance-add.ts';
 import { COPY_BATCH_BYTES, COPY_BATCH_ROWS, createBase } from './copy.ts';
-import { cutItem, describeStep, lineageRow, withChildren, type ItemCut, type StepRef } from './fork-plan.ts';
+import { describeStep, lineageOfCut, lineageRow, withChildren, type LineageSource, type StepRef } from './fork-plan.ts';
+import { ChunkColumns, cutItems, forkReader, lineageSource, type ForkCuts } from './fork-read.ts';
+import type { CheckpointSpan, RehomeRecords } from './rehome.ts';
 import type { AdminPlace } from './place.ts';
 
 export interface ForkSpec {
@@ -50,8 +57,8 @@ export interface ForkTarget {
   place: AdminPlace;
   /** The target's read side, or a LogNotFoundError when no log is there (`close` releases it). */
   openReads: () => Promise<{ reads: LogReads; close: () => Promise<void> }>;
-  /** Writes the target's coordination records from its events (rehome's `init`). */
-  initRecords: () => Promise<void>;
+  /** Writes the target's coordination records (rehome's `init`): from `known`, else from its events. */
+  initRecords: (known?: RehomeRecords) => Promise<void>;
 }
 
 export interface ForkRunOptions {
@@ -67,22 +74,21 @@ export async function forkItems(src: LogReads, source: { pipeline: string; exper
     throw new InvalidInputError(`the fork's experiment is its source ${JSON.stringify(source.experiment)}: name another experiment`, { field: 'to.experiment' });
   }
   const ids = await chooseItems(src, spec);
-  const rows = await rowsOf(src, ids, spec.fromStep);
-  const cuts = ids.map((id) => {
-    const mine = rows.get(id);
-    if (!mine) throw new NotFoundError(`item ${JSON.stringify(id)} of ${src.uri} was deleted while the fork read it: fork again`);
-    return cutItem(id, mine, spec.fromStep, source);
-  });
+  const read = await src.scanEvents({ columns: COLUMN_NAMES, filter: ids.length <= MAX_IN ? sqlIn('item_id', ids) : null }, () => forkReader(ids, spec.fromStep));
+  const cuts = cutItems(read, ids, spec.fromStep, src.uri);
+  const cols = new ChunkColumns(cuts.chunks);
+  const kept = ids.map((id, i) => lineageSource(cuts, i, id, cols));
+  const lineages = kept.map((c) => lineageOfCut(c, source));
 
   if ((await place.objects.list('')).length > 0) {
-    await checkSameFork(place, target, cuts, spec.fromStep);
+    await checkSameFork(place, target, lineages, spec.fromStep);
     // A fork that stopped after its data but before its records (a crash): they are made now, or
     // its writers would take the forked items for new ones.
     if ((await readCoordRecord(place.objects)) === null) await target.initRecords();
-    return { uri: place.uri, items: cuts.length, events: 0, keptEvents: 0, bytes: 0, unchanged: true };
+    return { uri: place.uri, items: ids.length, events: 0, keptEvents: 0, bytes: 0, unchanged: true };
   }
   try {
-    return await write(place, target, cuts, source, spec.fromStep, o);
+    return await write(place, target, { ids, cuts, cols, kept, lineages }, source, spec.fromStep, o);
   } catch (e) {
     if (e instanceof DgclError) throw e;
     throw new UnavailableError(`fork of ${src.uri} to ${place.uri} failed: ${e instanceof Error ? e.message : String(e)}; drop ${place.uri} (dgcl drop), then fork again`, { cause: e });
@@ -108,107 +114,115 @@ async function chooseItems(src: LogReads, spec: ForkSpec): Promise<string[]> {
   return withChildren(selected, new Map(aggs.map((a) => [a.itemId, lineageOf(a)])));
 }
 
-/**
- * Every event of the items, every column (blob bytes included), each event once; except events
- * of an item at or after its first event of step `k` met so far, which its cut drops anyway
- * (`cutItem` cuts again: that event may come in a later batch). Only the rows kept are made
- * into objects: they are most of the fork's reading and of its memory.
- */
-async function rowsOf(src: LogReads, ids: readonly string[], k: StepRef): Promise<Map<string, EventRow[]>> {
-  const wanted = new Set(ids);
-  return src.scanEvents({ columns: COLUMN_NAMES, filter: ids.length <= MAX_IN ? sqlIn('item_id', ids) : null }, () => collector(wanted, k));
+/** The forked items (in order), their kept events, and what their lineage events take. */
+interface Plan {
+  ids: readonly string[];
+  cuts: ForkCuts;
+  cols: ChunkColumns;
+  kept: readonly LineageSource[];
+  lineages: readonly ForkedFrom[];
 }
 
-function collector(wanted: ReadonlySet<string>, k: StepRef): EventVisitor<Map<string, EventRow[]>> {
-  const out = new Map<string, EventRow[]>();
-  /** Each item's lowest seq of step k met so far. */
-  const cuts = new Map<string, number>();
-  const stepBytes = typeof k === 'string' ? Buffer.from(k, 'utf8') : new Uint8Array(0);
-  return {
-    batch(b: RecordBatch, keep) {
-      const item = new Utf8Column(b, 'item_id');
-      const seq = new Int64Column(b, 'item_seq');
-      const index = typeof k === 'number' ? new Int64Column(b, 'step_index') : null;
-      const name = typeof k === 'string' ? new Utf8Column(b, 'step_name') : null;
-      const ofStep = (r: number) => (index ? index.get(r) === k : name!.is(r, stepBytes));
-      // null: not read (a duplicate, or another item's); undefined: no item id (its conversion says CORRUPT).
-      const ids: (string | null | undefined)[] = new Array(b.numRows);
-      for (let r = 0; r < b.numRows; r++) {
-        if (!keep(r)) {
-          ids[r] = null;
-          continue;
-        }
-        const id = item.get(r);
-        ids[r] = id === null ? undefined : wanted.has(id) ? id : null;
-        if (id === null || ids[r] === null || !ofStep(r)) continue;
-        const s = seq.get(r);
-        if (s !== null && s < (cuts.get(id) ?? Infinity)) cuts.set(id, s);
-      }
-      const only: number[] = [];
-      for (let r = 0; r < b.numRows; r++) {
-        const id = ids[r];
-        if (id === null) continue;
-        // Met, even when nothing of it is kept: cutItem says why such an item cannot be forked.
-        if (id !== undefined && !out.has(id)) out.set(id, []);
-        const s = seq.get(r);
-        if (id === undefined || s === null || s < (cuts.get(id) ?? Infinity)) only.push(r);
-      }
-      const rows = rowsFromArrow({ numRows: b.numRows, getChild: (name: string) => b.getChild(name) } as never, only);
-      for (const row of rows) out.get(row.item_id)!.push(row);
-    },
-    done: () => out,
-  };
-}
+/** Each row's size as the commits reckon it: a fixed part and its value's bytes. */
+const ROW_BYTES = 128;
 
-async function write(place: AdminPlace, target: ForkTarget, cuts: readonly ItemCut[], source: { pipeline: string; experiment: string }, k: StepRef, o: ForkRunOptions): Promise<ForkResult> {
+async function write(place: AdminPlace, target: ForkTarget, plan: Plan, source: { pipeline: string; experiment: string }, k: StepRef, o: ForkRunOptions): Promise<ForkResult> {
   const batchRows = o.batchRows ?? COPY_BATCH_ROWS;
   const batchBytes = o.batchBytes ?? COPY_BATCH_BYTES;
   const nowUs = o.nowUs();
+  const { cuts, cols } = plan;
+  const records: RehomeRecords = { items: new Set(plan.ids.map(itemHash)), checkpoints: new Map() };
   const base = await createBase(place);
   let events = 0;
-  let keptEvents = 0;
   let bytes = 0;
+  // One commit is written while the next is gathered; its failure is met before the next starts.
+  let committing: Promise<unknown> | null = null;
   try {
-    let group: EventRow[] = [];
+    const lineageSrc = cuts.chunks.length;
+    // The group's rows: row `row[i]` of source `src[i]` (a chunk read, or the group's lineage rows).
+    const src = new Int32Array(batchRows);
+    const row = new Int32Array(batchRows);
+    let n = 0;
+    let lineageRows: EventRow[] = [];
     let groupBytes = 0;
     const flush = async () => {
-      if (group.length === 0) return;
-      const data = commitData(group);
-      await base.table.add(data as never);
-      bytes += committedBytes(data) ?? tableToIPC(committedTable(data)).byteLength;
-      events += group.length;
-      group = [];
+      if (n === 0) return;
+      const sources = lineageRows.length > 0 ? [...cuts.chunks, rowsToArrow(lineageRows).batches[0]!] : cuts.chunks;
+      const batch = gatherEvents(sources, src, row, n);
+      spansOf(batch, records.checkpoints);
+      const data = commitTable(new Table([batch]));
+      events += n;
+      n = 0;
+      lineageRows = [];
       groupBytes = 0;
+      await committing;
+      committing = base.table.add(data as never);
+      committing.catch(() => undefined); // met at the next await of it
+      bytes += committedBytes(data) ?? tableToIPC(committedTable(data)).byteLength;
     };
-    for (const c of cuts) {
-      for (const r of [...c.kept, lineageRow(c, place.experiment, nowUs)]) {
-        group.push(r);
-        groupBytes += 128 + (r.value_blob?.byteLength ?? 0) + (r.value_json?.length ?? 0) + (r.value_str?.length ?? 0);
-        if (group.length >= batchRows || groupBytes >= batchBytes) await flush();
+    /** Adds a row to the group; true when the group is full. */
+    const add = (s: number, r: number, size: number): boolean => {
+      src[n] = s;
+      row[n++] = r;
+      groupBytes += ROW_BYTES + size;
+      return n >= batchRows || groupBytes >= batchBytes;
+    };
+    for (let i = 0; i < plan.ids.length; i++) {
+      for (let j = cuts.start[i]!; j < cuts.start[i + 1]!; j++) {
+        const c = cols.of(cuts.chunk[j]!);
+        const r = cuts.row[j]!;
+        if (add(cuts.chunk[j]!, r, c.blob[r + 1]! - c.blob[r]! + c.json[r + 1]! - c.json[r]! + c.str[r + 1]! - c.str[r]!)) await flush();
       }
-      keptEvents += c.kept.length;
+      const lineage = lineageRow(plan.kept[i]!, plan.lineages[i]!, place.experiment, nowUs);
+      lineageRows.push(lineage);
+      if (add(lineageSrc, lineageRows.length - 1, Buffer.byteLength(lineage.value_json!))) await flush();
     }
     await flush();
+    await committing;
   } finally {
+    // Not closed under a commit still running (a gather that failed meanwhile).
+    await Promise.resolve(committing).catch(() => undefined);
     base.close();
   }
   if (!isObjectStoreUri(place.uri)) await new DatasetSync(place.uri, new Set(['_dgcl'])).sync();
-  await place.objects.put(FORK_MARKER, JSON.stringify({ pipeline: source.pipeline, experiment: source.experiment, fromStep: k, items: cuts.length }));
+  await place.objects.put(FORK_MARKER, JSON.stringify({ pipeline: source.pipeline, experiment: source.experiment, fromStep: k, items: plan.ids.length }));
   const tables = new LanceTables(place.uri, place.storageOptions, place.objects);
   try {
     await tables.ensureBase();
   } finally {
     tables.close();
   }
-  await target.initRecords();
-  return { uri: place.uri, items: cuts.length, events, keptEvents, bytes, unchanged: false };
+  await target.initRecords(records);
+  return { uri: place.uri, items: plan.ids.length, events, keptEvents: events - plan.ids.length, bytes, unchanged: false };
+}
+
+/** The claims' spans of a commit's rows, added to `spans` (runs of one checkpoint decoded once). */
+function spansOf(b: RecordBatch, spans: Map<string, CheckpointSpan>): void {
+  const checkpoint = new Utf8Column(b, 'checkpoint_id');
+  const seq = new Int64Column(b, 'item_seq');
+  let span: CheckpointSpan | undefined;
+  for (let r = 0; r < b.numRows; r++) {
+    const s = seq.get(r)!;
+    if (r === 0 || !checkpoint.same(r, r - 1)) {
+      const id = checkpoint.get(r)!;
+      span = spans.get(id);
+      if (!span) {
+        spans.set(id, { events: 1, firstSeq: s, lastSeq: s });
+        span = spans.get(id);
+        continue;
+      }
+    }
+    span!.events++;
+    span!.firstSeq = Math.min(span!.firstSeq, s);
+    span!.lastSeq = Math.max(span!.lastSeq, s);
+  }
 }
 
 /**
  * Returns when the target holds exactly this fork (the lineage of every item, and of no other);
  * else refuses, naming the first difference.
  */
-async function checkSameFork(place: AdminPlace, target: ForkTarget, cuts: readonly ItemCut[], k: StepRef): Promise<void> {
+async function checkSameFork(place: AdminPlace, target: ForkTarget, lineages: readonly ForkedFrom[], k: StepRef): Promise<void> {
   const refuse = (why: string): never => {
     throw new InvalidInputError(`the fork's target ${place.uri} ${why}; a fork goes to a new experiment (or one holding this very fork): fork to another experiment, or drop it first (dgcl drop)`, { field: 'to.experiment' });
   };
@@ -229,15 +243,15 @@ async function checkSameFork(place: AdminPlace, target: ForkTarget, cuts: readon
     await opened.close();
   }
   if (held.size === 0) refuse('holds a log that is not a fork');
-  for (const c of cuts) {
-    const h = held.get(c.itemId);
-    if (!h) return refuse(`is another fork: it does not hold item ${JSON.stringify(c.itemId)}`);
-    if (!sameLineage(h, c.lineage)) {
-      refuse(`holds item ${JSON.stringify(c.itemId)} from another source or cut (${lineageJson(h)}; this fork from ${describeStep(k)} would keep ${lineageJson(c.lineage)})`);
+  for (const l of lineages) {
+    const h = held.get(l.itemId);
+    if (!h) return refuse(`is another fork: it does not hold item ${JSON.stringify(l.itemId)}`);
+    if (!sameLineage(h, l)) {
+      refuse(`holds item ${JSON.stringify(l.itemId)} from another source or cut (${lineageJson(h)}; this fork from ${describeStep(k)} would keep ${lineageJson(l)})`);
     }
   }
-  if (held.size !== cuts.length) {
-    const mine = new Set(cuts.map((c) => c.itemId));
+  if (held.size !== lineages.length) {
+    const mine = new Set(lineages.map((l) => l.itemId));
     const other = [...held.keys()].find((id) => !mine.has(id));
     refuse(`is another fork: it holds item ${JSON.stringify(other)}, which this fork does not select`);
   }

@@ -62,12 +62,11 @@ export type { RehomeReport };
 /** Concurrent record writes to the lease table (each a request) and the lease store. */
 const WRITE_CONCURRENCY = 32;
 /**
- * Concurrent record writes to a SQLite file: the writes queued in one turn of the event loop are
- * one transaction (lib/coord/sqlite.ts), so this is the size of the rebuild's transactions; at
- * WRITE_CONCURRENCY the per-transaction cost was most of the rebuild's time. Nothing else writes
- * the new file meanwhile, so a longer lock keeps nobody waiting.
+ * Record writes to a SQLite file per transaction: the writes queued in one turn of the event loop
+ * are one transaction (lib/coord/sqlite.ts), and the per-transaction cost was most of the rebuild's
+ * time. Nothing else writes the new file meanwhile, so a long lock keeps nobody waiting.
  */
-const SQLITE_WRITE_CONCURRENCY = 4096;
+const SQLITE_TRANSACTION = 16_384;
 
 /**
  * How far the new scope's epoch counters start above the highest epoch the log or the old scope's
@@ -80,7 +79,17 @@ const EPOCH_GAP = 1000;
 /** How long the old scope's leases stay held after the switch: a process of a version before scoped leases, still holding the log open, cannot take them meanwhile. */
 const RETIRED_LEASE_TTL_MS = MAX_TTL_MS;
 
-export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<RehomeReport> {
+/**
+ * What a log's records are rebuilt from: its items' hashes (markers) and each checkpoint's seqs
+ * (claims). A fork knows them from what it wrote (lib/log/admin/fork.ts) and hands them to its
+ * `init`, which then reads no events; every other rebuild reads them from the events.
+ */
+export interface RehomeRecords {
+  items: Set<string>;
+  checkpoints: Map<string, CheckpointSpan>;
+}
+
+export async function rehome(ctx: RehomeContext, mode: RehomeMode, known?: RehomeRecords): Promise<RehomeReport> {
   const logName = `${ctx.pipeline}/${ctx.experiment}`;
   const current = await readCoordRecord(ctx.objects);
   const kind = newKind(ctx);
@@ -93,17 +102,18 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode): Promise<Reho
   let switched = false;
   try {
     const sealedEpochs = await sealAll(ctx, held?.sealPrevious ?? new Map());
-    const { items, checkpoints } = await readRecords(ctx);
+    const { items, checkpoints } = mode === 'init' && known ? await withDeleted(ctx, known) : await readRecords(ctx);
     const id = randomUUID();
     const store = await newStore(ctx, kind, logName, id);
     try {
       const markerBody = `rebuilt ${randomUUID()}`;
-      const limit = kind === 'sqlite' ? SQLITE_WRITE_CONCURRENCY : WRITE_CONCURRENCY;
-      await mapLimit([...items], limit, (hash) => store.put(`${ITEMS_DIR}/${hash}`, markerBody));
       const claimedBy = `rebuilt/${randomUUID()}`;
-      await mapLimit([...checkpoints], limit, ([checkpointId, c]) =>
-        store.putIfAbsent(claimKey(checkpointId), JSON.stringify({ checkpointId, events: c.events, firstSeq: c.firstSeq, lastSeq: c.lastSeq, claimedBy }), { expiresAfterMs: ctx.claimRetentionMs }),
-      );
+      const claim = ([checkpointId, c]: [string, CheckpointSpan]) => JSON.stringify({ checkpointId, events: c.events, firstSeq: c.firstSeq, lastSeq: c.lastSeq, claimedBy });
+      // In key order: in a SQLite file each insert lands beside the last in the key index, not on a random page.
+      const sqlite = kind === 'sqlite';
+      await putAll([...items].sort(), sqlite, (hash) => store.put(`${ITEMS_DIR}/${hash}`, markerBody));
+      const spans = [...checkpoints].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+      await putAll(spans, sqlite, (e) => store.putIfAbsent(claimKey(e[0]), claim(e), { expiresAfterMs: ctx.claimRetentionMs }));
       // Last: a record naming a store without its sentinel is refused, so a repair that stopped
       // half way is never taken for a finished one.
       await store.put(SENTINEL_KEY, canonicalLocation(ctx.objects.baseUri));
@@ -260,14 +270,23 @@ async function sealAll(ctx: RehomeContext, held: ReadonlyMap<number, number>): P
   return out;
 }
 
-interface CheckpointSpan {
+export interface CheckpointSpan {
   events: number;
   firstSeq: number;
   lastSeq: number;
 }
 
+/** `write` of every record: to a SQLite file SQLITE_TRANSACTION per transaction, else WRITE_CONCURRENCY at once. */
+async function putAll<T>(records: readonly T[], sqlite: boolean, write: (r: T) => Promise<unknown>): Promise<void> {
+  if (!sqlite) {
+    await mapLimit(records, WRITE_CONCURRENCY, write);
+    return;
+  }
+  for (let i = 0; i < records.length; i += SQLITE_TRANSACTION) await Promise.all(records.slice(i, i + SQLITE_TRANSACTION).map(write));
+}
+
 /** Item hashes with events or deletes, and each checkpoint's seqs, from one pass over the events. */
-async function readRecords(ctx: RehomeContext): Promise<{ items: Set<string>; checkpoints: Map<string, CheckpointSpan> }> {
+async function readRecords(ctx: RehomeContext): Promise<RehomeRecords> {
   const { items, checkpoints } = await scanEvents(ctx.reader, ctx.tables, { columns: ['item_id', 'checkpoint_id', 'item_seq'] }, () => {
     const items = new Set<string>();
     const ids = new Set<string>();
@@ -298,6 +317,11 @@ async function readRecords(ctx: RehomeContext): Promise<{ items: Set<string>; ch
       done: () => ({ items, checkpoints }),
     };
   });
+  return withDeleted(ctx, { items, checkpoints });
+}
+
+/** The records with a marker added for each item with a deleted-seq record. */
+async function withDeleted(ctx: RehomeContext, { items, checkpoints }: RehomeRecords): Promise<RehomeRecords> {
   // Deleted items keep their deleted-seq records: their markers keep writers from taking them for new.
   for (const hash of await ctx.objects.list(DELETED_DIR)) {
     if (!/^[0-9a-f]{40}$/.test(hash)) throw new CorruptError(`${DELETED_DIR}/${hash} of ${ctx.objects.baseUri} is not an item's deleted-seq folder`);

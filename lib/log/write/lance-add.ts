@@ -128,6 +128,17 @@ export function commitData(rows: readonly EventRow[]): unknown {
   return patched ? new EncodedRows(rows) : rowsToArrow(rows);
 }
 
+/**
+ * `commitData` of rows already in Arrow: `table` must be in EVENT_SCHEMA (lib/log/gather.ts makes
+ * such batches). For bulk writes that never held their rows as objects (a fork's commits).
+ */
+export function commitTable(table: Table): unknown {
+  if (table.numRows === 0) throw new InternalError('commitTable: no rows to commit');
+  if (!patched) return table;
+  const encoded: Branded = { [BRAND]: true, ipc: fileIpc(table), table };
+  return encoded;
+}
+
 /** The encoded size in bytes of `commitData`'s answer (null: not encoded, the patch is not live). */
 export function committedBytes(data: unknown): number | null {
   return isEncoded(data) ? data.ipc.byteLength : null;
