@@ -27,7 +27,7 @@ import { CHOICE_KEY, canonicalLocation, formatCoordRecord, readCoordRecord, SENT
 import { coordDbKey, SqliteCoordStore } from '../../coord/sqlite.ts';
 import type { CoordStore, CoordTable } from '../../coord/types.ts';
 import { CorruptError, InvalidInputError, LeaseHeldError, UnavailableError } from '../../errors.ts';
-import { acquireMaintainer, acquireWriterSlot, formatWriterEpoch, LeaseKeeper, MAX_SLOTS, slotKey } from '../../lease/slots.ts';
+import { acquireMaintainer, acquireWriterSlot, formatWriterEpoch, LeaseKeeper, MAX_SLOTS, parseWriterEpoch, slotKey } from '../../lease/slots.ts';
 import { MAX_TTL_MS } from '../../lease/rules.ts';
 import type { Lease, LeaseStore } from '../../lease/types.ts';
 import { LocalObjectStore } from '../../storage/local.ts';
@@ -101,7 +101,7 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode, known?: Rehom
   const held = mode === 'init' || copyOf !== null ? null : await takeOldScope(ctx, current?.record ?? null);
   let switched = false;
   try {
-    const sealedEpochs = await sealAll(ctx, held?.sealPrevious ?? new Map());
+    const sealedEpochs = await sealAll(ctx, held);
     const { items, checkpoints } = mode === 'init' && known ? await withDeleted(ctx, known) : await readRecords(ctx);
     const id = randomUUID();
     const store = await newStore(ctx, kind, logName, id);
@@ -257,15 +257,24 @@ async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<
  * before the one the repair holds, even without generations: a writer of it frozen before its
  * first generation makes one that stays invisible.
  */
-async function sealAll(ctx: RehomeContext, held: ReadonlyMap<number, number>): Promise<string[]> {
+async function sealAll(ctx: RehomeContext, held: OldScope | null): Promise<string[]> {
   const listing = await ctx.reader.listShards();
   const sealed = new Set(listing.sealedEpochs);
   const open = new Set<string>();
   for (const v of listing.visible) if (!v.sealed) open.add(v.writerEpoch);
   for (const p of listing.pending) open.add(p.writerEpoch);
   for (const f of listing.fencedEpochs) if (!sealed.has(f)) open.add(f);
-  for (const [slot, epoch] of held) if (epoch > 1) open.add(formatWriterEpoch(slot, epoch - 1));
+  for (const [slot, epoch] of held?.sealPrevious ?? []) if (epoch > 1) open.add(formatWriterEpoch(slot, epoch - 1));
   const out = [...open].filter((e) => !sealed.has(e)).sort();
+  // Only epochs below the one the repair holds are over: a writer that took the slot after a lease
+  // of the repair ran out holds a later epoch, live, and sealing it would hide its acked commits.
+  for (const e of out) {
+    const { slot, epoch } = parseWriterEpoch(e);
+    const mine = held?.slots.get(slot);
+    if (mine !== undefined && epoch >= mine) {
+      throw new UnavailableError(`writer epoch ${e} of ${ctx.pipeline}/${ctx.experiment} began after the repair took slot ${slot} (epoch ${mine}): a writer took it once the repair's lease ran out; nothing was sealed or switched: stop the writers and run it again`);
+    }
+  }
   for (const e of out) await writeSeal(ctx, e, `rehome/${ctx.owner}`, ctx.clock);
   return out;
 }
