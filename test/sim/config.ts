@@ -21,7 +21,7 @@ import { Rng } from './prng.ts';
 
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'mixed'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'mixed'] as const;
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -109,7 +109,14 @@ export interface SimConfig {
    * history would take for a second first ack).
    */
   repairs: number;
+  /**
+   * The relist focus's steered windows (test/sim/steer.ts): which race its reactions set up, the
+   * chance at each protocol point, and how many (null: none; the other reactions run instead).
+   */
+  steer: { window: SteerWindow; chance: number; count: number } | null;
 }
+
+export type SteerWindow = 'fence' | 'retirement' | 'seal';
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -173,6 +180,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     readOnLanding: workRng.pick([0, 0.2]),
     readOnMerge: workRng.pick([0, 0.2]),
     repairs: 0,
+    steer: null,
   };
   focusOn(cfg, focusRng);
   if (cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
@@ -285,6 +293,55 @@ function focusOn(c: SimConfig, r: Rng): void {
         closes: 0,
       });
       return;
+    case 'relist': {
+      const window = r.pick(['fence', 'retirement', 'seal'] as const);
+      Object.assign(c, {
+        steer: { window, chance: r.pick([0.5, 0.8]), count: r.between(3, 8) },
+        reads: r.between(12, 24),
+        hot: r.pick([0.5, 0.8]),
+        // Few faults and pauses: the holds set the interleaving, and a failed step closes a window.
+        faultRate: r.pick([0, 0.01]),
+        burstChance: 0,
+        readerStalls: 0,
+        windows: r.pick([0, 0.05]),
+      });
+      if (window === 'fence') {
+        Object.assign(c, {
+          writers: r.between(3, 4),
+          slots: r.pick([1, 1, 2]),
+          renewalsLost: 1,
+          clockMoves: r.between(1, 4),
+          maintains: r.between(1, 3),
+          crashes: r.between(0, 1),
+        });
+      } else if (window === 'retirement') {
+        Object.assign(c, {
+          mergeEveryCommits: r.between(2, 3),
+          mergeEveryBytes: 2 ** 30,
+          merges: r.between(2, 5),
+          maintains: r.between(1, 3),
+          items: r.between(2, 4),
+          deliveries: r.between(18, 30),
+        });
+      } else {
+        // No merge before maintenance's: writers never rotate, merge nor close.
+        Object.assign(c, {
+          writers: r.between(2, 4),
+          // One slot: each takeover seals the epoch before, and the pass's own epoch is the highest.
+          slots: 1,
+          mergeEveryCommits: 1_000,
+          mergeEveryBytes: 2 ** 30,
+          mergeIdleMs: 0,
+          merges: 0,
+          closes: 0,
+          renewalsLost: 1,
+          clockMoves: r.between(3, 6),
+          maintains: r.between(2, 4),
+          crashes: 0,
+        });
+      }
+      return;
+    }
     case 'mixed':
       return;
   }
