@@ -13,6 +13,10 @@
  *  - deletes:     deletes, redelivered deletes and purges beside merges: tombstones, floors, D1;
  *  - own-reads:   a writer's reads of what it keeps of its commits, right as another commit of
  *                 its lands and is confirmed, beside other processes' reads of the same item;
+ *  - relist:      reads steered into one of three races the read side's checks decide (a zombie's
+ *                 commit above a seal, a retirement under a read, a seal cleaned up under a new
+ *                 process's listing), by holds that wait for the other actor's step
+ *                 (test/sim/steer.ts), few faults;
  *  - mixed:       everything a little.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
