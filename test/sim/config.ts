@@ -13,6 +13,10 @@
  *  - deletes:     deletes, redelivered deletes and purges beside merges: tombstones, floors, D1;
  *  - own-reads:   a writer's reads of what it keeps of its commits, right as another commit of
  *                 its lands and is confirmed, beside other processes' reads of the same item;
+ *  - relist:      reads steered into one of three races the read side's checks decide (a zombie's
+ *                 commit above a seal, a retirement under a read, a seal cleaned up under a new
+ *                 process's listing), by holds that wait for the other actor's step
+ *                 (test/sim/steer.ts), few faults;
  *  - mixed:       everything a little.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
@@ -21,7 +25,7 @@ import { Rng } from './prng.ts';
 
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'mixed'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'mixed'] as const;
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -109,7 +113,14 @@ export interface SimConfig {
    * history would take for a second first ack).
    */
   repairs: number;
+  /**
+   * The relist focus's steered windows (test/sim/steer.ts): which race its reactions set up, the
+   * chance at each protocol point, and how many (null: none; the other reactions run instead).
+   */
+  steer: { window: SteerWindow; chance: number; count: number } | null;
 }
+
+export type SteerWindow = 'fence' | 'retirement' | 'seal';
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -173,6 +184,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     readOnLanding: workRng.pick([0, 0.2]),
     readOnMerge: workRng.pick([0, 0.2]),
     repairs: 0,
+    steer: null,
   };
   focusOn(cfg, focusRng);
   if (cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
@@ -285,6 +297,55 @@ function focusOn(c: SimConfig, r: Rng): void {
         closes: 0,
       });
       return;
+    case 'relist': {
+      const window = r.pick(['fence', 'retirement', 'seal'] as const);
+      Object.assign(c, {
+        steer: { window, chance: r.pick([0.5, 0.8]), count: r.between(3, 8) },
+        reads: r.between(12, 24),
+        hot: r.pick([0.5, 0.8]),
+        // Few faults and pauses: the holds set the interleaving, and a failed step closes a window.
+        faultRate: r.pick([0, 0.01]),
+        burstChance: 0,
+        readerStalls: 0,
+        windows: r.pick([0, 0.05]),
+      });
+      if (window === 'fence') {
+        Object.assign(c, {
+          writers: r.between(3, 4),
+          slots: r.pick([1, 1, 2]),
+          renewalsLost: 1,
+          clockMoves: r.between(1, 4),
+          maintains: r.between(1, 3),
+          crashes: r.between(0, 1),
+        });
+      } else if (window === 'retirement') {
+        Object.assign(c, {
+          mergeEveryCommits: r.between(2, 3),
+          mergeEveryBytes: 2 ** 30,
+          merges: r.between(2, 5),
+          maintains: r.between(1, 3),
+          items: r.between(2, 4),
+          deliveries: r.between(18, 30),
+        });
+      } else {
+        // No merge before maintenance's: writers never rotate, merge nor close.
+        Object.assign(c, {
+          writers: r.between(2, 4),
+          // One slot: each takeover seals the epoch before, and the pass's own epoch is the highest.
+          slots: 1,
+          mergeEveryCommits: 1_000,
+          mergeEveryBytes: 2 ** 30,
+          mergeIdleMs: 0,
+          merges: 0,
+          closes: 0,
+          renewalsLost: 1,
+          clockMoves: r.between(3, 6),
+          maintains: r.between(2, 4),
+          crashes: 0,
+        });
+      }
+      return;
+    }
     case 'mixed':
       return;
   }

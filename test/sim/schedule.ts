@@ -37,6 +37,7 @@ import { SimObjectStore } from './objects.ts';
 import { Rng } from './prng.ts';
 import { isWholeLog, observe, READ_KINDS, type ReadKind } from './reads.ts';
 import { Scheduler, simContext } from './scheduler.ts';
+import { Steering, type SteerRead } from './steer.ts';
 import { deliveryCopy, newItem, reuseBuffers, startOver, Workload, type ItemModel } from './workload.ts';
 import { readsOf } from '../../lib/log/reads.ts';
 
@@ -141,6 +142,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   const leaseDir = path.join(root, 'leases');
   const storageOptions = lanceStorageOptions(loc, {});
   const renewalsLost = cfg.renewalsLost > 0 ? { rng: rng.fork(), probability: cfg.renewalsLost } : null;
+  const steerRng = cfg.steer ? rng.fork() : null; // drawn last: seeds without steering replay as before
   /** The reactions to a process's protocol points (set below, once the workload exists). */
   let hooksFor: (proc: string) => WriterHooks = () => ({});
   const makeLog = (name: string, owner: string, objects: ObjectStore = new SimObjectStore(inner, sched, written, () => time.ms)) => {
@@ -174,7 +176,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       wrapSync: (n, run) => sched.op({ kind: 'fs.sync', target: n, mutating: false, faultable: true, run, error: (m) => new Error(m) }),
       ...(cfg.coord === 'sqlite' ? { wrapCoord: (s) => new SimCoordWrapper(s, sched) } : {}),
       hooks: {
-        beforeCommit: (ids) => hooksFor(name).beforeCommit?.(ids),
+        beforeCommit: (ids, shard) => hooksFor(name).beforeCommit?.(ids, shard),
         afterCommit: (shard, version) => hooksFor(name).afterCommit?.(shard, version),
         beforeMergeStep: (step, shard) => hooksFor(name).beforeMergeStep?.(step, shard),
       },
@@ -357,11 +359,24 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   /** With chance `hot`: the item of the latest delivery (contention and reads where writes are). */
   const hotItem = (): ItemModel | null => (cfg.hot > 0 && deliveries.length > 0 && wl.chance(cfg.hot) ? deliveries.at(-1)!.item : null);
 
-  /** A read by a reader (of `item`, or of one the workload picks). */
-  const readAction = (item?: ItemModel): boolean => {
-    const r = wl.pick(readers);
-    if (items.length === 0 || r.busy >= 2) return false;
-    const kind: ReadKind = wl.pick(READ_KINDS);
+  /** A process that reads once, made for a steered read (none while its last read runs). */
+  let once: (Proc & { busy: number }) | null = null;
+  const oneOff = (): (Proc & { busy: number }) | null => {
+    if (once?.busy) return null;
+    if (once) renew(once);
+    else once = proc<Proc & { busy: number }>('r3', { busy: 0 });
+    return once;
+  };
+
+  /**
+   * A read by a reader (of `item`, or of one the workload picks). Steered (test/sim/steer.ts): an
+   * idle reader, in a new process if `fresh`, reads `kind` of `item` (none: the whole log).
+   */
+  const readAction = (item?: ItemModel, steered?: SteerRead): boolean => {
+    // Steered: an idle reader, else a new process.
+    const r = steered?.fresh ? oneOff() : steered ? (readers.find((x) => x.busy === 0) ?? oneOff()) : wl.pick(readers);
+    if (!r || items.length === 0 || r.busy >= 2) return false;
+    const kind: ReadKind = steered?.kind ?? wl.pick(READ_KINDS);
     const x = (item ?? hotItem() ?? wl.pick(items)).id;
     if (kind === 'loadBlob' && work.blobEvents.length === 0) return false;
     const blobId = kind === 'loadBlob' ? wl.pick(work.blobEvents) : '';
@@ -389,6 +404,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     const reader = r.actor;
     // A read of a reader that crashes never ends: it does not hold the reader's place.
     const first = readVia(r.actor, r.log).finally(() => r.actor === reader && r.busy--);
+    steered?.started?.(reader, first);
     // Unless the writer is closing by then (its reads are refused) or crashed. Its read is an
     // actor of its own (the process's reading side): a pause of the writer's commits (at its
     // epoch check, say) does not hold the read, as in a real process.
@@ -396,10 +412,27 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     return true;
   };
 
+  // The relist focus's windows (config.ts `steer`).
+  const steering =
+    steerRng &&
+    new Steering({
+      sched,
+      rng: steerRng,
+      cfg,
+      time,
+      inFlight: (proc) => deliveries.filter((d) => !d.settled && d.actor.startsWith(`${proc}.`)).map((d) => d.item),
+      deliverVia: (proc) => {
+        const other = liveWriters().filter((w) => w.name !== proc && !w.closing);
+        return other.length > 0 && actions.deliver!.run(steerRng.pick(other));
+      },
+      read: (o) => readAction(o.item, o),
+    });
+
   // A read right after a step of a protocol lands (a commit, a marker, a fence, a seal, a merge,
   // a deletion): where a read that overlaps the next steps is most likely to meet their windows.
   let reactive = cfg.reactiveReads;
   sched.onLanded = (op) => {
+    steering?.landed(op);
     if (reactive <= 0 || !op.spec.mutating || op.actor === 'late' || !reactRng.chance(cfg.reactiveChance)) return;
     // After a commit: an item of it (a delivery its writer has in flight).
     const mine = op.spec.kind === 'lance.add' ? deliveries.filter((d) => d.actor === op.actor && !d.settled).map((d) => d.item) : [];
@@ -409,7 +442,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   // Reactions at the points the log reports to its test hooks (config.ts `reactions`).
   let reactions = cfg.reactions;
   const itemsOf = (ids: readonly string[]) => items.filter((it) => ids.includes(it.id));
-  hooksFor = (proc) => ({
+  hooksFor = (proc) => steering?.hooks(proc) ?? {
     beforeCommit: (ids) => {
       if (reactions <= 0 || !sched.faultsOn || !reactRng.chance(cfg.takeoverOnCommit)) return;
       reactions--;
@@ -432,7 +465,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       if (reactions <= 0 || !sched.faultsOn || (step !== 'base-commit' && step !== 'delete-data') || !reactRng.chance(cfg.readOnMerge)) return;
       if (readAction()) reactions--;
     },
-  });
+  };
 
   const crashAction = (): boolean => {
     const kind = cr.pick(['writer', 'writer', 'writer', 'maintainer', 'reader', 'deleter'] as const);

@@ -61,6 +61,20 @@ export interface Op {
   reject: (e: unknown) => void;
 }
 
+/**
+ * A steered wait (test/sim/steer.ts): `actor`'s requests (those `ops` accepts; all without it)
+ * are not released until `until()` holds, at most until step `untilStep`. Where a random pause
+ * waits a number of steps, a hold waits for a protocol step of another actor (a seal, a
+ * retirement's deletion, a reader's base read), so the interleaving a guard is about comes often.
+ */
+export interface Hold {
+  actor: string;
+  ops?: (op: Op) => boolean;
+  until: () => boolean;
+  untilStep: number;
+  why: string;
+}
+
 export interface SchedulerOptions {
   /** Probability that a released faultable operation gets a fault. */
   faultRate: number;
@@ -115,6 +129,7 @@ export class Scheduler {
   readonly trace: string[] = [];
   readonly crashed = new Set<string>();
   private readonly pausedUntil = new Map<string, number>();
+  private readonly holds: Hold[] = [];
   private nextId = 1;
   private inFlight = 0;
   step = 0;
@@ -167,8 +182,36 @@ export class Scheduler {
     this.trace.push(`${this.step} pause ${actor} for ${steps}`);
   }
 
+  /**
+   * End the pauses; if none was running, the holds (the driver calls this when nothing else can
+   * run: a hold outlasts a pause, whose end may let its protocol step come).
+   */
   unpauseAll(): void {
+    const paused = [...this.pausedUntil.values()].some((s) => s > this.step);
     this.pausedUntil.clear();
+    if (paused) return;
+    for (const h of this.holds.splice(0)) this.trace.push(`${this.step} hold of ${h.actor} (${h.why}) ends: nothing else can run`);
+  }
+
+  /** `actor`'s requests (those `ops` accepts) wait until `until()` holds, at most `steps` releases. */
+  hold(actor: string, why: string, steps: number, until: () => boolean, ops?: (op: Op) => boolean): void {
+    this.holds.push({ actor, why, untilStep: this.step + steps, until, ...(ops ? { ops } : {}) });
+    this.trace.push(`${this.step} hold ${actor} until ${why} (at most ${steps} steps)`);
+  }
+
+  /** Drop the holds that are over (their step came, or what they wait for happened). */
+  private settleHolds(): void {
+    for (let i = this.holds.length - 1; i >= 0; i--) {
+      const h = this.holds[i]!;
+      const done = h.until();
+      if (!done && h.untilStep > this.step) continue;
+      this.holds.splice(i, 1);
+      this.trace.push(`${this.step} hold of ${h.actor} ends: ${done ? h.why : 'waited long enough'}`);
+    }
+  }
+
+  private held(op: Op): boolean {
+    return this.holds.some((h) => h.actor === op.actor && (!h.ops || h.ops(op)));
   }
 
   note(s: string): void {
@@ -178,13 +221,14 @@ export class Scheduler {
   /** Pending operations the driver may release now (not crashed, not paused). */
   eligible(): Op[] {
     if (this.pending.some((op) => op.spec.token?.cancelled)) this.pending.splice(0, this.pending.length, ...this.pending.filter((op) => !op.spec.token?.cancelled));
+    if (this.holds.length > 0) this.settleHolds();
     return this.pending.filter(
-      (op) => !this.crashed.has(op.actor) && (this.pausedUntil.get(op.actor) ?? -1) <= this.step && (op.spec.notBefore?.() ?? true),
+      (op) => !this.crashed.has(op.actor) && (this.pausedUntil.get(op.actor) ?? -1) <= this.step && (op.spec.notBefore?.() ?? true) && !(this.holds.length > 0 && this.held(op)),
     );
   }
 
   hasPaused(): boolean {
-    return [...this.pausedUntil.values()].some((s) => s > this.step);
+    return this.holds.length > 0 || [...this.pausedUntil.values()].some((s) => s > this.step);
   }
 
   /** Release one operation the seed picks among `ops`, with a fault the seed picks. */

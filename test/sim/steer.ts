@@ -1,0 +1,250 @@
+/**
+ * The relist focus's steering (test/sim/config.ts `steer`): reads put into the windows of the
+ * read side's re-listing, the retired marker and the vanished seal (docs/design/invariants.md,
+ * "Reads"), by reactions at the protocol points the log reports to its test hooks and by holds
+ * (scheduler.ts `hold`) that end when another actor's protocol step lands, instead of random
+ * pauses that end after a number of steps. Each window is a race a guard decides:
+ *  - fence:      a writer about to commit loses its lease; it waits until a takeover sealed its
+ *                epoch, then commits anyway (a zombie's commit above the seal). A read started
+ *                then lists the log before the fence and waits, once it listed, until that
+ *                commit landed: it reads the generation at its latest version, zombie commit
+ *                included, and only its second listing shows the fence (`relist-sees-fence`).
+ *  - retirement: a writer's merge is about to commit a generation into the base. A read starts
+ *                and the merger waits until the read has read the base; the read's requests to
+ *                the generation wait until the retirement deleted a manifest of it (Lance then
+ *                opens an older version: fewer rows), and the merger waits until the read ended,
+ *                so its second listing still lists the generation (`relist-sees-retirement`,
+ *                `retired-marker`).
+ *  - seal:       the log's first merge, by maintenance (no base yet: writers never rotate). A
+ *                read in a new process lists the log before the base exists; its GETs of the
+ *                seals it listed wait until maintenance deleted a seal (an epoch whose
+ *                generations it just merged away), so the seal it needs is gone
+ *                (`relist-on-vanished-seal`).
+ * Every steered read is followed, once it ended, by a read of the same item and kind (I3 needs
+ * a later read to show less). The holds have caps: a window that does not come (the takeover
+ * took another slot, the merge failed) ends the wait.
+ */
+import { BASE_KEY, META_DIR, parseShardName, sealKey, shardPrefix } from '../../lib/log/layout.ts';
+import type { MergeStep } from '../../lib/log/maintain/merge.ts';
+import type { WriterHooks } from '../../lib/log/write/writer.ts';
+import type { SimTime } from './clock.ts';
+import type { SimConfig } from './config.ts';
+import type { Rng } from './prng.ts';
+import type { ReadKind } from './reads.ts';
+import { simContext, type Op, type Scheduler } from './scheduler.ts';
+import type { ItemModel } from './workload.ts';
+
+/**
+ * A steered read: of `item` (else the whole log), by an idle reader (none: a new process), or
+ * always by a new process (`fresh`: nothing cached, no base handle open).
+ */
+export interface SteerRead {
+  item?: ItemModel;
+  kind?: ReadKind;
+  fresh?: boolean;
+  /** Told the read's actor and when it ends, once it started. */
+  started?: (actor: string, ended: Promise<unknown>) => void;
+}
+
+export interface SteerHost {
+  sched: Scheduler;
+  rng: Rng;
+  cfg: SimConfig;
+  time: SimTime;
+  /** The items of `proc`'s deliveries in flight. */
+  inFlight(proc: string): ItemModel[];
+  /** A writer other than `proc` takes a delivery (it needs a slot: maybe `proc`'s); false if none could. */
+  deliverVia(notProc: string): boolean;
+  /** Start a read; false if none could start now. */
+  read(o: SteerRead): boolean;
+}
+
+/** Steps a hold waits at most: long enough for a takeover or a retirement, short of a whole schedule. */
+const WAIT = 120;
+/** A maintenance pass (merges, compaction, indexes, projection, clean-up) takes longer; maybe two. */
+const PASS_WAIT = 800;
+const GEN_MARKER = `${META_DIR}/gen.`;
+/**
+ * What steered reads read: one consistent read each (`items` without a projection reads twice,
+ * its second listing after the window).
+ */
+const ITEM_KINDS: readonly ReadKind[] = ['fold', 'trajectory', 'latest', 'fields'];
+
+export class Steering {
+  private left: number;
+  /** Predicates over landed requests, each told once (then dropped). */
+  private watchers: Array<{ match: (op: Op) => boolean; then: () => void }> = [];
+  private baseMade = false;
+  /** Generations whose `gen.` marker landed. */
+  private readonly marked = new Set<string>();
+  /** The items of each generation's commits (from afterCommit). */
+  private readonly genItems = new Map<string, ItemModel[]>();
+
+  constructor(private readonly h: SteerHost) {
+    this.left = h.cfg.steer?.count ?? 0;
+  }
+
+  /** Told of every request released without a fault (scheduler.ts `onLanded`). */
+  landed(op: Op): void {
+    if (/putIfAbsent$/.test(op.spec.kind)) {
+      if (op.spec.target === BASE_KEY) this.baseMade = true;
+      else if (op.spec.target.startsWith(GEN_MARKER)) this.marked.add(op.spec.target.slice(GEN_MARKER.length));
+    }
+    if (this.h.cfg.steer?.window === 'seal') this.orphan(op);
+    if (this.watchers.length === 0) return;
+    const hit = this.watchers.filter((w) => w.match(op));
+    if (hit.length === 0) return;
+    this.watchers = this.watchers.filter((w) => !hit.includes(w));
+    for (const w of hit) w.then();
+  }
+
+  /** A flag set once a request `match` accepts lands. */
+  private watch(match: (op: Op) => boolean, then?: () => void): { seen: boolean } {
+    const flag = { seen: false };
+    this.watchers.push({
+      match,
+      then: () => {
+        flag.seen = true;
+        then?.();
+      },
+    });
+    return flag;
+  }
+
+  /** Whether to steer at this point (`always`: the window comes once a seed). */
+  private take(always = false): boolean {
+    const s = this.h.cfg.steer;
+    if (!s || this.left <= 0 || !this.h.sched.faultsOn || (!always && !this.h.rng.chance(s.chance))) return false;
+    this.left--;
+    return true;
+  }
+
+  /** The steered read, then a read of the same item and kind once it ended. */
+  private readThen(o: SteerRead, onStart: (actor: string, ended: { seen: boolean }) => void): boolean {
+    const kind = o.kind ?? (o.item ? this.h.rng.pick([...ITEM_KINDS, 'all']) : 'all');
+    return this.h.read({
+      ...o,
+      kind,
+      started: (actor, p) => {
+        const ended = { seen: false };
+        void p.finally(() => {
+          ended.seen = true;
+          this.h.read({ kind, ...(o.item ? { item: o.item } : {}) });
+        });
+        onStart(actor, ended);
+      },
+    });
+  }
+
+  private pendingOf(actor: string): Op[] {
+    return this.h.sched.pending.filter((op) => op.actor === actor);
+  }
+
+  hooks(proc: string): WriterHooks {
+    const mode = this.h.cfg.steer?.window;
+    return {
+      beforeCommit: (ids, shard) => (mode === 'fence' && shard !== null ? this.fence(proc, ids, shard) : undefined),
+      afterCommit: (shard) => {
+        const mine = this.h.inFlight(proc);
+        if (mine.length > 0) this.genItems.set(shard, [...new Set([...(this.genItems.get(shard) ?? []), ...mine])]);
+      },
+      beforeMergeStep: (step, shard) => {
+        if (mode === 'retirement') this.retirement(proc, step, shard);
+        else if (mode === 'seal') this.seal(proc, step, shard);
+      },
+    };
+  }
+
+  /** Window `fence`: the writer about to commit is taken over and commits after the seal. */
+  private fence(proc: string, ids: readonly string[], shard: string): void {
+    const me = simContext.getStore()?.actor;
+    const epoch = parseShardName(shard)?.writerEpoch;
+    // Only into a generation a read can list before the fence (one made after the fence is never visible).
+    if (!me || !epoch || !this.marked.has(shard) || !this.take()) return;
+    const { sched, time, cfg } = this.h;
+    time.ms += cfg.leaseTtlMs + 1;
+    sched.note(`clock +${cfg.leaseTtlMs + 1} (the lease of ${proc} runs out as it commits)`);
+    if (!this.h.deliverVia(proc)) return; // nobody to take the slot over now
+    const sealed = this.watch((op) => op.spec.target === sealKey(epoch) && /putIfAbsent$/.test(op.spec.kind));
+    sched.hold(me, `the seal of ${epoch}`, WAIT, () => sealed.seen);
+    const committed = this.watch((op) => /lance\.add$/.test(op.spec.kind) && op.spec.target === shard);
+    const mine = this.h.inFlight(proc).filter((it) => ids.includes(it.id));
+    this.readThen({ ...(mine.length > 0 ? { item: this.h.rng.pick(mine) } : {}) }, (reader, ended) => {
+      // Once it listed the log (before the fence, with luck): wait for the zombie's commit.
+      this.watch(
+        (op) => op.actor === reader && op.spec.kind === 'obj.list' && op.spec.target === META_DIR,
+        () => sched.hold(reader, `the commit of ${proc} (epoch ${epoch})`, WAIT, () => committed.seen || ended.seen),
+      );
+      // Then the zombie waits until the read ended (its epoch's end retires a generation it made
+      // ahead: a second listing would start the read over for that instead).
+      this.watch(
+        (op) => /lance\.add$/.test(op.spec.kind) && op.spec.target === shard,
+        () => sched.hold(me, `${reader}'s read ended`, WAIT, () => ended.seen),
+      );
+    });
+  }
+
+  /** Window `retirement`: a read spanning a writer's merge of its generation into the base. */
+  private retirement(proc: string, step: MergeStep, shard: string): void {
+    const me = simContext.getStore()?.actor;
+    if (step !== 'base-commit' || !me || !proc.startsWith('w') || !this.take()) return;
+    const { sched, rng } = this.h;
+    const its = this.genItems.get(shard) ?? [];
+    const onShard = (op: Op) => op.spec.target === shard;
+    const started = this.readThen({ ...(its.length > 0 && rng.chance(0.8) ? { item: rng.pick(its) } : {}) }, (reader, ended) => {
+      // The merger waits until the read has read the base (it waits for the generation now).
+      sched.hold(me, `${reader} read the base`, WAIT, () => {
+        const p = this.pendingOf(reader);
+        return ended.seen || (p.length > 0 && p.every(onShard));
+      });
+      const versions = `${shardPrefix(shard)}/_versions/`;
+      const gone = this.watch(
+        (op) => /deletePrefix\.delete$/.test(op.spec.kind) && op.spec.target.startsWith(versions) && op.spec.target.endsWith('.manifest'),
+        // Then the merger waits until the read ended: its second listing still lists the generation.
+        () => sched.hold(me, `${reader}'s read ended`, WAIT, () => ended.seen),
+      );
+      sched.hold(reader, `a manifest of ${shard} deleted`, WAIT, () => gone.seen || ended.seen, onShard);
+    });
+    if (!started) this.left++; // no reader free: the next point may steer
+  }
+
+  /**
+   * Window `seal`, before the first merge: as maintenance reads a slot's lease (to take it if its
+   * writer left generations and ran out), the lease runs out. The pass then seals the writer's
+   * epoch and its own (a later epoch without generations: the slot's highest seal, kept), so the
+   * seals of the epochs it merges are cleaned up at its end.
+   */
+  private orphan(op: Op): void {
+    if (this.baseMade || !this.h.sched.faultsOn || op.spec.kind !== 'lease.read' || !/^m\d/.test(op.actor) || !/\/slot\//.test(op.spec.target)) return;
+    const { time, cfg, sched } = this.h;
+    time.ms += cfg.leaseTtlMs + 1;
+    sched.note(`clock +${cfg.leaseTtlMs + 1} (the lease of ${op.spec.target} runs out as ${op.actor} reads it)`);
+  }
+
+  /** Window `seal`: a new process reads as the log's first merge (by maintenance) begins. */
+  private seal(proc: string, step: MergeStep, shard: string): void {
+    const me = simContext.getStore()?.actor;
+    const its = this.genItems.get(shard) ?? [];
+    // A generation with rows (a commit landed in it; one made ahead may have none).
+    if (step !== 'read' || this.baseMade || !me || !proc.startsWith('m') || its.length === 0 || !this.take(true)) return;
+    const { sched, rng } = this.h;
+    const sealGet = (op: Op) => op.spec.kind === 'obj.get' && op.spec.target.startsWith(`${META_DIR}/seal.`);
+    // Mostly the whole log (every acknowledged item of the merged generations).
+    const item = rng.chance(0.2) ? rng.pick(its) : undefined;
+    const started = this.readThen({ fresh: true, ...(item ? { item } : {}) }, (reader, ended) => {
+      const listed = this.watch((op) => op.actor === reader && op.spec.kind === 'obj.list' && op.spec.target === META_DIR);
+      sched.hold(me, `${reader} listed the log`, WAIT, () => listed.seen || ended.seen);
+      // Until the seal of the merged generation's epoch is gone (cleaned up once a later epoch
+      // of its slot is sealed: at the end of this pass, or of a later one), and that pass ended
+      // (its clean-up deletes the other seals the read listed right after).
+      const epoch = parseShardName(shard)?.writerEpoch ?? '';
+      const over = { seen: false };
+      this.watch(
+        (op) => /obj\.delete$/.test(op.spec.kind) && op.spec.target === sealKey(epoch),
+        () => this.watch((op) => /^m\d/.test(op.actor) && op.spec.kind === 'lease.release' && /maintainer/.test(op.spec.target), () => (over.seen = true)),
+      );
+      sched.hold(reader, `the seal of ${epoch} deleted, and the pass`, PASS_WAIT, () => over.seen || ended.seen, sealGet);
+    });
+    if (!started) this.left++; // no reader free: the next point may steer
+  }
+}
