@@ -56,6 +56,7 @@ export const GUARDS = [
   'gen-marker-sent-once',
   // repair and adoption (lib/log/write/slot.ts, lib/log/maintain/maintain.ts, lib/log/admin/rehome.ts)
   'recheck-record-after-slot',
+  'repair-seals-below-held',
 ] as const;
 
 export type Guard = (typeof GUARDS)[number];

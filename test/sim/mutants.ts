@@ -68,6 +68,7 @@ const FINDS: Record<Guard, readonly ViolationKind[]> = {
   'put-sent-once': ['I1', 'I4', 'I5'],
   'gen-marker-sent-once': AVAILABILITY,
   'recheck-record-after-slot': ['I1', 'I3', 'I4', 'I5'],
+  'repair-seals-below-held': ['I1', 'I3', 'I4', 'I5'],
 };
 
 const FOCUS: Record<Focus, readonly Guard[]> = {
@@ -86,6 +87,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
     'cleanup-keeps-highest-seal',
     'cleanup-keeps-seals-with-generations',
     'recheck-record-after-slot',
+    'repair-seals-below-held',
   ],
   retirement: ['errors-after-layout-check', 'projection-describes-base', 'rows-files-match-base', 'blob-copied-at-validation'],
   'own-reads': ['landing-mark'],
