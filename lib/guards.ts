@@ -57,6 +57,7 @@ export const GUARDS = [
   // repair and adoption (lib/log/write/slot.ts, lib/log/maintain/maintain.ts, lib/log/admin/rehome.ts)
   'recheck-record-after-slot',
   'repair-seals-below-held',
+  'rebuilt-records-end-epoch',
 ] as const;
 
 export type Guard = (typeof GUARDS)[number];

@@ -69,6 +69,7 @@ const FINDS: Record<Guard, readonly ViolationKind[]> = {
   'gen-marker-sent-once': AVAILABILITY,
   'recheck-record-after-slot': ['I1', 'I3', 'I4', 'I5'],
   'repair-seals-below-held': ['I1', 'I3', 'I4', 'I5'],
+  'rebuilt-records-end-epoch': ['I1', 'I3', 'I4', 'I5'],
 };
 
 const FOCUS: Record<Focus, readonly Guard[]> = {
@@ -88,6 +89,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
     'cleanup-keeps-seals-with-generations',
     'recheck-record-after-slot',
     'repair-seals-below-held',
+    'rebuilt-records-end-epoch',
   ],
   retirement: ['errors-after-layout-check', 'projection-describes-base', 'rows-files-match-base', 'blob-copied-at-validation'],
   'own-reads': ['landing-mark'],

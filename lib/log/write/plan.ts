@@ -41,6 +41,12 @@ export interface PlanContext {
 }
 
 /**
+ * The log's records were rebuilt under this writer (UNAVAILABLE: a retry takes a slot of the new
+ * records). The writer's slot is of the old scope, whose lease checks no longer fence it.
+ */
+export class RecordsRebuiltError extends UnavailableError {}
+
+/**
  * The group's markers, and the check that the store still holds the log's records: in the lease
  * table its sentinel comes in the same request (a table replaced or lost under running writers
  * has none: every item would look new); a SQLite file checks it was not deleted or replaced. A
@@ -55,7 +61,7 @@ async function markersOf(pc: PlanContext, coord: CoordStore, keys: string[], sco
     return bodies;
   } catch (e) {
     if (e instanceof CorruptError && !(await pc.ctx.coordUnchanged(scope))) {
-      throw new UnavailableError(`the records of the log ${pc.ctx.objects.baseUri} were rebuilt (a repair or adoption) while this writer ran; nothing was written, retry`, { cause: e });
+      throw new RecordsRebuiltError(`the records of the log ${pc.ctx.objects.baseUri} were rebuilt (a repair or adoption) while this writer ran; nothing was written, retry`, { cause: e });
     }
     throw e;
   }

@@ -21,7 +21,7 @@ import type { Lease } from '../../lease/types.ts';
 import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
 import { deleteItemNow } from './delete-item.ts';
-import { PENDING_EPOCH, planGroup, type Request } from './plan.ts';
+import { PENDING_EPOCH, planGroup, RecordsRebuiltError, type Request } from './plan.ts';
 import { Generations, MAKE_AHEAD_COMMITS, MAKE_AHEAD_SHARE, type SlotState } from './generations.ts';
 import { OwnMemory } from './own-memory.ts';
 import { OwnMerges } from './own-merges.ts';
@@ -151,13 +151,13 @@ export class ShardWriter {
     // Validate and sequence before taking a slot, so rejected input writes nothing (no lease,
     // no seal). A writer that has to take a slot first seals its predecessor, then reads the
     // items again: rows a zombie committed before the seal are visible from then on.
-    let plan = await this.plan(group, this.state?.writerEpoch ?? PENDING_EPOCH);
+    let plan = await this.rebuiltEndsEpoch(() => this.plan(group, this.state?.writerEpoch ?? PENDING_EPOCH));
     if (plan.rows.length === 0) {
       for (const p of plan.plans) p.req.resolve(p.acks);
       return;
     }
     const st = await this.ensureSlot();
-    if (plan.epoch !== st.writerEpoch) plan = await this.plan(plan.plans.map((p) => p.req), st.writerEpoch);
+    if (plan.epoch !== st.writerEpoch) plan = await this.rebuiltEndsEpoch(() => this.plan(plan.plans.map((p) => p.req), st.writerEpoch));
     const { rows, plans } = plan;
     if (rows.length === 0) {
       for (const p of plans) p.req.resolve(p.acks);
@@ -306,6 +306,20 @@ export class ShardWriter {
     this.unsealed = null;
     if (release === 'later') this.unreleased = st.lease;
     else await this.ctx.leases.release(st.lease).catch(() => undefined);
+  }
+
+  /**
+   * `plan`, ending the epoch when it finds the log's records rebuilt: the slot is a lease of the old
+   * scope, which nobody else takes any more, so its epoch check would pass for commits that the new
+   * scope's seals hide. Sealed now, at what it committed, it takes a slot of the new records next.
+   */
+  private async rebuiltEndsEpoch<T>(plan: () => Promise<T>): Promise<T> {
+    try {
+      return await plan();
+    } catch (e) {
+      if (e instanceof RecordsRebuiltError && this.state && guard('rebuilt-records-end-epoch')) await this.endEpoch(this.state, e);
+      throw e;
+    }
   }
 
   /** Read, validate and sequence a group (lib/log/write/plan.ts `planGroup`). */
