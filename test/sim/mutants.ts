@@ -86,13 +86,14 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
     'own-rows-live-only',
     'cleanup-keeps-highest-seal',
     'cleanup-keeps-seals-with-generations',
-    'recheck-record-after-slot',
   ],
   retirement: ['relist-sees-retirement', 'retired-marker', 'relist-on-vanished-seal', 'errors-after-layout-check', 'projection-describes-base', 'rows-files-match-base', 'blob-copied-at-validation'],
   'own-reads': ['landing-mark'],
   faults: ['end-epoch-on-unknown-outcome', 'seal-own-epoch-before-next', 'forget-tracks-on-failure', 'cached-track-marker-check', 'unique-marker-bodies', 'marker-before-commit', 'claims', 'put-sent-once'],
   generations: ['give-up-failed-names', 'retire-given-up-once-marker-seen', 'gen-marker-sent-once', 'seal-out-missing-dataset', 'sweep-only-ended-epochs'],
-  deletes: ['merge-base-commit-once', 'purge-waits-for-shards', 'tombstones-hide', 'deleted-seq-records', 'delete-guard', 'own-rows-listed-only', 'maintainer-stops-when-overtaken'],
+  deletes: ['purge-waits-for-shards', 'tombstones-hide', 'delete-guard', 'maintainer-stops-when-overtaken'],
+  incarnations: ['deleted-seq-records', 'merge-base-commit-once', 'own-rows-listed-only'],
+  repair: ['recheck-record-after-slot'],
   mixed: [],
 };
 
