@@ -51,6 +51,12 @@ export interface LanceLogOptions extends WriterOptions {
   wrapSync?: SyncWrapper;
   /** Wraps the log's coordination store (the simulation harness's scheduling and fault point). */
   wrapCoord?: (store: CoordStore) => CoordStore;
+  /**
+   * Tests only (the simulation): how long a repair keeps the old scope's leases held after its
+   * switch; default the longest lease ttl (lib/log/admin/rehome.ts). A short one lets a test reach
+   * a process of the old records taking one of them once they ran out.
+   */
+  repairLeaseHoldMs?: number;
   /** Makes a fork of this log (lib/fork.ts; `openLog` gives it: it opens logs beside this one). */
   fork?: (options: ForkOptions) => Promise<ForkResult>;
 }
@@ -247,6 +253,7 @@ export class LanceCheckpointLog implements CheckpointLog {
           clock: this.o.clock,
           leaseTtlMs: this.o.leaseTtlMs,
           claimRetentionMs: this.o.claimRetentionMs,
+          ...(this.o.repairLeaseHoldMs !== undefined ? { retiredLeaseTtlMs: this.o.repairLeaseHoldMs } : {}),
         },
         mode,
         known,

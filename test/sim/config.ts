@@ -17,6 +17,17 @@
  *                 commit above a seal, a retirement under a read, a seal cleaned up under a new
  *                 process's listing), by holds that wait for the other actor's step
  *                 (test/sim/steer.ts), few faults;
+ *  - incarnations: items deleted and created again, each mostly through one writer (`sticky`):
+ *                 as a writer's merge retires a generation, its deletion fails now and then (the
+ *                 merge stays queued, its base commit done) and an item whose latest rows it holds
+ *                 is deleted; after a delete a maintenance pass purges (after the item's writer
+ *                 merged, unless the delete came with a failed retirement) and the item is created
+ *                 again through its writer once the pass ended: new incarnations' seqs, a merge
+ *                 tried again after a purge, a writer's memory of a retired generation;
+ *  - repair:      repairs of a log in the lease table while writers beyond the slots wait for one,
+ *                 deliveries to every writer as a repair's last record and switch land, the old
+ *                 scope's leases held briefly (`repairLeaseHoldMs`) and then run out: a process that
+ *                 read the old records before the switch takes one of their slots after it;
  *  - mixed:       everything a little.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
@@ -25,7 +36,7 @@ import { Rng } from './prng.ts';
 
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'mixed'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed'] as const;
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -118,6 +129,33 @@ export interface SimConfig {
    * chance at each protocol point, and how many (null: none; the other reactions run instead).
    */
   steer: { window: SteerWindow; chance: number; count: number } | null;
+  /**
+   * How long a repair keeps the old scope's leases held after its switch (the log's test-only
+   * `repairLeaseHoldMs`; undefined: the library's default, days), and the chance that the clock
+   * moves past it once a repair returned: a writer or maintainer still on the old records can then
+   * take one of them.
+   */
+  repairLeaseHoldMs?: number;
+  clockAfterRepair: number;
+  /** The repair's renewals are answered even where `renewalsLost` drops the others' (it keeps its leases while writers lose theirs). */
+  repairRenews: boolean;
+  /** Chance that deliveries go to every writer as a repair's last rebuilt record, or its switch, lands. */
+  deliverOnRepair: number;
+  /** Chance that an item's delivery goes to the writer that took its latest one (a queue partitioned by item). */
+  sticky: number;
+  /**
+   * Reactions around deletes (incarnations): as a writer's merge retires a generation (its retired
+   * marker landed), its next delete request fails (`retireFaults`: the merge stays queued with its
+   * base commit done) and an item whose latest rows the generation holds is deleted
+   * (`deleteOnRetire`); once a delete returned, a maintenance pass runs (`passAfterDelete`), after
+   * the writer that last took the item merged its shard (`mergeBeforePass`), and the item is
+   * created again only after that pass (`holdRecreate`).
+   */
+  retireFaults: number;
+  deleteOnRetire: number;
+  passAfterDelete: number;
+  mergeBeforePass: number;
+  holdRecreate: number;
 }
 
 export type SteerWindow = 'fence' | 'retirement' | 'seal';
@@ -185,9 +223,18 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     readOnMerge: workRng.pick([0, 0.2]),
     repairs: 0,
     steer: null,
+    clockAfterRepair: 0,
+    repairRenews: false,
+    deliverOnRepair: 0,
+    sticky: 0,
+    retireFaults: 0,
+    deleteOnRetire: 0,
+    passAfterDelete: 0,
+    mergeBeforePass: 0,
+    holdRecreate: 0,
   };
   focusOn(cfg, focusRng);
-  if (cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
+  if (cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
   return cfg;
 }
 
@@ -346,6 +393,72 @@ function focusOn(c: SimConfig, r: Rng): void {
       }
       return;
     }
+    case 'incarnations':
+      // Items deleted and created again, their generations merged and retired around the deletes
+      // (some retirements failing half way), purges between: a new incarnation's seqs, a merge
+      // tried again after a purge, a writer's memory of a retired generation.
+      Object.assign(c, {
+        deletions: r.between(4, 8),
+        deletionRetentionMs: 0,
+        redeliverDeletes: r.chance(0.5),
+        writers: r.between(2, 3),
+        slots: 3,
+        items: r.between(1, 2),
+        hot: r.pick([0.5, 0.8]),
+        sticky: r.pick([0.8, 1]),
+        mergeEveryCommits: r.between(2, 3),
+        mergeIdleMs: 0,
+        merges: r.between(1, 3),
+        maintains: r.between(2, 4),
+        maintainers: 1,
+        retireFaults: r.pick([0.3, 0.6]),
+        deleteOnRetire: r.pick([0.5, 1]),
+        passAfterDelete: r.pick([0.6, 1]),
+        mergeBeforePass: r.pick([0.3, 0.6]),
+        holdRecreate: r.pick([0.5, 1]),
+        // Reads as merges commit and retire (a merge tried again after a purge puts rows back).
+        reactions: r.between(6, 14),
+        readOnMerge: r.pick([0.4, 0.8]),
+        faultRate: r.pick([0, 0.02]),
+        clockMoves: r.between(0, 2),
+        crashes: r.between(0, 1),
+      });
+      return;
+    case 'repair':
+      // Writers beyond the slots whose leases run out (so the repair gets every slot), waiting for
+      // a slot while the repair holds them all and switches; the old scope's leases held briefly.
+      Object.assign(c, {
+        coord: 'table',
+        leases: 'table',
+        deletions: 0,
+        deletionRetentionMs: 3_600_000,
+        redeliverDeletes: false,
+        repairs: r.between(2, 4),
+        repairLeaseHoldMs: r.pick([1, 1_000, 4_000]),
+        clockAfterRepair: r.pick([0.5, 1]),
+        deliverOnRepair: r.pick([0.5, 1]),
+        writers: r.between(3, 4),
+        slots: r.between(1, 2),
+        // Long leases: a writer waits that long for a slot (across the repair's switch), and the
+        // repair's own leases outlast its slow steps.
+        leaseTtlMs: r.pick([30_000, 60_000]),
+        maintainers: 1,
+        // Uniform releases: a repair starved while others' sleeps move time on loses its leases.
+        priorityBias: 0,
+        renewalsLost: 1,
+        repairRenews: true,
+        // A repair takes every slot of the old scope (a request each): one fault ends it.
+        faultRate: 0,
+        burstChance: 0,
+        // Time passes by the processes' sleeps and after each repair: a clock moved past the ttl
+        // while a repair runs takes its leases away (it then refuses to switch).
+        clockMoves: 0,
+        jumps: 0,
+        skewMs: 0,
+        deliveries: r.between(20, 32),
+        maintains: r.between(1, 3),
+      });
+      return;
     case 'mixed':
       return;
   }

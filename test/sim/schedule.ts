@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { existsSync } from 'node:fs';
 import { inspect, isDeepStrictEqual } from 'node:util';
-import { CHOICE_KEY } from '../../lib/coord/choose.ts';
+import { CHOICE_KEY, SENTINEL_KEY } from '../../lib/coord/choose.ts';
 import { SqliteCoordStore } from '../../lib/coord/sqlite.ts';
 import { DgclError, NotFoundError } from '../../lib/errors.ts';
 import { summarize } from '../../lib/fold.ts';
@@ -36,7 +36,7 @@ import { MemLeaseRecords, SimLeaseStore } from './leases.ts';
 import { SimObjectStore } from './objects.ts';
 import { Rng } from './prng.ts';
 import { isWholeLog, observe, READ_KINDS, type ReadKind } from './reads.ts';
-import { Scheduler, simContext } from './scheduler.ts';
+import { Scheduler, simContext, type Op } from './scheduler.ts';
 import { Steering, type SteerRead } from './steer.ts';
 import { deliveryCopy, newItem, reuseBuffers, startOver, Workload, type ItemModel } from './workload.ts';
 import { readsOf } from '../../lib/log/reads.ts';
@@ -142,16 +142,21 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   const leaseDir = path.join(root, 'leases');
   const storageOptions = lanceStorageOptions(loc, {});
   const renewalsLost = cfg.renewalsLost > 0 ? { rng: rng.fork(), probability: cfg.renewalsLost } : null;
-  const steerRng = cfg.steer ? rng.fork() : null; // drawn last: seeds without steering replay as before
+  // The steering of the incarnations and repair generators (config.ts), on a stream of its own
+  // forked last: the other generators' schedules draw what they drew before it existed.
+  const steerRng = rng.fork();
+  const relistRng = cfg.steer ? rng.fork() : null; // the relist focus's steering (steer.ts), after it: seeds without it replay as before
   /** The reactions to a process's protocol points (set below, once the workload exists). */
   let hooksFor: (proc: string) => WriterHooks = () => ({});
   const makeLog = (name: string, owner: string, objects: ObjectStore = new SimObjectStore(inner, sched, written, () => time.ms)) => {
     const clock = clockOf(name);
     const tableView = leaseRecords.store(clock);
+    // A repair run from a host whose lease store answers (config.ts `repairRenews`).
+    const lost = cfg.repairRenews && /^(final-)?f/.test(name) ? null : renewalsLost;
     const leases =
       cfg.coord === 'table'
-        ? new SimTableLeaseStore(tableView, sched, coordRecords, clock, renewalsLost)
-        : new SimLeaseStore(cfg.leases === 'local' ? new LocalLeaseStore({ dir: leaseDir, clock }) : tableView, sched, renewalsLost);
+        ? new SimTableLeaseStore(tableView, sched, coordRecords, clock, lost)
+        : new SimLeaseStore(cfg.leases === 'local' ? new LocalLeaseStore({ dir: leaseDir, clock }) : tableView, sched, lost);
     return new LanceCheckpointLog({
       pipeline: 'p',
       experiment: 'e',
@@ -175,6 +180,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       // An fsync is a scheduling point that can fail (before or after it ran).
       wrapSync: (n, run) => sched.op({ kind: 'fs.sync', target: n, mutating: false, faultable: true, run, error: (m) => new Error(m) }),
       ...(cfg.coord === 'sqlite' ? { wrapCoord: (s) => new SimCoordWrapper(s, sched) } : {}),
+      ...(cfg.repairLeaseHoldMs !== undefined ? { repairLeaseHoldMs: cfg.repairLeaseHoldMs } : {}),
       hooks: {
         beforeCommit: (ids, shard) => hooksFor(name).beforeCommit?.(ids, shard),
         afterCommit: (shard, version) => hooksFor(name).afterCommit?.(shard, version),
@@ -290,7 +296,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
    * attempt counts as in flight like a delivery (nothing else of the item meanwhile; a crash of
    * its process settles it).
    */
-  const deleteVia = (by: Proc, it: ItemModel) => {
+  const deleteVia = (by: Proc, it: ItemModel, steered = false) => {
     const guarded = (seed + items.indexOf(it) + it.base) % 2 === 0;
     it.deleting ??= history.beginDelete(it.id);
     const rec = it.deleting;
@@ -319,6 +325,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
           if (it.deleting !== rec) return;
           history.endDelete(rec, r.throughSeq, r.deleted);
           startOver(it, r.throughSeq, through);
+          if (r.deleted) afterDelete(it, steered);
         },
         (e: unknown) => {
           if (!(e instanceof DgclError)) violations.push(`ERROR: delete of ${it.id} by ${by.actor} failed with an untyped error: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
@@ -414,16 +421,16 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
 
   // The relist focus's windows (config.ts `steer`).
   const steering =
-    steerRng &&
+    relistRng &&
     new Steering({
       sched,
-      rng: steerRng,
+      rng: relistRng,
       cfg,
       time,
       inFlight: (proc) => deliveries.filter((d) => !d.settled && d.actor.startsWith(`${proc}.`)).map((d) => d.item),
       deliverVia: (proc) => {
         const other = liveWriters().filter((w) => w.name !== proc && !w.closing);
-        return other.length > 0 && actions.deliver!.run(steerRng.pick(other));
+        return other.length > 0 && actions.deliver!.run(relistRng.pick(other));
       },
       read: (o) => readAction(o.item, o),
     });
@@ -433,10 +440,21 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   let reactive = cfg.reactiveReads;
   sched.onLanded = (op) => {
     steering?.landed(op);
+    if (cfg.deliverOnRepair > 0) deliverOnRepair(op);
     if (reactive <= 0 || !op.spec.mutating || op.actor === 'late' || !reactRng.chance(cfg.reactiveChance)) return;
     // After a commit: an item of it (a delivery its writer has in flight).
     const mine = op.spec.kind === 'lance.add' ? deliveries.filter((d) => d.actor === op.actor && !d.settled).map((d) => d.item) : [];
     if (readAction(mine.length > 0 ? reactRng.pick(mine) : undefined)) reactive--;
+  };
+
+  // Deliveries to every writer as a repair's last rebuilt record or its switch lands (config.ts
+  // `deliverOnRepair`): writers that read the old records just before the switch and take a slot
+  // just after it.
+  const deliverOnRepair = (op: Op) => {
+    if (!op.actor.startsWith('f1.') || !(op.spec.kind === 'coord.put' && op.spec.target === SENTINEL_KEY) && !(op.spec.kind === 'obj.put' && op.spec.target === CHOICE_KEY)) return;
+    if (!steerRng.chance(cfg.deliverOnRepair)) return;
+    sched.note(`deliveries to every writer as the repair's ${op.spec.target} lands`);
+    for (const w of liveWriters()) if (!w.closing) actions.deliver!.run(w);
   };
 
   // Reactions at the points the log reports to its test hooks (config.ts `reactions`).
@@ -444,6 +462,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   const itemsOf = (ids: readonly string[]) => items.filter((it) => ids.includes(it.id));
   hooksFor = (proc) => steering?.hooks(proc) ?? {
     beforeCommit: (ids) => {
+      committing.set(proc, ids);
       if (reactions <= 0 || !sched.faultsOn || !reactRng.chance(cfg.takeoverOnCommit)) return;
       reactions--;
       // Its lease runs out as it commits: another writer takes a delivery (and the slot), a reader reads its items.
@@ -456,19 +475,96 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       const mine = itemsOf(ids);
       if (mine.length > 0) readAction(reactRng.pick(mine));
     },
-    afterCommit: () => {
+    afterCommit: (shard) => {
+      for (const id of committing.get(proc) ?? []) lastGen.set(id, shard);
       if (reactions <= 0 || !sched.faultsOn || !reactRng.chance(cfg.readOnLanding)) return;
       const mine = deliveries.filter((d) => !d.settled && d.actor.startsWith(`${proc}.`)).map((d) => d.item);
       if (mine.length > 0 && readAction(reactRng.pick(mine))) reactions--;
     },
-    beforeMergeStep: (step) => {
+    beforeMergeStep: (step, shard) => {
+      if (step === 'delete-data' && /^w\d/.test(proc)) onRetire(shard);
       if (reactions <= 0 || !sched.faultsOn || (step !== 'base-commit' && step !== 'delete-data') || !reactRng.chance(cfg.readOnMerge)) return;
       if (readAction()) reactions--;
     },
   };
 
+  // ---- steering of the incarnations generator (config.ts) ----------------------------------
+  /** The generation each item's latest commit went to, and the items of each writer's commit under way. */
+  const lastGen = new Map<string, string>();
+  const committing = new Map<string, readonly string[]>();
+  /** Deleted items held back until a maintenance pass after their delete ended (`holdRecreate`). */
+  const held = new Set<ItemModel>();
+  /** Called when the running pass ends (a pass asked for while the maintainer was busy). */
+  const afterPass: Array<() => void> = [];
+
+  /** The writer process that took the item's latest delivery (an append, not a delete). */
+  const lastAppendBy = (it: ItemModel): string | undefined => {
+    for (let i = deliveries.length - 1; i >= 0; i--) if (deliveries[i]!.item === it && deliveries[i]!.batch !== undefined) return deliveries[i]!.actor;
+    return undefined;
+  };
+
+  /** The live writer that took the item's latest delivery, with chance `sticky` (a queue partitioned by item). */
+  const stickyWriter = (it: ItemModel, live: WriterActor[]): WriterActor | null => {
+    const last = lastAppendBy(it);
+    const w = live.find((x) => x.actor === last);
+    return w && steerRng.chance(cfg.sticky) ? w : null;
+  };
+
+  /** A pass now, or once the running one ended; it settles when that pass ends. */
+  const passSoon = (): Promise<unknown> => {
+    if (!sched.faultsOn) return Promise.resolve();
+    return startPass() ?? new Promise<void>((r) => afterPass.push(r)).then(passSoon);
+  };
+
+  /**
+   * A writer's merge retires a generation (its retired marker landed, its files are next): its
+   * deletion fails (`retireFaults`: the merge stays queued, its base commit done), and an item
+   * whose latest rows it holds is deleted (`deleteOnRetire`).
+   */
+  const onRetire = (shard: string) => {
+    if (!sched.faultsOn) return;
+    const me = simContext.getStore()?.actor;
+    if (me && cfg.retireFaults > 0 && steerRng.chance(cfg.retireFaults)) sched.failNext(me, /^obj\.delete/, steerRng.pick(['failBefore', 'failAfter'] as const));
+    if (cfg.deleteOnRetire <= 0 || !steerRng.chance(cfg.deleteOnRetire)) return;
+    const ready = items.filter((x) => lastGen.get(x.id) === shard && x.inflight === 0 && !x.curInDoubt && x.oldInDoubt === null && !x.broken && x.acked.length > 0 && x.deleting === null && !held.has(x));
+    const by = deleter.busy ? null : deleter;
+    if (ready.length === 0 || !by) return;
+    sched.note(`delete as ${shard} is retired`);
+    void deleteVia(by, steerRng.pick(ready), true);
+  };
+
+  /**
+   * After a delete returned: maintenance (`passAfterDelete`), after the writer that last took the
+   * item merged its shard (`mergeBeforePass`; not after a delete as a retirement failed: the merge
+   * would be tried again), the item held back until the pass ended (`holdRecreate`) and then
+   * created again through that writer.
+   */
+  const afterDelete = (it: ItemModel, onRetire: boolean) => {
+    if (!sched.faultsOn || cfg.passAfterDelete <= 0 || !steerRng.chance(cfg.passAfterDelete)) return;
+    const last = lastAppendBy(it);
+    const w = liveWriters().find((x) => x.actor === last && !x.closing);
+    const hold = steerRng.chance(cfg.holdRecreate);
+    if (hold) held.add(it);
+    let before: Promise<unknown> = Promise.resolve();
+    if (w && !onRetire && steerRng.chance(cfg.mergeBeforePass)) {
+      const log = w.log;
+      before = sched.run(w.actor, () => log.mergeOwnShard());
+      track('mergeOwnShard (after a delete)', w.actor, before);
+    }
+    void before
+      .catch(() => undefined)
+      .then(passSoon)
+      .finally(() => {
+        if (!held.delete(it) || !sched.faultsOn) return;
+        const to = w && !w.closing && !sched.crashed.has(w.actor) ? w : undefined;
+        if (to) actions.deliver!.run(to, it);
+      });
+  };
+
   const crashAction = (): boolean => {
     const kind = cr.pick(['writer', 'writer', 'writer', 'maintainer', 'reader', 'deleter'] as const);
+    // A crashed process's merge or pass never ends: items held for one go free (no redelivery).
+    held.clear();
     if (kind === 'maintainer') {
       const m = cr.pick(maints);
       sched.crash(m.actor);
@@ -505,27 +601,31 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     return true;
   };
 
-  const actions: Record<string, { budget: number; run: (to?: WriterActor) => boolean }> = {
+  const actions: Record<string, { budget: number; run: (to?: WriterActor, only?: ItemModel) => boolean }> = {
     deliver: {
       budget: cfg.deliveries,
-      run: (to?: WriterActor) => {
+      run: (to?: WriterActor, only?: ItemModel) => {
         // A closing writer refuses appends: the queue delivers to the others.
         const live = liveWriters().filter((w) => !w.closing);
         if (live.length === 0) return false;
-        const w = to ?? wl.pick(live);
+        let w = to ?? wl.pick(live);
         let it: ItemModel;
-        if (items.length < cfg.items && (items.length === 0 || wl.chance(0.3))) {
+        if (only) {
+          if (only.inflight > 0) return false;
+          it = only;
+        } else if (items.length < cfg.items && (items.length === 0 || wl.chance(0.3))) {
           it = newItem(`x${items.length}`);
           items.push(it);
         } else it = hotItem() ?? wl.pick(items);
         // Mostly the next batch of an item with nothing in flight: a copy of a batch in flight
         // (another writer's concurrent duplicate) now and then, so that items move on.
         if (it.inflight > 0 && to === undefined && !wl.chance(0.1)) {
-          const free = items.find((x) => x.inflight === 0 && x.deleting === null && !x.broken && !x.terminal);
+          const free = items.find((x) => x.inflight === 0 && x.deleting === null && !x.broken && !x.terminal && !held.has(x));
           if (!free) return false; // nothing but copies to send now: wait for answers
           it = free;
         }
-        if (it.deleting !== null || it.broken) return false;
+        if (it.deleting !== null || it.broken || held.has(it)) return false;
+        if (to === undefined && cfg.sticky > 0) w = stickyWriter(it, live) ?? w;
         if (it.oldInDoubt !== null) {
           if (it.inflight > 0) return false;
           deliver(w, it, it.chain[it.oldInDoubt]!, 'retry-old');
@@ -565,25 +665,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       },
     },
     read: { budget: cfg.reads, run: () => readAction() },
-    maintain: {
-      budget: cfg.maintains,
-      run: () => {
-        const idle = maints.filter((m) => !m.busy);
-        if (idle.length === 0) return false;
-        const maint = idle.length === 1 ? idle[0]! : mt.pick(idle);
-        const other = maints.find((m) => m.busy);
-        if (other && mt.chance(0.5)) {
-          time.ms += cfg.leaseTtlMs + 1;
-          sched.note(`clock +${cfg.leaseTtlMs + 1} (${other.actor}'s pass paused past its lease)`);
-        }
-        maint.busy = true;
-        const actor = maint.actor;
-        const p = sched.run(actor, () => maint.log.maintain());
-        track('maintain', actor, p);
-        p.catch(() => undefined).finally(() => maint.actor === actor && (maint.busy = false));
-        return true;
-      },
-    },
+    maintain: { budget: cfg.maintains, run: () => startPass() !== null },
     merge: {
       budget: cfg.merges,
       run: () => {
@@ -620,11 +702,19 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       budget: cfg.repairs,
       run: () => {
         if (repairer.busy) return false;
+        // The repair generator repairs a log that has data (one not made yet is refused).
+        if (cfg.deliverOnRepair > 0 && history.counts().acked === 0) return false;
         repairer.busy = true;
         const actor = repairer.actor;
         const log = repairer.log;
         const p = sched.run(actor, () => log.repair());
         track('repair', actor, p);
+        // The old scope's leases the repair keeps held run out (config.ts `clockAfterRepair`).
+        p.then(() => {
+          if (cfg.repairLeaseHoldMs === undefined || !sched.faultsOn || !steerRng.chance(cfg.clockAfterRepair)) return;
+          time.ms += cfg.repairLeaseHoldMs + 1;
+          sched.note(`clock +${cfg.repairLeaseHoldMs + 1} (the old scope's leases held by the repair run out)`);
+        }, () => undefined);
         // A process per repair: the next one opens the log again.
         p.catch((e: unknown) => {
           if (!(e instanceof DgclError)) violations.push(`ERROR: repair by ${actor} failed with an untyped error: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
@@ -666,6 +756,28 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       },
     },
   };
+
+  /** A maintenance pass by an idle maintainer (null: none idle); it settles when the pass ends. */
+  function startPass(): Promise<unknown> | null {
+    const idle = maints.filter((m) => !m.busy);
+    if (idle.length === 0) return null;
+    const maint = idle.length === 1 ? idle[0]! : mt.pick(idle);
+    const other = maints.find((m) => m.busy);
+    if (other && mt.chance(0.5)) {
+      time.ms += cfg.leaseTtlMs + 1;
+      sched.note(`clock +${cfg.leaseTtlMs + 1} (${other.actor}'s pass paused past its lease)`);
+    }
+    maint.busy = true;
+    const actor = maint.actor;
+    const p = sched.run(actor, () => maint.log.maintain());
+    track('maintain', actor, p);
+    return p
+      .catch(() => undefined)
+      .finally(() => {
+        if (maint.actor === actor) maint.busy = false;
+        for (const f of afterPass.splice(0)) f();
+      });
+  }
 
   /** Start an action the budgets draw; one that could not run now keeps its budget while something else can run. */
   const startAction = (othersCanRun: boolean): boolean => {

@@ -250,9 +250,22 @@ export class Scheduler {
   }
 
   private burst: { left: number; kind: Exclude<Fault, 'ok'>; target: string } | null = null;
+  /** Faults set for an actor's next request of some kinds (a reaction at a protocol point). */
+  private readonly nextFaults = new Map<string, { kinds: RegExp; fault: Exclude<Fault, 'ok'> }>();
+
+  /** The next request of `actor` whose kind matches `kinds` gets `fault` (faults on: drawing nothing). */
+  failNext(actor: string, kinds: RegExp, fault: Exclude<Fault, 'ok'>): void {
+    this.nextFaults.set(actor, { kinds, fault });
+    this.trace.push(`${this.step} ${actor}: its next ${kinds.source} request gets ${fault}`);
+  }
 
   private pickFault(op: Op): Fault {
     if (!this.faultsOn || !op.spec.faultable) return 'ok';
+    const next = this.nextFaults.get(op.actor);
+    if (next?.kinds.test(op.spec.kind)) {
+      this.nextFaults.delete(op.actor);
+      return next.fault;
+    }
     const b = this.o.bursts;
     if (b && this.burst === null && b.rng.chance(b.chance)) {
       // One fault kind on one kind of request (a store, a table, a lease table that misbehaves).

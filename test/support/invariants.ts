@@ -348,13 +348,27 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
     }
   }
 
+  /** Whether delete `d` deleted what it says (a delete given a seq that answered "not deleted" deleted nothing). */
+  const deletedSomething = (d: DeleteRecord) => !(d.guard !== null && d.deleted === false);
+  /**
+   * Whether a delete may have deleted what append `a` acked through `seq` before read `r` ended:
+   * it began before `r` ended and had not returned when `a` began. An append that began after a
+   * delete of its item returned writes a later incarnation, above every seq that delete covers.
+   */
+  const mayDeleteAcked = (itemId: string, seq: number, a: AppendRecord, r: ReadRecord) =>
+    deletes.some((d) => d.itemId === itemId && d.start < r.end! && (d.throughSeq === null || d.throughSeq >= seq) && (d.end === null || d.end > a.start) && deletedSomething(d));
+
   // I1 (and I4 for duplicate acks): visible, whole, at the acked seqs to every later read.
   for (const { ack, a } of acks) {
     const inv: Invariant = ack.duplicate ? 'I4' : 'I1';
     const what = `${ack.duplicate ? 'duplicate ' : ''}ack of checkpoint ${short(ack.checkpointId)} (item ${JSON.stringify(ack.itemId)}, seqs ${ack.firstSeq}-${ack.lastSeq}, append #${a.id} by ${a.writer}, returned t=${a.end})`;
+    // Acked at seqs a delete that returned before the append began covers: they can never be
+    // visible (D1), whatever is read later.
+    const before = deletes.find((d) => d.itemId === ack.itemId && d.end !== null && d.end < a.start && d.throughSeq !== null && d.throughSeq >= ack.firstSeq && deletedSomething(d));
+    if (before) report(inv, `${inv} ${what}: the append began after the delete of the item through seq ${before.throughSeq} (t=${before.start}..${before.end}) returned, and is acked at seqs it deleted`);
     for (const r of done) {
       if (r.start <= a.end!) continue;
-      if (mayBeDeleted(ack.itemId, ack.lastSeq, r)) continue;
+      if (mayDeleteAcked(ack.itemId, ack.lastSeq, a, r)) continue;
       const o = observed(r, ack.itemId);
       if (!o) continue;
       if (o.absent) {

@@ -56,6 +56,8 @@ export interface RehomeContext {
   clock: Clock;
   leaseTtlMs: number;
   claimRetentionMs: number;
+  /** How long the old scope's leases stay held after the switch (tests only; default RETIRED_LEASE_TTL_MS). */
+  retiredLeaseTtlMs?: number;
 }
 
 export type { RehomeReport };
@@ -247,7 +249,8 @@ async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<
     async end(switched) {
       if (!switched) return giveBack();
       await Promise.all(keepers.map((k) => k.stop()));
-      await Promise.all(keepers.map((k) => ctx.leases.renew(k.current(), RETIRED_LEASE_TTL_MS).catch(() => undefined)));
+      const ttl = ctx.retiredLeaseTtlMs ?? RETIRED_LEASE_TTL_MS;
+      await Promise.all(keepers.map((k) => ctx.leases.renew(k.current(), ttl).catch(() => undefined)));
     },
   };
 }
