@@ -123,6 +123,13 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'rows-files-match-base',
   'cleanup-keeps-seals-with-generations',
   'purge-waits-for-shards',
+  'relist-sees-fence',
+  'relist-sees-retirement',
+  'retired-marker',
+  'relist-on-vanished-seal',
+  'deleted-seq-records',
+  'own-rows-listed-only',
+  'repair-seals-below-held',
 ]);
 
 export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard), proven: PROVEN.has(guard) }));

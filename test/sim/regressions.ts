@@ -22,21 +22,34 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   // An append whose takeover sealed the previous epoch failed on a Lance error (fs.sync timed
   // out) and answered it raw, without a code (fixed: UNAVAILABLE; lib/log/write-seal.ts writeSeal).
   { seed: 154, focus: 'takeover', name: 'a takeover seal failing on a Lance error answered an append untyped' },
+  // A repair that lost a slot's lease while it ran sealed the live epoch of the writer that took
+  // the slot (fixed: it seals only epochs below the one it holds; lib/log/admin/rehome.ts).
+  { seed: 500008, focus: 'repair', name: "a repair sealed the live epoch of a writer that took a slot it lost" },
+  // A writer that took an old-scope slot just before the switch kept it after finding the records
+  // rebuilt, and its acks were hidden by the new scope's seals (fixed: it ends its epoch).
+  { seed: 500080, focus: 'repair', name: 'a writer kept its old-scope slot after the records were rebuilt' },
   // One seed per proven guard (the first the mutants run found), each failing on its mutant.
   { seed: 300009, guard: 'fence-before-seal', focus: 'takeover', name: 'a read at the latest version while a takeover seals' },
   { seed: 300000, guard: 'epoch-check', focus: 'takeover', name: 'a takeover between a commit and its ack' },
-  { seed: 300008, guard: 'end-epoch-on-unknown-outcome', focus: 'faults', name: 'a commit whose outcome was unknown, kept as confirmed' },
-  { seed: 300006, guard: 'cached-track-marker-check', focus: 'faults', name: 'a cached track trusted after another writer wrote the item' },
-  { seed: 300002, guard: 'marker-before-commit', focus: 'faults', name: 'another writer trusting its copy while a commit lands' },
+  { seed: 300007, guard: 'end-epoch-on-unknown-outcome', focus: 'faults', name: 'a commit whose outcome was unknown, kept as confirmed' },
+  { seed: 300001, guard: 'cached-track-marker-check', focus: 'faults', name: 'a cached track trusted after another writer wrote the item' },
+  { seed: 300001, guard: 'marker-before-commit', focus: 'faults', name: 'another writer trusting its copy while a commit lands' },
   { seed: 300024, guard: 'landing-mark', focus: 'own-reads', name: 'a read of its own items while a commit lands' },
   { seed: 300006, guard: 'claims', focus: 'faults', name: 'two first acks of one checkpoint through two writers' },
   { seed: 300000, guard: 'blob-copied-at-validation', focus: 'retirement', name: 'a blob buffer reused once its batch was acked' },
   { seed: 300000, guard: 'delete-guard', focus: 'deletes', name: 'a guarded delete redelivered after newer events' },
-  { seed: 300001, guard: 'seal-earlier-epochs', focus: 'takeover', name: 'an earlier epoch left unsealed by a takeover' },
-  { seed: 300008, guard: 'wait-for-seal', focus: 'takeover', name: 'a read meeting a fenced, unsealed epoch' },
+  { seed: 300008, guard: 'seal-earlier-epochs', focus: 'takeover', name: 'an earlier epoch left unsealed by a takeover' },
+  { seed: 300012, guard: 'wait-for-seal', focus: 'takeover', name: 'a read meeting a fenced, unsealed epoch' },
   { seed: 300000, guard: 'sealed-version', focus: 'takeover', name: 'a sealed generation read past its seal' },
   { seed: 300000, guard: 'tombstones-hide', focus: 'deletes', name: 'deleted rows still in an unmerged generation' },
   { seed: 300001, guard: 'rows-files-match-base', focus: 'retirement', name: 'rows files built from an older base' },
-  { seed: 300001, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
+  { seed: 300005, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
   { seed: 300000, guard: 'purge-waits-for-shards', focus: 'deletes', name: 'a purge while a generation still holds deleted rows' },
+  { seed: 300029, guard: 'own-rows-listed-only', focus: 'incarnations', name: "a writer's memory of a generation its listing no longer shows" },
+  { seed: 300001, guard: 'deleted-seq-records', focus: 'incarnations', name: "a new incarnation after a purge dropped the tombstone" },
+  { seed: 300002, guard: 'relist-sees-retirement', focus: 'relist', name: "a read racing a retirement" },
+  { seed: 300005, guard: 'relist-sees-fence', focus: 'relist', name: "a read at the latest version racing a fence" },
+  { seed: 300002, guard: 'retired-marker', focus: 'relist', name: "a read of a generation being retired" },
+  { seed: 300003, guard: 'relist-on-vanished-seal', focus: 'relist', name: "a seal cleaned up under a new listing" },
+  { seed: 300020, guard: 'repair-seals-below-held', focus: 'repair', name: "a writer that took a slot after the repair lost its lease" },
 ];
