@@ -151,8 +151,9 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   const makeLog = (name: string, owner: string, objects: ObjectStore = new SimObjectStore(inner, sched, written, () => time.ms)) => {
     const clock = clockOf(name);
     const tableView = leaseRecords.store(clock);
-    // A repair run from a host whose lease store answers (config.ts `repairRenews`).
-    const lost = cfg.repairRenews && /^(final-)?f/.test(name) ? null : renewalsLost;
+    // A repair run from a host whose lease store answers (config.ts `repairRenews`); the final one
+    // always is: it must go through, and its confirmation is a renewal of every lease it holds.
+    const lost = (cfg.repairRenews && /^(final-)?f/.test(name)) || name === 'final-f' ? null : renewalsLost;
     const leases =
       cfg.coord === 'table'
         ? new SimTableLeaseStore(tableView, sched, coordRecords, clock, lost)

@@ -236,21 +236,37 @@ async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<
     }
     throw e;
   }
+  /** The leases as confirm() renewed them (the keepers stopped then). */
+  let confirmed: Lease[] | null = null;
   return {
     leases: taken,
     slots,
     sealPrevious,
     async confirm() {
+      // Each lease renewed for a whole ttl, and the renewal is the check: it fails on a lease a
+      // writer took meanwhile. A check that only read them would leave the time up to the switch
+      // to a taker whose clock says they ran out; a full ttl covers the switch right after.
+      await Promise.all(keepers.map((k) => k.stop()));
       for (const k of keepers) {
         if (k.lost) throw new UnavailableError(`the repair lost its lease ${k.current().key} (${k.lostReason?.message ?? 'not renewed in time'}); nothing was switched: run it again`);
-        await ctx.leases.assertCurrent(k.current());
       }
+      confirmed = await Promise.all(
+        keepers.map((k) =>
+          ctx.leases.renew(k.current(), ctx.leaseTtlMs).catch((e: unknown) => {
+            throw new UnavailableError(`the repair lost its lease ${k.current().key} (${e instanceof Error ? e.message : String(e)}); nothing was switched: run it again`, { cause: e });
+          }),
+        ),
+      );
     },
     async end(switched) {
+      if (!switched && confirmed) {
+        await Promise.all(confirmed.map((l) => ctx.leases.release(l).catch(() => undefined)));
+        return;
+      }
       if (!switched) return giveBack();
       await Promise.all(keepers.map((k) => k.stop()));
       const ttl = ctx.retiredLeaseTtlMs ?? RETIRED_LEASE_TTL_MS;
-      await Promise.all(keepers.map((k) => ctx.leases.renew(k.current(), ttl).catch(() => undefined)));
+      await Promise.all((confirmed ?? keepers.map((k) => k.current())).map((l) => ctx.leases.renew(l, ttl).catch(() => undefined)));
     },
   };
 }

@@ -26,6 +26,8 @@ const GIVEN_UP_ROUNDS = 3;
 
 export interface SlotState {
   slot: number;
+  /** The log's coordination record the slot's lease was taken under (its scope; null: none yet). */
+  scopeRecord: string | null;
   lease: Lease;
   writerEpoch: string;
   keeper: LeaseKeeper;

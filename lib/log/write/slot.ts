@@ -45,7 +45,7 @@ export async function takeSlot(ctx: SlotCtx, opts: WriterOptions, closing: () =>
       st = await takeScopedSlot(ctx, opts, closing, scope.logId, opts.leaseTtlMs);
     }
     if (!guard('recheck-record-after-slot') || (await ctx.coordUnchanged(scope).catch(async (e: unknown) => giveBack(ctx, st, e)))) {
-      return sealed(ctx, opts, st);
+      return sealed(ctx, opts, st, scope.record);
     }
     rehomed();
     await giveBack(ctx, st);
@@ -76,7 +76,7 @@ function takeScopedSlot(ctx: SlotCtx, opts: WriterOptions, closing: () => boolea
   });
 }
 
-async function sealed(ctx: SlotCtx, opts: WriterOptions, taken: { slot: number; lease: Lease; writerEpoch: string }): Promise<SlotState> {
+async function sealed(ctx: SlotCtx, opts: WriterOptions, taken: { slot: number; lease: Lease; writerEpoch: string }, scopeRecord: string | null): Promise<SlotState> {
   const { slot, lease, writerEpoch } = taken;
   const keeper = new LeaseKeeper(ctx.leases, lease, { ttlMs: opts.leaseTtlMs, clock: opts.clock });
   try {
@@ -87,5 +87,5 @@ async function sealed(ctx: SlotCtx, opts: WriterOptions, taken: { slot: number; 
     await ctx.leases.release(lease).catch(() => undefined);
     throw e;
   }
-  return { slot, lease, writerEpoch, keeper, generation: 1, table: null, commitsInGen: 0, bytesInGen: 0, creating: null, givenUp: [] };
+  return { slot, scopeRecord, lease, writerEpoch, keeper, generation: 1, table: null, commitsInGen: 0, bytesInGen: 0, creating: null, givenUp: [] };
 }

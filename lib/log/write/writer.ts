@@ -158,6 +158,7 @@ export class ShardWriter {
     }
     const st = await this.ensureSlot();
     if (plan.epoch !== st.writerEpoch) plan = await this.rebuiltEndsEpoch(() => this.plan(plan.plans.map((p) => p.req), st.writerEpoch));
+    await this.rebuiltEndsEpoch(() => this.sameScope(st));
     const { rows, plans } = plan;
     if (rows.length === 0) {
       for (const p of plans) p.req.resolve(p.acks);
@@ -319,6 +320,18 @@ export class ShardWriter {
     } catch (e) {
       if (e instanceof RecordsRebuiltError && this.state && guard('rebuilt-records-end-epoch')) await this.endEpoch(this.state, e);
       throw e;
+    }
+  }
+
+  /**
+   * The records the group was planned with are those the slot was taken under: another user of
+   * this log's records (a maintenance pass in this process) may have found them rebuilt and moved
+   * to the new ones, with no error seen here. No request: the record kept in memory.
+   */
+  private async sameScope(st: SlotState): Promise<void> {
+    const now = (await this.ctx.leaseScope({ create: true })).record;
+    if (st.scopeRecord !== null && now !== st.scopeRecord) {
+      throw new RecordsRebuiltError(`the records of the log ${this.ctx.objects.baseUri} were rebuilt (a repair or adoption) while this writer held slot ${st.slot}; nothing was written, retry`);
     }
   }
 
