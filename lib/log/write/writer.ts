@@ -22,6 +22,7 @@ import type { Ack, EventRow, PreparedBatch } from '../../types.ts';
 import type { Table as ArrowTable } from 'apache-arrow';
 import { deleteItemNow } from './delete-item.ts';
 import { PENDING_EPOCH, planGroup, RecordsRebuiltError, type Request } from './plan.ts';
+import { CHOICE_KEY } from '../../coord/choose.ts';
 import { Generations, MAKE_AHEAD_COMMITS, MAKE_AHEAD_SHARE, type SlotState } from './generations.ts';
 import { OwnMemory } from './own-memory.ts';
 import { OwnMerges } from './own-merges.ts';
@@ -318,7 +319,12 @@ export class ShardWriter {
     try {
       return await plan();
     } catch (e) {
-      if (e instanceof RecordsRebuiltError && this.state && guard('rebuilt-records-end-epoch')) await this.endEpoch(this.state, e);
+      if (e instanceof RecordsRebuiltError && this.state && guard('rebuilt-records-end-epoch')) {
+        // A log dropped under the writer has no record at all: nothing is left to hide its commits
+        // from, and a seal would make files appear at a place that holds no log.
+        if ((await this.ctx.objects.get(CHOICE_KEY).catch(() => '')) === null) this.dropSlot();
+        else await this.endEpoch(this.state, e);
+      }
       throw e;
     }
   }
