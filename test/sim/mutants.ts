@@ -128,7 +128,6 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'retired-marker',
   'relist-on-vanished-seal',
   'deleted-seq-records',
-  'own-rows-listed-only',
   'repair-seals-below-held',
 ]);
 

@@ -45,7 +45,6 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300003, guard: 'rows-files-match-base', focus: 'retirement', name: 'rows files built from an older base' },
   { seed: 300005, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
   { seed: 300000, guard: 'purge-waits-for-shards', focus: 'deletes', name: 'a purge while a generation still holds deleted rows' },
-  { seed: 300029, guard: 'own-rows-listed-only', focus: 'incarnations', name: "a writer's memory of a generation its listing no longer shows" },
   { seed: 300009, guard: 'deleted-seq-records', focus: 'incarnations', name: "a new incarnation after a purge dropped the tombstone" },
   { seed: 300002, guard: 'relist-sees-retirement', focus: 'relist', name: "a read racing a retirement" },
   { seed: 300005, guard: 'relist-sees-fence', focus: 'relist', name: "a read at the latest version racing a fence" },
