@@ -259,14 +259,10 @@ async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<
       );
     },
     async end(switched) {
-      if (!switched && confirmed) {
-        await Promise.all(confirmed.map((l) => ctx.leases.release(l).catch(() => undefined)));
-        return;
-      }
-      if (!switched) return giveBack();
       await Promise.all(keepers.map((k) => k.stop()));
+      const held = confirmed ?? keepers.map((k) => k.current());
       const ttl = ctx.retiredLeaseTtlMs ?? RETIRED_LEASE_TTL_MS;
-      await Promise.all((confirmed ?? keepers.map((k) => k.current())).map((l) => ctx.leases.renew(l, ttl).catch(() => undefined)));
+      await Promise.all(held.map((l) => (switched ? ctx.leases.renew(l, ttl) : ctx.leases.release(l)).catch(() => undefined)));
     },
   };
 }
