@@ -20,7 +20,8 @@ import type { LanceTables } from './tables.ts';
  * Fence, list the epoch's generations, read their latest versions, seal; each write
  * put-if-absent, so any number of sealers may race and the first seal wins. The listing comes
  * after the fence: a generation created before the fence is in it (a reader that read it at
- * latest sees the fence when it re-lists), one created after is not (and never visible).
+ * latest sees the fence when it re-lists), one created after is not (and never visible). Earlier
+ * unsealed epochs of the slot with generations in that listing are sealed first, the same way.
  */
 export async function writeSeal(
   ctx: { objects: ObjectStore; tables: LanceTables },
@@ -48,6 +49,20 @@ async function sealEpoch(ctx: { objects: ObjectStore; tables: LanceTables }, wri
   // decided on its folder left a visible generation without data.
   const self = parseShardName(`${writerEpoch}-g000000`);
   const superseded = self !== null && (maxEpochPerSlot(meta.sealEpochs).get(self.slot) ?? 0) > self.epoch && guard('superseded-epoch-seals-nothing');
+  if (self !== null && !superseded && guard('seal-earlier-epochs')) {
+    // This seal hides every unsealed earlier epoch of the slot (readers take them for a zombie's).
+    // One whose generation is listed now may have been read at latest by a read that listed
+    // before this fence (an epoch whose successor died before sealing it): seal it first, oldest
+    // first, so what that read returned stays visible. One created after this fence was never
+    // read (readers wait for the seal of a fenced epoch at or above its own).
+    const floor = maxEpochPerSlot(meta.sealEpochs).get(self.slot) ?? 0;
+    const earlier = new Set<string>();
+    for (const g of meta.gens) {
+      const p = parseShardName(g);
+      if (p && p.slot === self.slot && p.epoch > floor && p.epoch < self.epoch && !meta.retired.has(g)) earlier.add(p.writerEpoch);
+    }
+    for (const e of [...earlier].sort()) await sealEpoch(ctx, e, sealedBy, clock);
+  }
   const gens = superseded ? [] : meta.gens.filter((g) => parseShardName(g)?.writerEpoch === writerEpoch && !meta.retired.has(g));
   const versions: Record<string, number> = {};
   for (const name of gens) {

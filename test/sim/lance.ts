@@ -8,9 +8,11 @@
  *    unscheduled native I/O would break replay; so they are patched on lancedb's own classes,
  *    once per process. The patch is inert outside a simulation context.
  */
-import { createRequire } from 'node:module';
+import crypto, { type RandomUUIDOptions } from 'node:crypto';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
 import path from 'node:path';
 import type { Table } from '../../lib/log/tables.ts';
+import type { Rng } from './prng.ts';
 import { simContext, type Scheduler } from './scheduler.ts';
 
 const lanceError = (m: string) => new Error(m);
@@ -51,7 +53,25 @@ function wrapTable(table: Table, name: string, sched: Scheduler): Table {
           sched.op({ kind: `lance.${prop}`, target: name, mutating: MUTATING.has(prop), faultable: true, run: () => fn.apply(target, args) as Promise<unknown>, error: lanceError });
       }
       if (BUILDERS.has(prop)) return (...args: unknown[]) => wrapBuilder(fn.apply(target, args) as object, `${name}.${prop}`, prop === 'mergeInsert', sched);
+      if (prop === 'tags') {
+        return (...args: unknown[]) =>
+          sched.op({ kind: 'lance.tags', target: name, mutating: false, faultable: true, run: async () => wrapTags((await fn.apply(target, args)) as object, name, sched), error: lanceError });
+      }
       return fn.bind(target);
+    },
+  });
+}
+
+/** A table's tags (snapshots tag the base): each call native I/O, so each a released operation. */
+function wrapTags(tags: object, name: string, sched: Scheduler): object {
+  return new Proxy(tags, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof prop !== 'string' || typeof value !== 'function') return value;
+      const fn = value as Fn;
+      const mutating = prop === 'create' || prop === 'delete' || prop === 'update';
+      return (...args: unknown[]) =>
+        sched.op({ kind: `lance.tags.${prop}`, target: name, mutating, faultable: true, run: () => fn.apply(target, args) as Promise<unknown>, error: lanceError });
     },
   });
 }
@@ -161,7 +181,11 @@ function shortPath(p: string): string {
   return i >= 0 ? p.slice(i) : path.basename(p);
 }
 
-/** Route Math.random (lib's random first slot) to the schedule's own stream. */
+/**
+ * Route lib's randomness to the schedule's own streams: Math.random (the random first slot) and
+ * node:crypto's randomUUID and randomBytes (log ids, nonces, lease tokens), so that a replay
+ * makes the same ids, in the same order, as the run it replays (listings and ties sort by them).
+ */
 let randomInstalled = false;
 export function installRandomPatch(): void {
   if (randomInstalled) return;
@@ -171,4 +195,26 @@ export function installRandomPatch(): void {
     const ctx = simContext.getStore();
     return ctx ? ctx.sched.libRandom.next() : orig();
   };
+  const origBytes = crypto.randomBytes;
+  const origUuid = crypto.randomUUID;
+  const ids = (): Rng | null => simContext.getStore()?.sched.idRandom ?? null;
+  const bytes = (n: number, r: Rng): Buffer => {
+    const b = Buffer.alloc(n);
+    for (let i = 0; i < n; i++) b[i] = r.int(256);
+    return b;
+  };
+  crypto.randomBytes = ((n: number, cb?: unknown) => {
+    const r = ids();
+    return r && cb === undefined ? bytes(n, r) : (origBytes as (n: number, cb?: unknown) => Buffer)(n, cb);
+  }) as typeof crypto.randomBytes;
+  crypto.randomUUID = ((o?: RandomUUIDOptions) => {
+    const r = ids();
+    if (!r) return origUuid(o);
+    const b = bytes(16, r);
+    b[6] = (b[6]! & 0x0f) | 0x40;
+    b[8] = (b[8]! & 0x3f) | 0x80;
+    const h = b.toString('hex');
+    return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}` as ReturnType<typeof origUuid>;
+  }) as typeof crypto.randomUUID;
+  syncBuiltinESMExports();
 }

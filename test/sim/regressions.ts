@@ -29,9 +29,9 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   // rebuilt, and its acks were hidden by the new scope's seals (fixed: it ends its epoch).
   { seed: 500080, focus: 'repair', name: 'a writer kept its old-scope slot after the records were rebuilt' },
   // One seed per proven guard (the first the mutants run found), each failing on its mutant.
-  { seed: 300009, guard: 'fence-before-seal', focus: 'takeover', name: 'a read at the latest version while a takeover seals' },
+  { seed: 300030, guard: 'fence-before-seal', focus: 'takeover', name: 'a read at the latest version while a takeover seals' },
   { seed: 300000, guard: 'epoch-check', focus: 'takeover', name: 'a takeover between a commit and its ack' },
-  { seed: 300007, guard: 'end-epoch-on-unknown-outcome', focus: 'faults', name: 'a commit whose outcome was unknown, kept as confirmed' },
+  { seed: 300008, guard: 'end-epoch-on-unknown-outcome', focus: 'faults', name: 'a commit whose outcome was unknown, kept as confirmed' },
   { seed: 300001, guard: 'cached-track-marker-check', focus: 'faults', name: 'a cached track trusted after another writer wrote the item' },
   { seed: 300001, guard: 'marker-before-commit', focus: 'faults', name: 'another writer trusting its copy while a commit lands' },
   { seed: 300024, guard: 'landing-mark', focus: 'own-reads', name: 'a read of its own items while a commit lands' },
@@ -42,13 +42,13 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300019, guard: 'wait-for-seal', focus: 'takeover', name: 'a read meeting a fenced, unsealed epoch' },
   { seed: 300000, guard: 'sealed-version', focus: 'takeover', name: 'a sealed generation read past its seal' },
   { seed: 300000, guard: 'tombstones-hide', focus: 'deletes', name: 'deleted rows still in an unmerged generation' },
-  { seed: 300003, guard: 'rows-files-match-base', focus: 'retirement', name: 'rows files built from an older base' },
-  { seed: 300005, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
+  { seed: 300005, guard: 'rows-files-match-base', focus: 'retirement', name: 'rows files built from an older base' },
+  { seed: 300010, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
   { seed: 300000, guard: 'purge-waits-for-shards', focus: 'deletes', name: 'a purge while a generation still holds deleted rows' },
   { seed: 300009, guard: 'deleted-seq-records', focus: 'incarnations', name: "a new incarnation after a purge dropped the tombstone" },
   { seed: 300002, guard: 'relist-sees-retirement', focus: 'relist', name: "a read racing a retirement" },
   { seed: 300005, guard: 'relist-sees-fence', focus: 'relist', name: "a read at the latest version racing a fence" },
   { seed: 300002, guard: 'retired-marker', focus: 'relist', name: "a read of a generation being retired" },
   { seed: 300003, guard: 'relist-on-vanished-seal', focus: 'relist', name: "a seal cleaned up under a new listing" },
-  { seed: 500008, guard: 'repair-seals-below-held', focus: 'repair', name: "a writer that took a slot after the repair lost its lease" },
+  { seed: 300035, guard: 'repair-seals-below-held', focus: 'repair', name: "a writer that took a slot after the repair lost its lease" },
 ];

@@ -112,6 +112,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     ...(cfg.windows > 0 ? { windows: { rng: rng.fork(), probability: cfg.windows } } : {}),
     ...(cfg.readerStalls > 0 ? { readerStalls: { rng: rng.fork(), probability: cfg.readerStalls } } : {}),
     ...(cfg.slowSteps ? { slowSteps: { rng: rng.fork(), kinds: new RegExp(cfg.slowSteps.kinds), probability: cfg.slowSteps.probability } } : {}),
+    ids: new Rng(seed * 104_729 + 7),
   });
   const reactRng = rng.fork();
   const time = new SimTime();

@@ -113,6 +113,12 @@ export interface SchedulerOptions {
   slowSteps?: { rng: Rng; kinds: RegExp; probability: number };
   /** Share of a crashed actor's operations in flight that land later anyway (default 0). */
   crashLanding?: { rng: Rng; probability: number };
+  /**
+   * The stream of lib's random ids (log ids, nonces, lease tokens; test/sim/lance.ts routes
+   * node:crypto's randomUUID and randomBytes to it): a stream of its own, so the other streams
+   * draw what they drew before it existed.
+   */
+  ids?: Rng;
 }
 
 /** Releases a late copy waits at least before it may land. */
@@ -137,6 +143,7 @@ export class Scheduler {
   direct = false;
   faultsOn = true;
   readonly libRandom: Rng;
+  readonly idRandom: Rng | null;
   /** Told of every request released without a fault before it (the schedule reacts to protocol steps). */
   onLanded: ((op: Op) => void) | null = null;
 
@@ -145,6 +152,7 @@ export class Scheduler {
     private readonly o: SchedulerOptions,
   ) {
     this.libRandom = rng.fork();
+    this.idRandom = o.ids ?? null;
   }
 
   /** Register a wrapped call; it runs when the driver releases it. */

@@ -5,7 +5,6 @@
  * takeover stalled between fence and seal. Here the takeover's and the writer's steps; the seal
  * itself (fence first) is written by lib/log/write-seal.ts, which readers use as well.
  */
-import { guard } from '../../guards.ts';
 import type { Clock } from '../../clock.ts';
 import { CorruptError } from '../../errors.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
@@ -17,17 +16,13 @@ import { writeSeal } from '../write-seal.ts';
 type SealCtx = { objects: ObjectStore; reader: LogReader; tables: LanceTables };
 
 /**
- * The takeover step of a new epoch: seal every earlier epoch of the slot that still has
- * generations and no seal, then the direct predecessor (even without generations, so that a
- * zombie of it creating one later stays invisible). Ascending order: a crash in between never
- * leaves an unsealed epoch with acknowledged data below a sealed one.
+ * The takeover step of a new epoch: seal the direct predecessor (even without generations, so
+ * that a zombie of it creating one later stays invisible). Its seal seals every earlier unsealed
+ * epoch with generations first (lib/log/write-seal.ts), so none with acknowledged data is left
+ * below a sealed one.
  */
 export async function sealPredecessors(ctx: SealCtx, slot: number, epoch: number, sealedBy: string, clock: Clock): Promise<void> {
   const listing = await ctx.reader.listShards();
-  const toSeal = new Set<number>();
-  for (const s of [...listing.visible, ...listing.invisible, ...listing.pending, ...listing.retired]) {
-    if (s.slot === slot && s.epoch < epoch && (s.epoch === epoch - 1 || guard('seal-earlier-epochs'))) toSeal.add(s.epoch);
-  }
   // An epoch at or below a sealed one would be read as a zombie's (e.g. after DynamoDB TTL
   // deleted a lease record untouched for its grace period and the counter restarted).
   for (const sealed of listing.sealedEpochs) {
@@ -36,12 +31,10 @@ export async function sealPredecessors(ctx: SealCtx, slot: number, epoch: number
       throw new CorruptError(`slot ${slot} was given epoch ${epoch}, but epoch ${p.epoch} of it is already sealed; the lease record was reset (DynamoDB TTL?). Release the slot and raise its epoch above ${p.epoch}.`);
     }
   }
-  if (epoch > 1) toSeal.add(epoch - 1);
-  for (const e of [...toSeal].sort((a, b) => a - b)) {
-    const writerEpoch = `s${String(slot).padStart(2, '0')}-e${String(e).padStart(6, '0')}`;
-    if (listing.seals.has(writerEpoch) || (await ctx.reader.readSeal(writerEpoch))) continue;
-    await writeSeal(ctx, writerEpoch, sealedBy, clock);
-  }
+  if (epoch <= 1) return;
+  const predecessor = `s${String(slot).padStart(2, '0')}-e${String(epoch - 1).padStart(6, '0')}`;
+  if (listing.seals.has(predecessor) || (await ctx.reader.readSeal(predecessor))) return;
+  await writeSeal(ctx, predecessor, sealedBy, clock);
 }
 
 /**
