@@ -44,9 +44,10 @@ async function sealEpoch(ctx: { objects: ObjectStore; tables: LanceTables }, wri
   const meta = parseMetaNames(early ?? (await ctx.objects.list(META_DIR)));
   // A later epoch of the slot already sealed: readers see none of this epoch's generations (a
   // zombie's, created after the takeover), and its own seal must keep them so. Such an epoch is
-  // sealed now only because its seal was cleaned up (cleanupMeta) and a zombie's late marker
-  // landed since; listing that generation made the zombie's commit visible, and a sweep that had
-  // decided on its folder left a visible generation without data.
+  // sealed now because its seal was cleaned up (cleanupMeta) and a zombie's late marker landed
+  // since, or because a sealer of a higher epoch lost a race to it (below); listing that
+  // generation made the zombie's commit visible, and a sweep that had decided on its folder left
+  // a visible generation without data.
   const self = parseShardName(`${writerEpoch}-g000000`);
   const superseded = self !== null && (maxEpochPerSlot(meta.sealEpochs).get(self.slot) ?? 0) > self.epoch && guard('superseded-epoch-seals-nothing');
   if (self !== null && !superseded && guard('seal-earlier-epochs')) {
@@ -56,12 +57,12 @@ async function sealEpoch(ctx: { objects: ObjectStore; tables: LanceTables }, wri
     // first, so what that read returned stays visible. One created after this fence was never
     // read (readers wait for the seal of a fenced epoch at or above its own).
     const floor = maxEpochPerSlot(meta.sealEpochs).get(self.slot) ?? 0;
-    const earlier = new Set<string>();
+    const earlier = new Map<number, string>();
     for (const g of meta.gens) {
       const p = parseShardName(g);
-      if (p && p.slot === self.slot && p.epoch > floor && p.epoch < self.epoch && !meta.retired.has(g)) earlier.add(p.writerEpoch);
+      if (p && p.slot === self.slot && p.epoch > floor && p.epoch < self.epoch && !meta.retired.has(g)) earlier.set(p.epoch, p.writerEpoch);
     }
-    for (const e of [...earlier].sort()) await sealEpoch(ctx, e, sealedBy, clock);
+    for (const e of [...earlier.keys()].sort((a, b) => a - b)) await sealEpoch(ctx, earlier.get(e)!, sealedBy, clock);
   }
   const gens = superseded ? [] : meta.gens.filter((g) => parseShardName(g)?.writerEpoch === writerEpoch && !meta.retired.has(g));
   const versions: Record<string, number> = {};

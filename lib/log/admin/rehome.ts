@@ -281,7 +281,7 @@ async function sealAll(ctx: RehomeContext, held: OldScope | null): Promise<strin
   for (const p of listing.pending) open.add(p.writerEpoch);
   for (const f of listing.fencedEpochs) if (!sealed.has(f)) open.add(f);
   for (const [slot, epoch] of held?.sealPrevious ?? []) if (epoch > 1) open.add(formatWriterEpoch(slot, epoch - 1));
-  const out = [...open].filter((e) => !sealed.has(e)).sort();
+  const out = [...open].filter((e) => !sealed.has(e)).sort(byEpoch);
   // Only epochs below the one the repair holds are over: a writer that took the slot after a lease
   // of the repair ran out holds a later epoch, live, and sealing it would hide its acked commits.
   for (const e of out) {
@@ -293,6 +293,13 @@ async function sealAll(ctx: RehomeContext, held: OldScope | null): Promise<strin
   }
   for (const e of out) await writeSeal(ctx, e, `rehome/${ctx.owner}`, ctx.clock);
   return out;
+}
+
+/** Writer epochs by slot, then epoch as a number (`e1000000` after `e999999`). */
+function byEpoch(a: string, b: string): number {
+  const x = parseWriterEpoch(a);
+  const y = parseWriterEpoch(b);
+  return x.slot - y.slot || x.epoch - y.epoch;
 }
 
 export interface CheckpointSpan {
