@@ -128,6 +128,8 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'retired-marker',
   'relist-on-vanished-seal',
   'deleted-seq-records',
+  'merge-base-commit-once',
+  'own-rows-listed-only',
   'repair-seals-below-held',
 ]);
 

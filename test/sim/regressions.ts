@@ -46,6 +46,8 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300010, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
   { seed: 300000, guard: 'purge-waits-for-shards', focus: 'deletes', name: 'a purge while a generation still holds deleted rows' },
   { seed: 300009, guard: 'deleted-seq-records', focus: 'incarnations', name: "a new incarnation after a purge dropped the tombstone" },
+  { seed: 300015, guard: 'merge-base-commit-once', focus: 'incarnations', name: 'a merge retried after its base commit landed, under a delete' },
+  { seed: 300043, guard: 'own-rows-listed-only', focus: 'incarnations', name: "a writer's own rows of a retired generation joining a read after a delete" },
   { seed: 300002, guard: 'relist-sees-retirement', focus: 'relist', name: "a read racing a retirement" },
   { seed: 300005, guard: 'relist-sees-fence', focus: 'relist', name: "a read at the latest version racing a fence" },
   { seed: 300002, guard: 'retired-marker', focus: 'relist', name: "a read of a generation being retired" },
