@@ -49,18 +49,18 @@ async function sealEpoch(ctx: { objects: ObjectStore; tables: LanceTables }, wri
   // generation made the zombie's commit visible, and a sweep that had decided on its folder left
   // a visible generation without data.
   const self = parseShardName(`${writerEpoch}-g000000`);
-  const superseded = self !== null && (maxEpochPerSlot(meta.sealEpochs).get(self.slot) ?? 0) > self.epoch && guard('superseded-epoch-seals-nothing');
+  const highestSealed = self === null ? 0 : (maxEpochPerSlot(meta.sealEpochs).get(self.slot) ?? 0);
+  const superseded = self !== null && highestSealed > self.epoch && guard('superseded-epoch-seals-nothing');
   if (self !== null && !superseded && guard('seal-earlier-epochs')) {
     // This seal hides every unsealed earlier epoch of the slot (readers take them for a zombie's).
     // One whose generation is listed now may have been read at latest by a read that listed
     // before this fence (an epoch whose successor died before sealing it): seal it first, oldest
     // first, so what that read returned stays visible. One created after this fence was never
     // read (readers wait for the seal of a fenced epoch at or above its own).
-    const floor = maxEpochPerSlot(meta.sealEpochs).get(self.slot) ?? 0;
     const earlier = new Map<number, string>();
     for (const g of meta.gens) {
       const p = parseShardName(g);
-      if (p && p.slot === self.slot && p.epoch > floor && p.epoch < self.epoch && !meta.retired.has(g)) earlier.set(p.epoch, p.writerEpoch);
+      if (p && p.slot === self.slot && p.epoch > highestSealed && p.epoch < self.epoch && !meta.retired.has(g)) earlier.set(p.epoch, p.writerEpoch);
     }
     for (const e of [...earlier.keys()].sort((a, b) => a - b)) await sealEpoch(ctx, earlier.get(e)!, sealedBy, clock);
   }

@@ -28,52 +28,51 @@ export function simTableWrapper(sched: Scheduler): (table: Table, name: string) 
   return (table, name) => wrapTable(table, name, sched);
 }
 
-function wrapTable(table: Table, name: string, sched: Scheduler): Table {
-  return new Proxy(table, {
+/** A Proxy of `obj` whose methods are what `method` makes of them (properties pass through). */
+function methodProxy<T extends object>(obj: T, method: (prop: string, fn: Fn, target: T, receiver: unknown) => unknown): T {
+  return new Proxy(obj, {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver) as unknown;
       if (typeof prop !== 'string' || typeof value !== 'function') return value;
-      const fn = value as Fn;
-      if (prop === 'add') {
-        return (...args: unknown[]) =>
-          sched.op({
-            kind: 'lance.add',
-            target: name,
-            mutating: true,
-            faultable: true,
-            run: () => fn.apply(target, args) as Promise<unknown>,
-            error: lanceError,
-            // A commit that timed out lands later only if nothing else committed meanwhile:
-            // Lance commits version N+1 with put-if-absent, which a later commit already took.
-            late: lateAdd(target, fn, args),
-          });
-      }
-      if (MUTATING.has(prop) || READING.has(prop)) {
-        return (...args: unknown[]) =>
-          sched.op({ kind: `lance.${prop}`, target: name, mutating: MUTATING.has(prop), faultable: true, run: () => fn.apply(target, args) as Promise<unknown>, error: lanceError });
-      }
-      if (BUILDERS.has(prop)) return (...args: unknown[]) => wrapBuilder(fn.apply(target, args) as object, `${name}.${prop}`, prop === 'mergeInsert', sched);
-      if (prop === 'tags') {
-        return (...args: unknown[]) =>
-          sched.op({ kind: 'lance.tags', target: name, mutating: false, faultable: true, run: async () => wrapTags((await fn.apply(target, args)) as object, name, sched), error: lanceError });
-      }
-      return fn.bind(target);
+      return method(prop, value as Fn, target, receiver);
     },
+  });
+}
+
+/** One Lance call as a released operation, a fault point. */
+function lanceOp(sched: Scheduler, kind: string, target: string, mutating: boolean, run: () => Promise<unknown>): Promise<unknown> {
+  return sched.op({ kind, target, mutating, faultable: true, run, error: lanceError });
+}
+
+function wrapTable(table: Table, name: string, sched: Scheduler): Table {
+  return methodProxy(table, (prop, fn, target) => {
+    if (prop === 'add') {
+      return (...args: unknown[]) =>
+        sched.op({
+          kind: 'lance.add',
+          target: name,
+          mutating: true,
+          faultable: true,
+          run: () => fn.apply(target, args) as Promise<unknown>,
+          error: lanceError,
+          // A commit that timed out lands later only if nothing else committed meanwhile:
+          // Lance commits version N+1 with put-if-absent, which a later commit already took.
+          late: lateAdd(target, fn, args),
+        });
+    }
+    if (MUTATING.has(prop) || READING.has(prop)) {
+      return (...args: unknown[]) => lanceOp(sched, `lance.${prop}`, name, MUTATING.has(prop), () => fn.apply(target, args) as Promise<unknown>);
+    }
+    if (BUILDERS.has(prop)) return (...args: unknown[]) => wrapBuilder(fn.apply(target, args) as object, `${name}.${prop}`, prop === 'mergeInsert', sched);
+    if (prop === 'tags') return (...args: unknown[]) => lanceOp(sched, 'lance.tags', name, false, async () => wrapTags((await fn.apply(target, args)) as object, name, sched));
+    return fn.bind(target);
   });
 }
 
 /** A table's tags (snapshots tag the base): each call native I/O, so each a released operation. */
 function wrapTags(tags: object, name: string, sched: Scheduler): object {
-  return new Proxy(tags, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof prop !== 'string' || typeof value !== 'function') return value;
-      const fn = value as Fn;
-      const mutating = prop === 'create' || prop === 'delete' || prop === 'update';
-      return (...args: unknown[]) =>
-        sched.op({ kind: `lance.tags.${prop}`, target: name, mutating, faultable: true, run: () => fn.apply(target, args) as Promise<unknown>, error: lanceError });
-    },
-  });
+  const mutating = (prop: string) => prop === 'create' || prop === 'delete' || prop === 'update';
+  return methodProxy(tags, (prop, fn, target) => (...args: unknown[]) => lanceOp(sched, `lance.tags.${prop}`, name, mutating(prop), () => fn.apply(target, args) as Promise<unknown>));
 }
 
 /** The version seen when the call was made; the late landing happens only at that version. */
@@ -90,25 +89,20 @@ function lateAdd(target: Table, fn: Fn, args: unknown[]): () => Promise<() => Pr
 }
 
 function wrapBuilder(builder: object, label: string, mutating: boolean, sched: Scheduler): object {
-  return new Proxy(builder, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof prop !== 'string' || typeof value !== 'function') return value;
-      const fn = value as Fn;
-      if (TERMINAL.has(prop)) {
-        return (...args: unknown[]) =>
-          // (`execute` answers its stream without a promise; `direct` mode passes that through)
-          Promise.resolve(
-            sched.op({ kind: `lance.${label.split('.').pop()}.${prop}`, target: label.split('.')[0]!, mutating, faultable: true, run: () => fn.apply(target, args) as Promise<unknown>, error: lanceError }),
-          ).then((out) => (prop === 'execute' && !mutating ? scheduledStream(out as AsyncIterable<unknown>, label, sched) : out));
-      }
-      return (...args: unknown[]) => {
-        const out = fn.apply(target, args);
-        if (out === target) return receiver;
-        if (out && typeof out === 'object' && !(out instanceof Promise)) return wrapBuilder(out, label, mutating, sched);
-        return out;
-      };
-    },
+  return methodProxy(builder, (prop, fn, target, receiver) => {
+    if (TERMINAL.has(prop)) {
+      return (...args: unknown[]) =>
+        // (`execute` answers its stream without a promise; `direct` mode passes that through)
+        Promise.resolve(lanceOp(sched, `lance.${label.split('.').pop()}.${prop}`, label.split('.')[0]!, mutating, () => fn.apply(target, args) as Promise<unknown>)).then((out) =>
+          prop === 'execute' && !mutating ? scheduledStream(out as AsyncIterable<unknown>, label, sched) : out,
+        );
+    }
+    return (...args: unknown[]) => {
+      const out = fn.apply(target, args);
+      if (out === target) return receiver;
+      if (out && typeof out === 'object' && !(out instanceof Promise)) return wrapBuilder(out, label, mutating, sched);
+      return out;
+    };
   });
 }
 

@@ -7,6 +7,7 @@
  */
 import type { Clock } from '../../clock.ts';
 import { CorruptError } from '../../errors.ts';
+import { formatWriterEpoch } from '../../lease/slots.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
 import { parseShardName } from '../layout.ts';
 import type { LogReader } from '../read/reader.ts';
@@ -32,7 +33,7 @@ export async function sealPredecessors(ctx: SealCtx, slot: number, epoch: number
     }
   }
   if (epoch <= 1) return;
-  const predecessor = `s${String(slot).padStart(2, '0')}-e${String(epoch - 1).padStart(6, '0')}`;
+  const predecessor = formatWriterEpoch(slot, epoch - 1);
   if (listing.seals.has(predecessor) || (await ctx.reader.readSeal(predecessor))) return;
   await writeSeal(ctx, predecessor, sealedBy, clock);
 }
