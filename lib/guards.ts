@@ -42,6 +42,8 @@ export const GUARDS = [
   'relist-on-vanished-seal',
   'errors-after-layout-check',
   'own-rows-live-only',
+  'read-newest-first',
+  'recount-live-generations',
   'tombstones-hide',
   'projection-describes-base',
   'rows-files-match-base',

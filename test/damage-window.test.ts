@@ -94,7 +94,8 @@ describe('a decoding failure that passes within a moment', () => {
 
   it('that lasts, but the probe reads every dataset without it, is retried and ends UNAVAILABLE, not CORRUPT', async () => {
     const { log, calls } = readerFailingFor(60_000, Infinity, ['toArrow']);
-    const r = await log.allStates().then((s) => ({ ok: s.map((x) => x.itemId) }), (e: unknown) => ({ error: e as Error & { code?: string } }));
+    // A point read that queries the base (a toArrow; the probe's scan is an execute).
+    const r = await log.fields('i0', { names: ['x'] }).then((s) => ({ ok: s.itemId }), (e: unknown) => ({ error: e as Error & { code?: string } }));
     await log.close();
     expect('error' in r ? r.error.code : r.ok).toBe('UNAVAILABLE');
     expect(calls(), 'more attempts than a read without a suspect makes').toBeGreaterThan(10);

@@ -41,10 +41,11 @@ it('a scan detaches every base batch it handed to the visitor and keeps the shar
   // One batch from the shard (the unmerged item's events), one from the base (the rest).
   const tail = (await log.trajectory('unmerged')).length;
   expect(held.map((b) => b.numRows).sort((a, b) => a - b)).toEqual([tail, want.length - tail].sort((a, b) => a - b));
-  // The base's batches hold only the asked-for columns; the tail's also what picks one copy.
+  // The base's batches hold only the asked-for columns; the tail's also what picks one copy, and
+  // the item (each item's rows are taken at one moment).
   const columnsOf = (rows: number) => held.find((b) => b.numRows === rows)!.schema.fields.map((f) => f.name).sort();
   expect(columnsOf(want.length - tail), 'base batch columns').toEqual(['event_id']);
-  expect(columnsOf(tail), 'shard batch columns').toEqual(['event_id', 'item_seq']);
+  expect(columnsOf(tail), 'shard batch columns').toEqual(['event_id', 'item_id', 'item_seq']);
   const baseBatch = held.find((b) => b.numRows === want.length - tail)!;
   const shardBatch = held.find((b) => b.numRows === tail)!;
   const sizes = (b: arrow.RecordBatch) => {

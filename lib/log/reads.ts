@@ -27,7 +27,7 @@ import { selectedFailures } from './read/selected.ts';
 import { listingShowsLog } from './read/missing.ts';
 import { LogReader, type OwnItemRows } from './read/reader.ts';
 import { statsOf } from './read/stats.ts';
-import { scanEvents, type EventVisitor, type ScanOptions } from './read/stream.ts';
+import { rowCollector, scanEvents, type EventVisitor, type ScanOptions } from './read/stream.ts';
 import { failureOf, SUMMARY_SCAN_COLUMNS, SummaryVisitor, type ItemAggregate } from './read/summary.ts';
 import { sqlString, type LanceTables } from './tables.ts';
 
@@ -161,7 +161,9 @@ export class LogReads implements ListingSource {
   allStates(options: { fields?: boolean } = {}): Promise<ItemState[]> {
     return this.track(async () => {
       const withFields = options.fields !== false;
-      const rows = await this.reader.scan(null, withFields ? LIGHT_COLUMNS : SUMMARY_COLUMNS);
+      // Streamed: the unmerged tail is read with each item at one moment (lib/log/read/tail-cut.ts).
+      let rows: EventRow[] = [];
+      await this.scanEvents({ columns: withFields ? LIGHT_COLUMNS : SUMMARY_COLUMNS, filter: null }, () => rowCollector((rows = [])));
       const byItem = new Map<string, EventRow[]>();
       for (const r of rows) {
         let list = byItem.get(r.item_id);

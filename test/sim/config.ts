@@ -28,7 +28,10 @@
  *                 deliveries to every writer as a repair's last record and switch land, the old
  *                 scope's leases held briefly (`repairLeaseHoldMs`) and then run out: a process that
  *                 read the old records before the switch takes one of their slots after it;
- *  - mixed:       everything a little.
+ *  - mixed:       everything a little;
+ *  - listings:    listings of live generations steered while one item's batches go into two of
+ *                 them: as its writer rotates to the generation it made ahead, or as it moves to
+ *                 another writer (test/sim/steer.ts), no faults.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
@@ -36,7 +39,9 @@ import { Rng } from './prng.ts';
 
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings'] as const;
+/** The foci drawn by the focus stream (listings has a stream of its own, drawn after every other: the seeds' other draws stay as they were). */
+const DRAWN = FOCUSES.filter((f) => f !== 'listings');
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -158,7 +163,7 @@ export interface SimConfig {
   holdRecreate: number;
 }
 
-export type SteerWindow = 'fence' | 'retirement' | 'seal';
+export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved';
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -171,10 +176,13 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const workRng = f();
   const focusRng = f();
   const repairRng = f(); // drawn after every other stream: the seeds' other draws stay as they were
+  const listingsRng = f(); // after those too, for the same reason
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
-  const drawn = focusRng.pick(FOCUSES); // drawn either way: a forced focus replays as the seed's own
+  // Drawn either way: a forced focus replays as the seed's own.
+  const picked = focusRng.pick(DRAWN);
+  const drawn: Focus = listingsRng.chance(1 / FOCUSES.length) ? 'listings' : picked;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -236,6 +244,45 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   focusOn(cfg, focusRng);
   if (cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
   return cfg;
+}
+
+/**
+ * The listings focus: listings of live generations while one item's batches go into two of them,
+ * as a writer rotates to the generation it made ahead (lib/log/read/visibility.ts `epochGroups`),
+ * or as the item moves to another writer (lib/log/read/tail-cut.ts). Few writers and items,
+ * rotations frequent or none, merges that come late (a retirement under the read makes it start
+ * over).
+ */
+function listings(c: SimConfig, r: Rng): void {
+  const moved = r.chance(0.5);
+  Object.assign(c, {
+    steer: { window: moved ? 'moved' : 'rotation', chance: r.pick([0.5, 0.8]), count: r.between(3, 8) },
+    writers: moved ? r.between(2, 3) : r.between(1, 2),
+    slots: moved ? r.between(2, 3) : c.slots,
+    // Moved: no rotation either (a retirement under the read makes it start over).
+    mergeEveryCommits: moved ? 1_000 : r.between(2, 3),
+    mergeEveryBytes: 2 ** 30,
+    mergeIdleMs: 6_000,
+    merges: 0,
+    items: r.between(1, 3),
+    hot: 0.8,
+    deliveries: r.between(18, 30),
+    reads: r.between(12, 24),
+    // No noise: the holds set the interleaving, and a failed step, a stall or a takeover (which
+    // starts the read over) closes a window.
+    burstChance: 0,
+    readerStalls: 0,
+    windows: 0,
+    resends: 0,
+    skewMs: 0,
+    clockMoves: 0,
+    jumps: 0,
+    renewalsLost: 0,
+    crashes: 0,
+    faultRate: 0,
+    pauses: 0,
+    maintains: r.between(0, 1),
+  });
 }
 
 /** The focus's steering, over the swarm's draws. */
@@ -458,6 +505,9 @@ function focusOn(c: SimConfig, r: Rng): void {
         deliveries: r.between(20, 32),
         maintains: r.between(1, 3),
       });
+      return;
+    case 'listings':
+      listings(c, r);
       return;
     case 'mixed':
       return;

@@ -31,29 +31,36 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   // Every append failed, so no log was made: the final repair's LOG_NOT_FOUND was counted as a
   // failure (fixed in the simulation: accepted when nothing was acked, as for the final read).
   { seed: 2011, focus: 'mixed', name: 'a final repair of a log no append made' },
+  // A listing read a writer's older generation before an item's batch went into it, and the
+  // generation it made ahead after the item's next batch: the later batch without the earlier
+  // (fixed: each epoch's generations read newest first, and whole-log reads count again; either
+  // alone now keeps this seed passing).
+  { seed: 6477, focus: 'relist', name: "a listing across a writer's rotation to its made-ahead generation" },
   // One seed per proven guard (the first the mutants run found), each failing on its mutant.
-  { seed: 300030, guard: 'fence-before-seal', focus: 'takeover', name: 'a read at the latest version while a takeover seals' },
+  { seed: 300108, guard: 'fence-before-seal', focus: 'takeover', name: 'a read at the latest version while a takeover seals' },
   { seed: 300000, guard: 'epoch-check', focus: 'takeover', name: 'a takeover between a commit and its ack' },
   { seed: 300008, guard: 'end-epoch-on-unknown-outcome', focus: 'faults', name: 'a commit whose outcome was unknown, kept as confirmed' },
   { seed: 300001, guard: 'cached-track-marker-check', focus: 'faults', name: 'a cached track trusted after another writer wrote the item' },
-  { seed: 300001, guard: 'marker-before-commit', focus: 'faults', name: 'another writer trusting its copy while a commit lands' },
-  { seed: 300024, guard: 'landing-mark', focus: 'own-reads', name: 'a read of its own items while a commit lands' },
-  { seed: 300006, guard: 'claims', focus: 'faults', name: 'two first acks of one checkpoint through two writers' },
+  { seed: 300003, guard: 'marker-before-commit', focus: 'faults', name: 'another writer trusting its copy while a commit lands' },
+  { seed: 300010, guard: 'landing-mark', focus: 'own-reads', name: 'a read of its own items while a commit lands' },
+  { seed: 300029, guard: 'claims', focus: 'faults', name: 'two first acks of one checkpoint through two writers' },
   { seed: 300000, guard: 'blob-copied-at-validation', focus: 'retirement', name: 'a blob buffer reused once its batch was acked' },
   { seed: 300000, guard: 'delete-guard', focus: 'deletes', name: 'a guarded delete redelivered after newer events' },
   { seed: 300008, guard: 'seal-earlier-epochs', focus: 'takeover', name: 'an earlier epoch left unsealed by a takeover' },
-  { seed: 300019, guard: 'wait-for-seal', focus: 'takeover', name: 'a read meeting a fenced, unsealed epoch' },
+  { seed: 300004, guard: 'wait-for-seal', focus: 'takeover', name: 'a read meeting a fenced, unsealed epoch' },
   { seed: 300000, guard: 'sealed-version', focus: 'takeover', name: 'a sealed generation read past its seal' },
   { seed: 300000, guard: 'tombstones-hide', focus: 'deletes', name: 'deleted rows still in an unmerged generation' },
   { seed: 300005, guard: 'rows-files-match-base', focus: 'retirement', name: 'rows files built from an older base' },
-  { seed: 300010, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
+  { seed: 300025, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
   { seed: 300000, guard: 'purge-waits-for-shards', focus: 'deletes', name: 'a purge while a generation still holds deleted rows' },
   { seed: 300009, guard: 'deleted-seq-records', focus: 'incarnations', name: "a new incarnation after a purge dropped the tombstone" },
-  { seed: 300015, guard: 'merge-base-commit-once', focus: 'incarnations', name: 'a merge retried after its base commit landed, under a delete' },
-  { seed: 300043, guard: 'own-rows-listed-only', focus: 'incarnations', name: "a writer's own rows of a retired generation joining a read after a delete" },
-  { seed: 300002, guard: 'relist-sees-retirement', focus: 'relist', name: "a read racing a retirement" },
-  { seed: 300005, guard: 'relist-sees-fence', focus: 'relist', name: "a read at the latest version racing a fence" },
+  { seed: 300012, guard: 'merge-base-commit-once', focus: 'incarnations', name: 'a merge retried after its base commit landed, under a delete' },
+  { seed: 300014, guard: 'own-rows-listed-only', focus: 'incarnations', name: "a writer's own rows of a retired generation joining a read after a delete" },
+  { seed: 300009, guard: 'relist-sees-retirement', focus: 'relist', name: "a read racing a retirement" },
+  { seed: 300011, guard: 'relist-sees-fence', focus: 'relist', name: "a read at the latest version racing a fence" },
   { seed: 300002, guard: 'retired-marker', focus: 'relist', name: "a read of a generation being retired" },
   { seed: 300003, guard: 'relist-on-vanished-seal', focus: 'relist', name: "a seal cleaned up under a new listing" },
-  { seed: 300035, guard: 'repair-seals-below-held', focus: 'repair', name: "a writer that took a slot after the repair lost its lease" },
+  { seed: 600005, guard: 'read-newest-first', focus: 'listings', name: "a point read across a writer's rotation to its made-ahead generation" },
+  { seed: 600008, guard: 'recount-live-generations', focus: 'listings', name: 'a listing while an item moves to another writer' },
+  { seed: 300045, guard: 'repair-seals-below-held', focus: 'repair', name: "a writer that took a slot after the repair lost its lease" },
 ];

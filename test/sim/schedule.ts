@@ -435,6 +435,18 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         return other.length > 0 && actions.deliver!.run(relistRng.pick(other));
       },
       read: (o) => readAction(o.item, o),
+      deliverItem: (proc, itemId) => {
+        const w = liveWriters().find((x) => x.name === proc && !x.closing);
+        const it = items.find((x) => x.id === itemId);
+        return !!w && !!it && actions.deliver!.run(w, it);
+      },
+      writers: () => liveWriters().filter((w) => !w.closing).map((w) => w.name),
+      holdItem: (itemId, until) => {
+        const it = items.find((x) => x.id === itemId);
+        if (!it || held.has(it)) return;
+        held.add(it);
+        void until.finally(() => held.delete(it));
+      },
     });
 
   // A read right after a step of a protocol lands (a commit, a marker, a fence, a seal, a merge,

@@ -1,6 +1,6 @@
 /**
  * The relist focus's steering (test/sim/config.ts `steer`): reads put into the windows of the
- * read side's re-listing, the retired marker and the vanished seal (docs/design/invariants.md,
+ * read side's re-listing, the retired marker, the vanished seal and the read order of generations (docs/design/invariants.md,
  * "Reads"), by reactions at the protocol points the log reports to its test hooks and by holds
  * (scheduler.ts `hold`) that end when another actor's protocol step lands, instead of random
  * pauses that end after a number of steps. Each window is a race a guard decides:
@@ -20,11 +20,17 @@
  *                seals it listed wait until maintenance deleted a seal (an epoch whose
  *                generations it just merged away), so the seal it needs is gone
  *                (`relist-on-vanished-seal`).
+ *  - rotation:   a writer is about to commit to a generation while it has the next one made
+ *                ahead (listed). A read of the whole log starts; the commit waits until the read
+ *                counted the older generation's rows, and the read then waits until the writer's
+ *                first commit to the newer one landed: an item's batch goes into the older
+ *                generation after the read took it, and maybe the item's next into the newer one
+ *                before (`read-newest-first`).
  * Every steered read is followed, once it ended, by a read of the same item and kind (I3 needs
  * a later read to show less). The holds have caps: a window that does not come (the takeover
  * took another slot, the merge failed) ends the wait.
  */
-import { BASE_KEY, META_DIR, parseShardName, sealKey, shardPrefix } from '../../lib/log/layout.ts';
+import { BASE_KEY, META_DIR, parseShardName, sealKey, shardName, shardPrefix } from '../../lib/log/layout.ts';
 import type { MergeStep } from '../../lib/log/maintain/merge.ts';
 import type { WriterHooks } from '../../lib/log/write/writer.ts';
 import type { SimTime } from './clock.ts';
@@ -57,6 +63,12 @@ export interface SteerHost {
   deliverVia(notProc: string): boolean;
   /** Start a read; false if none could start now. */
   read(o: SteerRead): boolean;
+  /** Writer `proc` takes the next delivery of item `itemId`; false if it could not now (one in flight). */
+  deliverItem(proc: string, itemId: string): boolean;
+  /** No delivery of item `itemId` starts until `until` settles. */
+  holdItem(itemId: string, until: Promise<unknown>): void;
+  /** The live writer processes (not closing). */
+  writers(): string[];
 }
 
 /** Steps a hold waits at most: long enough for a takeover or a retirement, short of a whole schedule. */
@@ -77,6 +89,14 @@ export class Steering {
   private baseMade = false;
   /** Generations whose `gen.` marker landed. */
   private readonly marked = new Set<string>();
+  /** The item ids of each actor's commit in progress (beforeCommit to afterCommit). */
+  private readonly committing = new Map<string, readonly string[]>();
+  /** The writer process of each generation a commit landed in. */
+  private readonly genWriter = new Map<string, string>();
+  /** The rotation and moved windows' reads, set once each ended. */
+  private readonly splitReads: Array<{ seen: boolean }> = [];
+  /** Told each commit that landed: its generation and item ids. */
+  private readonly commitWatchers: Array<(shard: string, ids: readonly string[]) => void> = [];
   /** The items of each generation's commits (from afterCommit). */
   private readonly genItems = new Map<string, ItemModel[]>();
 
@@ -120,7 +140,7 @@ export class Steering {
   }
 
   /** The steered read, then a read of the same item and kind once it ended. */
-  private readThen(o: SteerRead, onStart: (actor: string, ended: { seen: boolean }) => void): boolean {
+  private readThen(o: SteerRead, onStart: (actor: string, ended: { seen: boolean }, done: Promise<unknown>) => void): boolean {
     const kind = o.kind ?? (o.item ? this.h.rng.pick([...ITEM_KINDS, 'all']) : 'all');
     return this.h.read({
       ...o,
@@ -131,7 +151,7 @@ export class Steering {
           ended.seen = true;
           this.h.read({ kind, ...(o.item ? { item: o.item } : {}) });
         });
-        onStart(actor, ended);
+        onStart(actor, ended, p);
       },
     });
   }
@@ -143,13 +163,25 @@ export class Steering {
   hooks(proc: string): WriterHooks {
     const mode = this.h.cfg.steer?.window;
     return {
-      beforeCommit: (ids, shard) => (mode === 'fence' && shard !== null ? this.fence(proc, ids, shard) : undefined),
+      beforeCommit: (ids, shard) => {
+        const me = simContext.getStore()?.actor;
+        if (me) this.committing.set(me, ids);
+        if (shard === null) return;
+        if (mode === 'fence') this.fence(proc, ids, shard);
+        else if (mode === 'rotation') this.rotation(proc, ids, shard);
+        else if (mode === 'moved') this.moved(proc, shard);
+      },
       afterCommit: (shard) => {
         const mine = this.h.inFlight(proc);
         if (mine.length > 0) this.genItems.set(shard, [...new Set([...(this.genItems.get(shard) ?? []), ...mine])]);
+        const me = simContext.getStore()?.actor;
+        const ids = (me ? this.committing.get(me) : undefined) ?? [];
+        this.genWriter.set(shard, proc);
+        for (const c of this.commitWatchers) c(shard, ids);
       },
       beforeMergeStep: (step, shard) => {
-        if (mode === 'retirement') this.retirement(proc, step, shard);
+        if (mode === 'rotation' || mode === 'moved') this.mergeAfterReads(step);
+        else if (mode === 'retirement') this.retirement(proc, step, shard);
         else if (mode === 'seal') this.seal(proc, step, shard);
       },
     };
@@ -182,6 +214,77 @@ export class Steering {
         () => sched.hold(me, `${reader}'s read ended`, WAIT, () => ended.seen),
       );
     });
+  }
+
+  /** Window `rotation`: a whole-log read across a writer's rotation to its made-ahead generation. */
+  private rotation(proc: string, ids: readonly string[], shard: string): void {
+    const name = parseShardName(shard);
+    const next = name && shardName(name.writerEpoch, name.generation + 1);
+    if (!next || !this.marked.has(next)) return;
+    // A listing, or a point read of an item of this commit (its generations read side by side).
+    const mine = this.h.inFlight(proc).filter((it) => ids.includes(it.id));
+    const read: SteerRead = mine.length > 0 && this.h.rng.chance(0.5) ? { item: this.h.rng.pick(mine), kind: 'fields' } : { kind: 'items' };
+    this.split(shard, (gen) => gen === next, () => proc, read);
+  }
+
+  /** Window `moved`: a whole-log read while an item moves from one writer to another. */
+  private moved(proc: string, shard: string): void {
+    const name = parseShardName(shard);
+    if (!name || !this.marked.has(shard)) return;
+    const epoch = name.writerEpoch;
+    // To a live writer whose generation a listing reads after this one (a higher slot).
+    const live = new Set(this.h.writers());
+    const others = [...this.genWriter].filter(([gen, w]) => w !== proc && live.has(w) && (parseShardName(gen)?.slot ?? -1) > name.slot).map(([, w]) => w);
+    if (others.length === 0) return;
+    const to = this.h.rng.pick([...new Set(others)]);
+    this.split(shard, (gen) => parseShardName(gen)?.writerEpoch !== epoch, () => to, { kind: 'items' });
+  }
+
+  /**
+   * A read starts as a commit to `shard` is about to go out; the commit waits until the read
+   * counted `shard`'s rows, the read then waits until an item committed to `shard` after that
+   * count was committed to a generation `then` accepts (its next batches go through writer
+   * `via()` meanwhile, one at a time).
+   */
+  private split(shard: string, then: (gen: string) => boolean, via: () => string, read: SteerRead): void {
+    const me = simContext.getStore()?.actor;
+    if (!me || !this.take()) return;
+    const { sched } = this.h;
+    const started = this.readThen(read, (reader, ended, done) => {
+      const late = new Set<string>();
+      const both = { seen: false };
+      const counted = this.watch(
+        (op) => op.actor === reader && op.spec.kind === 'lance.countRows' && op.spec.target === shard,
+        () => {
+          this.commitWatchers.push((gen, ids) => {
+            if (gen === shard) for (const id of ids) late.add(id);
+            else if (then(gen) && ids.some((id) => late.has(id))) {
+              both.seen = true;
+              // Nothing more of them until the read ended (the checker skips an item with an append unanswered at its end).
+              for (const id of ids) if (late.has(id)) this.h.holdItem(id, done);
+            }
+          });
+          sched.hold(reader, `an item committed to ${shard}, then to another generation`, 2 * WAIT, () => {
+            if (both.seen || ended.seen) return true;
+            for (const id of late) this.h.deliverItem(via(), id);
+            return false;
+          });
+        },
+      );
+      sched.hold(me, `${reader} counted the rows of ${shard}`, WAIT, () => counted.seen || ended.seen);
+      this.splitReads.push(ended);
+    });
+    if (!started) this.left++; // no reader free: the next point may steer
+  }
+
+  /**
+   * Windows `rotation` and `moved`: a merge whose retirement would start a steered read over fails its base
+   * commit while one runs (it stays queued, and is tried again after a later commit). A hold
+   * would hold the writer's commits too: they are the same actor.
+   */
+  private mergeAfterReads(step: MergeStep): void {
+    const me = simContext.getStore()?.actor;
+    if (me && step === 'base-commit' && this.splitReads.some((r) => !r.seen)) this.h.sched.failNext(me, /mergeInsert/, 'failBefore');
   }
 
   /** Window `retirement`: a read spanning a writer's merge of its generation into the base. */

@@ -239,6 +239,8 @@ export interface TableTap {
   beforeRead?(name: string): void | Promise<void>;
   /** An offset take on `name` is built, of `offsets` rows. */
   take?(name: string, offsets: number): void;
+  /** Before a `countRows` of `name` (how a read learns which rows of a live generation it reads). */
+  beforeCount?(name: string): void | Promise<void>;
   /** Before `optimize` / `createIndex` of the base. */
   beforeBaseOp?(op: 'optimize' | 'createIndex'): void | Promise<void>;
 }
@@ -254,6 +256,12 @@ export function tableTapper(tap: TableTap): TableWrapper {
           return (...args: unknown[]) => {
             const run = () => (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
             return tap.add ? tap.add(name, run, args[0]) : run();
+          };
+        }
+        if (prop === 'countRows') {
+          return async (...args: unknown[]) => {
+            await tap.beforeCount?.(name);
+            return (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
           };
         }
         if (prop === 'optimize' || prop === 'createIndex') {

@@ -17,13 +17,12 @@
  * one): a copy that takes longer than that beside maintenance may fail (UNAVAILABLE) and is run
  * again.
  */
-import type * as arrow from 'apache-arrow';
-import { COLUMN_NAMES, rowsFromArrow } from '../../schema.ts';
+import { COLUMN_NAMES } from '../../schema.ts';
 import type { EventRow } from '../../types.ts';
 import { deletedThrough } from '../deleted.ts';
 import type { LogReader, ShardListing } from '../read/reader.ts';
 import { releaseBatch } from '../read/release.ts';
-import { pinnedBase, stream, streamListing, type EventVisitor } from '../read/stream.ts';
+import { batchRows, pinnedBase, rowCollector, stream, streamListing } from '../read/stream.ts';
 import type { LanceTables, Table } from '../tables.ts';
 
 export interface Snapshot {
@@ -39,8 +38,7 @@ export function readSnapshot(reader: LogReader, tables: LanceTables): Promise<Sn
   return reader.read(async (listing) => {
     const base = await pinnedBase(tables, listing);
     const tail: EventRow[] = [];
-    const noTombs: ShardListing = { ...listing, tombstones: new Map() };
-    await streamListing(reader, noTombs, base, { columns: COLUMN_NAMES }, rowCollector(tail), { skipBase: true });
+    await streamListing(reader, listing, base, { columns: COLUMN_NAMES }, rowCollector(tail), { skipBase: true, keepDeleted: true });
     return { listing, base, tail };
   });
 }
@@ -67,32 +65,13 @@ export async function eachVisibleGroup(snap: Snapshot, maxRows: number, maxBytes
   };
   if (snap.base) {
     for await (const b of stream(snap.base, null, COLUMN_NAMES)) {
-      const rows = rowsOf(b);
+      const rows = batchRows(b);
       releaseBatch(b);
       for (const r of rows) if (!inTail.has(r.event_id) && alive(r)) await take(r);
     }
   }
   for (const r of snap.tail) if (alive(r)) await take(r);
   if (group.length > 0) await sink(group);
-}
-
-/** A visitor keeping the rows it is told to keep (copied out of the batch). */
-function rowCollector(out: EventRow[]): EventVisitor<void> {
-  return {
-    batch(b, keep) {
-      const rows = rowsOf(b);
-      for (let r = 0; r < rows.length; r++) if (keep(r)) out.push(rows[r]!);
-    },
-    done() {},
-  };
-}
-
-/**
- * The rows of a batch, owning their memory (strings and blob bytes are copied). rowsFromArrow
- * reads only numRows and getChild; LanceDB's batches come from its own copy of apache-arrow.
- */
-function rowsOf(b: arrow.RecordBatch): EventRow[] {
-  return rowsFromArrow({ numRows: b.numRows, getChild: (name: string) => b.getChild(name) } as unknown as arrow.Table);
 }
 
 /** About how many bytes a row takes (its variable-width cells, plus a fixed part). */

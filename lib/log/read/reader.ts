@@ -25,7 +25,7 @@ import { writeSeal } from '../write-seal.ts';
 import { ShardItemIndex } from './shard-index.ts';
 import { TailCache } from './tail-cache.ts';
 import { projection, type LanceTables, type Table } from '../tables.ts';
-import { keyOf, listingFrom, stable, type ShardListing, type ShardView } from './visibility.ts';
+import { epochGroups, keyOf, listingFrom, stable, type ShardListing, type ShardView } from './visibility.ts';
 
 export type { ShardListing, ShardView } from './visibility.ts';
 
@@ -157,6 +157,26 @@ export class LogReader {
     return this.tail.rows(await this.shardTable(v), v.key, columns, keep);
   }
 
+  /** The first `at` rows of a visible generation (default: all it holds now), and their count (`wholeGeneration`). */
+  generationPrefix(v: ShardView, columns: readonly string[], keep: boolean, at?: number): Promise<{ batches: arrow.RecordBatch[]; count: number }> {
+    return this.shardTable(v).then((t) => this.tail.prefix(t, v.key, columns, keep, at));
+  }
+
+  /** The items with a row at an offset in [from, to) of a visible generation (holding at least `to` rows). */
+  async itemsIn(v: ShardView, from: number, to: number): Promise<Set<string>> {
+    return this.shardIndex.itemsIn(await this.shardTable(v), v.key, from, to);
+  }
+
+  /** The rows of `items` below offset `count` of a visible generation, with `columns` (lib/log/read/shard-index.ts). */
+  async itemBatches(v: ShardView, items: ReadonlySet<string>, columns: readonly string[], count: number): Promise<arrow.RecordBatch[]> {
+    return this.shardIndex.batchesOf(await this.shardTable(v), v.key, items, columns, count);
+  }
+
+  /** Whether item `id` has a row below offset `count` of a visible generation (learned up to there by `itemsIn` or `itemBatches`). */
+  holds(v: ShardView, id: string, count: number): boolean {
+    return this.shardIndex.holds(v.key, id, count);
+  }
+
   /**
    * The log is closed: drop what the reader keeps of generations, and refuse later reads (they
    * would open tables on closed clients and fill the caches again). A read already running
@@ -232,6 +252,11 @@ export class LogReader {
       try {
         result = await fn(listing);
       } catch (e) {
+        if (e instanceof ReadAgainError) {
+          lastError = e;
+          suspect = null;
+          continue;
+        }
         failed = true;
         if (e instanceof DgclError && !(e instanceof UnavailableError)) definite = e;
         else lastError = e;
@@ -305,11 +330,20 @@ export class LogReader {
     // All of one item's light rows (a fold, a trajectory): maybe without a query of the base.
     const whole = scope?.items.length === 1 && !scope.keep && this.baseItemRows && columns.length === LIGHT_COLUMNS.length && LIGHT_COLUMNS.every((c) => columns.includes(c));
     const baseRows = async (t: Table): Promise<EventRow[]> => (whole && (await this.baseItemRows!(t, scope.items[0]!))) || query(t, filter, columns);
-    const parts = await Promise.all([
+    // Each epoch's generations newest first, one after another (epochGroups); epochs side by side.
+    const shards = new Map<string, EventRow[]>();
+    const groups = epochGroups(listing.visible.filter((v) => !skip?.has(v.name)));
+    // Once one part failed the read is over (it starts again on fresh handles): the others stop.
+    let failed = false;
+    const parts = Promise.all([
       this.tables.base(listing.baseExists).then((t) => (t ? baseRows(t) : [])),
-      ...listing.visible.filter((v) => !skip?.has(v.name)).map(shardRows),
+      ...groups.map(async (g) => {
+        for (const v of g) if (!failed) shards.set(v.name, await shardRows(v));
+      }),
     ]);
-    const rows = parts.flat();
+    parts.catch(() => (failed = true));
+    const [baseParts] = await parts;
+    const rows = [...baseParts, ...listing.visible.flatMap((v) => shards.get(v.name) ?? [])];
     return options.includeDeleted || !guard('tombstones-hide') ? rows : withoutDeleted(listing.tombstones, rows);
   }
 
@@ -344,6 +378,12 @@ export class LogReader {
 
 /** The meta folder changed between its listing and what the listing named (read again). */
 class LayoutChangedError extends UnavailableError {}
+
+/**
+ * What a read found changed under it (lib/log/read/tail-cut.ts): `read()` starts it over on the
+ * handles and caches it has, which stay right (a generation's rows below a count never change).
+ */
+export class ReadAgainError extends UnavailableError {}
 
 /** A copy of `r` with only `columns` (the others null, as rowsFromArrow leaves columns not read). */
 function projectRow(r: EventRow, columns: readonly string[]): EventRow {

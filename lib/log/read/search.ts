@@ -26,6 +26,7 @@ import type { LogReader, ShardListing } from './reader.ts';
 import { releaseBatch } from './release.ts';
 import { pinnedBase, stream } from './stream.ts';
 import { compareUtf8 } from './summary.ts';
+import { readOrder } from './visibility.ts';
 
 export interface SearchContext {
   reader: LogReader;
@@ -164,22 +165,33 @@ export async function searchLog(ctx: SearchContext, text: unknown, options?: Sea
  * matched (hidden or not), whose base copies the base search skips.
  */
 async function searchTail(ctx: SearchContext, listing: ShardListing, base: Table | null, s: Search, hits: Hits): Promise<Set<string>> {
-  const found = new Map<string, SearchHit>();
   const columns = [...ROW_COLUMNS, ...s.columns];
-  for (const v of listing.visible) {
+  // Scanned newest first per epoch (readOrder), taken in the listing's order (which hits a limit keeps).
+  const byGen = new Map<string, Map<string, SearchHit>>();
+  for (const v of readOrder(listing.visible)) {
+    const met = new Map<string, SearchHit>();
+    byGen.set(v.name, met);
     for await (const b of stream(await ctx.reader.shardTable(v), scanWhere(s, s.columns), columns)) {
       const rows = new RowReader(b, s.columns);
       for (let r = 0; r < b.numRows; r++) {
         const id = rows.eventId.get(r)!;
-        const known = found.get(id);
+        const known = met.get(id);
         if (known) {
           known.seq = Math.min(known.seq, rows.seq.get(r)!);
           continue;
         }
         const h = rows.hit(r, s.columns, s.words);
-        if (h) found.set(id, h);
+        if (h) met.set(id, h);
       }
       releaseBatch(b);
+    }
+  }
+  const found = new Map<string, SearchHit>();
+  for (const v of listing.visible) {
+    for (const [id, h] of byGen.get(v.name)!) {
+      const known = found.get(id);
+      if (known) known.seq = Math.min(known.seq, h.seq);
+      else found.set(id, h);
     }
   }
   if (base && found.size > 0) {

@@ -14,6 +14,7 @@
  * name that came back (it cannot, names are never reused, but a dropped entry only costs a
  * rebuild) would be learned from scratch.
  */
+import type * as arrow from 'apache-arrow';
 import { CorruptError, UnavailableError } from '../../errors.ts';
 import { rowsFromArrow } from '../../schema.ts';
 import type { EventRow } from '../../types.ts';
@@ -49,6 +50,52 @@ export class ShardItemIndex {
     return rowsFromArrow(taken);
   }
 
+  /**
+   * The rows of `items` at offsets below `count` in generation `name` (opened as `table`, holding
+   * at least `count` rows), with `columns`, as Arrow batches (none without a take when it holds
+   * none of them).
+   */
+  async batchesOf(table: Table, name: string, items: ReadonlySet<string>, columns: readonly string[], count: number): Promise<arrow.RecordBatch[]> {
+    const entry = this.entryOf(name);
+    if (entry.rows < count) await this.learn(entry, table, count);
+    const offsets: number[] = [];
+    for (const id of items) {
+      const runs = entry.runs.get(id);
+      if (!runs) continue;
+      for (let i = 0; i < runs.length; i += 2) for (let o = runs[i]!; o < runs[i + 1]! && o < count; o++) offsets.push(o);
+    }
+    if (offsets.length === 0) return [];
+    offsets.sort((a, b) => a - b);
+    const taken = await table.takeOffsets(offsets).select(projection(columns)).toArrow();
+    if (taken.numRows !== offsets.length) throw new UnavailableError(`shard generation ${name} returned ${taken.numRows} rows for ${offsets.length} offsets`);
+    return taken.batches;
+  }
+
+  /** Whether item `id` has a row below offset `count` in generation `name`, as far as learned (call `itemsIn` or `batchesOf` up to `count` first). */
+  holds(name: string, id: string, count: number): boolean {
+    const runs = this.entries.get(name)?.runs.get(id);
+    return runs !== undefined && runs.length > 0 && runs[0]! < count;
+  }
+
+  /**
+   * The items with a row at an offset in [from, to) of generation `name` (opened as `table`,
+   * holding at least `to` rows).
+   */
+  async itemsIn(table: Table, name: string, from: number, to: number): Promise<Set<string>> {
+    const entry = this.entryOf(name);
+    if (entry.rows < to) await this.learn(entry, table, to);
+    const out = new Set<string>();
+    for (const [id, runs] of entry.runs) {
+      for (let i = 0; i < runs.length; i += 2) {
+        if (runs[i]! < to && runs[i + 1]! > from) {
+          out.add(id);
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
   /** Forget a generation (its handles were dropped, or it is no longer visible). */
   forget(name: string): void {
     this.entries.delete(name);
@@ -63,11 +110,7 @@ export class ShardItemIndex {
     // The row count of the version this read sees; a handle at the latest version may move on
     // before the take, which only adds rows above `count`.
     const count = await table.countRows();
-    let entry = this.entries.get(name);
-    if (!entry) {
-      entry = { rows: 0, runs: new Map(), learning: Promise.resolve() };
-      this.entries.set(name, entry);
-    }
+    const entry = this.entryOf(name);
     if (entry.rows < count) await this.learn(entry, table, count);
     const out: number[] = [];
     for (const id of new Set(items)) {
@@ -78,6 +121,15 @@ export class ShardItemIndex {
       }
     }
     return out.sort((a, b) => a - b);
+  }
+
+  private entryOf(name: string): Entry {
+    let entry = this.entries.get(name);
+    if (!entry) {
+      entry = { rows: 0, runs: new Map(), learning: Promise.resolve() };
+      this.entries.set(name, entry);
+    }
+    return entry;
   }
 
   /** Learn the item ids of offsets [entry.rows, count). */

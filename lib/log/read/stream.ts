@@ -11,7 +11,10 @@
  * visitor with no per-row check in JavaScript.
  */
 import type * as arrow from 'apache-arrow';
+import { rowsFromArrow } from '../../schema.ts';
+import type { EventRow } from '../../types.ts';
 import type { LogReader, ShardListing } from './reader.ts';
+import { readTail } from './tail-cut.ts';
 import { projection, sqlIn, type LanceTables, type Table } from '../tables.ts';
 import { Utf8Column, Int64Column } from '../columns.ts';
 import { deletedThrough } from '../deleted.ts';
@@ -76,6 +79,8 @@ export interface StreamExtras {
    * cost one query instead of one per 1,000 of their events (the projection's listings).
    */
   itemsFirst?: boolean;
+  /** Hand on deleted items' rows too (the caller applies the tombstones itself). */
+  keepDeleted?: boolean;
 }
 
 /**
@@ -93,21 +98,21 @@ export function streamListing(
   extras: StreamExtras = {},
 ): Promise<Set<string>> {
   // Unfiltered: whole generations taken by offset (one take per generation costs about half a
-  // scan of its fragments), kept by the reader for listings (shared: not released after).
-  const shared = (o.filter ?? null) === null && o.keepTail === true;
-  const tail: TailRead = async (columns, filter) => {
-    const out: arrow.RecordBatch[] = [];
-    for (const v of listing.visible) out.push(...(filter === null ? await reader.wholeGeneration(v, columns, shared) : await collect(await reader.shardTable(v), filter, columns)));
-    return { batches: out, shared };
-  };
-  return streamUnion(tail, listing.tombstones, base, o, visitor, extras);
+  // scan of its fragments), kept by the reader for listings (shared: not released after); each
+  // item as it was at one moment (lib/log/read/tail-cut.ts).
+  const tail: TailRead = (columns, filter) => readTail(reader, listing, columns, filter, o.keepTail === true);
+  return streamUnion(tail, extras.keepDeleted ? new Map() : listing.tombstones, base, o, visitor, extras);
 }
 
 /**
- * The unmerged tail's rows with `columns` matching `filter` (null: all); `shared` batches are kept
- * by someone else (the reader's tail cache): never released.
+ * The unmerged tail's rows with `columns` matching `filter` (null: all), with per batch the rows
+ * to take (`masks`, absent or null: all); `shared` batches (all, or per batch) are kept by someone
+ * else (the reader's tail cache): never released.
  */
-export type TailRead = (columns: readonly string[], filter: string | null) => Promise<{ batches: arrow.RecordBatch[]; shared: boolean }>;
+export type TailRead = (
+  columns: readonly string[],
+  filter: string | null,
+) => Promise<{ batches: arrow.RecordBatch[]; masks?: ReadonlyArray<((row: number) => boolean) | null>; shared: boolean | readonly boolean[] }>;
 
 /**
  * `streamListing` over any base and tail: a consistent read's (the base pinned, the visible
@@ -125,23 +130,25 @@ export async function streamUnion(
   const filter = o.filter ?? null;
   // Deleted items' rows are dropped by the keep functions (docs/design/deletion.md).
   const forTombs = tombs.size > 0 ? ['item_id', 'item_seq'] : [];
-  // The tail's rows also carry what picks one copy per event; the base's only what the visitor
-  // and tombstones read: event ids are the widest column, and a pass over item ids alone (a
-  // listing page) read them for nothing, doubling its peak memory (docs/design/performance.md,
-  // "Memory of whole-log reads").
-  const forItems = extras.itemsFirst ? ['item_id'] : [];
-  const tailColumns = [...new Set([...o.columns, 'event_id', 'item_seq', ...forTombs, ...forItems])];
+  // The tail's rows also carry what picks one copy per event, and their items (a read takes each
+  // item's rows at one moment: lib/log/read/tail-cut.ts); the base's only what the visitor and
+  // tombstones read: event ids are the widest column, and a pass over item ids alone (a listing
+  // page) read them for nothing, doubling its peak memory (docs/design/performance.md, "Memory of
+  // whole-log reads").
+  const tailColumns = [...new Set([...o.columns, 'event_id', 'item_seq', 'item_id', ...forTombs])];
   const baseColumns = [...new Set([...o.columns, ...forTombs])];
   const alive = (b: arrow.RecordBatch): ((row: number) => boolean) | null => (tombs.size === 0 ? null : aliveRows(b, tombs));
 
   // 1. The unmerged tail, whole, with the copy of each event it should contribute.
-  const { batches: shardBatches, shared } = await tail(tailColumns, filter);
+  const { batches: shardBatches, masks, shared } = await tail(tailColumns, filter);
   /** event_id -> [batch index, row, seq] of the tail's lowest-seq copy. */
   const chosen = new Map<string, [number, number, number]>();
   shardBatches.forEach((b, bi) => {
     const ids = new Utf8Column(b, 'event_id');
     const seqs = new Int64Column(b, 'item_seq');
+    const taken = masks?.[bi] ?? null;
     for (let r = 0; r < b.numRows; r++) {
+      if (taken && !taken(r)) continue;
       const id = ids.get(r)!;
       const seq = seqs.get(r)!;
       const prev = chosen.get(id);
@@ -223,7 +230,7 @@ export async function streamUnion(
   shardBatches.forEach((b, bi) => {
     const live = alive(b);
     visitor.batch(b, live ? (r) => keep.has(`${bi}:${r}`) && live(r) : (r) => keep.has(`${bi}:${r}`));
-    if (!shared) releaseBatch(b);
+    if (!(typeof shared === 'boolean' ? shared : shared[bi])) releaseBatch(b);
   });
   return loserItems;
 }
@@ -261,4 +268,23 @@ export async function collect(t: Table, filter: string | null, columns: readonly
   const out: arrow.RecordBatch[] = [];
   for await (const b of stream(t, filter, columns)) out.push(b);
   return out;
+}
+
+/** A visitor that collects the rows it is to keep (`batchRows`) into `out`. */
+export function rowCollector(out: EventRow[]): EventVisitor<void> {
+  return {
+    batch(b, keep) {
+      const rows = batchRows(b);
+      for (let r = 0; r < rows.length; r++) if (keep(r)) out.push(rows[r]!);
+    },
+    done() {},
+  };
+}
+
+/**
+ * The rows of a batch, owning their memory (strings and blob bytes are copied). rowsFromArrow
+ * reads only numRows and getChild; LanceDB's batches come from its own copy of apache-arrow.
+ */
+export function batchRows(b: arrow.RecordBatch): EventRow[] {
+  return rowsFromArrow({ numRows: b.numRows, getChild: (name: string) => b.getChild(name) } as unknown as arrow.Table);
 }

@@ -38,9 +38,17 @@ export class TailCache {
    * `columns`. With `keep` false (one-off passes: exports, reports) nothing is kept or reused.
    */
   async rows(table: Table, name: string, columns: readonly string[], keep = true): Promise<arrow.RecordBatch[]> {
+    return (await this.prefix(table, name, columns, keep)).batches;
+  }
+
+  /**
+   * The first `count` rows of generation `name` (default: as many as `table` holds now), and that
+   * count. `table` must hold at least `count` rows.
+   */
+  async prefix(table: Table, name: string, columns: readonly string[], keep = true, at?: number): Promise<{ batches: arrow.RecordBatch[]; count: number }> {
     // The row count of the version this read sees; a handle at the latest version may move on
     // before the take, which only adds rows above `count`.
-    const count = await table.countRows();
+    const count = at ?? (await table.countRows());
     const key = [...columns].sort().join(',');
     let entry = keep ? this.entries.get(name) : undefined;
     if (!entry || entry.columns !== key) {
@@ -48,7 +56,7 @@ export class TailCache {
       if (keep) this.entries.set(name, entry);
     }
     if (entry.rows < count) await this.learn(entry, table, name, columns, count);
-    return prefix(entry.batches, count);
+    return { batches: prefixOf(entry.batches, count), count };
   }
 
   forget(name: string): void {
@@ -83,7 +91,7 @@ export class TailCache {
 }
 
 /** The batches holding rows [0, count) (the last one sliced). */
-function prefix(batches: readonly arrow.RecordBatch[], count: number): arrow.RecordBatch[] {
+function prefixOf(batches: readonly arrow.RecordBatch[], count: number): arrow.RecordBatch[] {
   const out: arrow.RecordBatch[] = [];
   let rows = 0;
   for (const b of batches) {

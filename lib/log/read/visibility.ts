@@ -94,6 +94,38 @@ export function listingFrom(meta: MetaNames, seals: Map<string, Seal>): ShardLis
 }
 
 /**
+ * The visible generations in groups a read takes one after another, newest first within a group
+ * (groups may run side by side): one group per writer epoch of its generations read at the latest
+ * version, one per generation read at its seal. An epoch commits to one generation at a time (each
+ * commit lands, or ends the epoch, before the next is sent), in generation order, and never again
+ * to one below a generation it has committed to; so a generation read after a newer one holds
+ * every commit made before any the newer one showed. Read oldest first (or at once), a read could
+ * take an older generation before a commit, the newer one after the next: an item's later batch
+ * without the earlier one (docs/design/invariants.md, "Reads"). A sealed version never changes.
+ */
+export function epochGroups(visible: readonly ShardView[]): ShardView[][] {
+  if (!guard('read-newest-first')) return visible.map((v) => [v]);
+  const live = new Map<string, ShardView[]>();
+  const out: ShardView[][] = [];
+  for (const v of visible) {
+    if (v.version !== null) {
+      out.push([v]);
+      continue;
+    }
+    let g = live.get(v.writerEpoch);
+    if (!g) live.set(v.writerEpoch, (g = []));
+    g.push(v);
+  }
+  for (const g of live.values()) out.push(g.sort((a, b) => b.generation - a.generation));
+  return out;
+}
+
+/** The visible generations in an order a sequential read may take them (`epochGroups`, flattened). */
+export function readOrder(visible: readonly ShardView[]): ShardView[] {
+  return epochGroups(visible).flat();
+}
+
+/**
  * Whether every generation `read` saw is still there and unretired, and, if read at its latest
  * version, no epoch at or above its own in its slot was fenced or sealed meanwhile (its epoch is
  * over: the seal decides what of it stays).

@@ -23,6 +23,7 @@ import { Utf8Column } from '../columns.ts';
 import { SNAPSHOT_TAILS_DIR, snapshotAttemptKey, snapshotRecordKey, snapshotTag } from '../layout.ts';
 import { permissionOf } from '../read/damage.ts';
 import { pinnedBase, scanEvents, type EventVisitor } from '../read/stream.ts';
+import { readOrder } from '../read/visibility.ts';
 import type { Table } from '../tables.ts';
 import { sweepLeftovers, type SnapshotContext } from './catalog.ts';
 import { checkSnapshotName, infoOf, nonceOfTail, readRecord, tailName, type SnapshotRecord } from './record.ts';
@@ -99,7 +100,7 @@ async function sameState(c: SnapshotContext, r: SnapshotRecord): Promise<boolean
   const now = await c.reader.read(async (listing) => {
     const base = await pinnedBase(c.tables, listing);
     const gens: Record<string, number> = {};
-    for (const v of listing.visible) gens[v.name] = v.version ?? (await (await c.reader.shardTable(v)).version());
+    for (const v of readOrder(listing.visible)) gens[v.name] = v.version ?? (await (await c.reader.shardTable(v)).version());
     return { baseVersion: base ? await base.version() : null, gens, tombstones: Object.fromEntries(listing.tombstones) };
   });
   if (now.baseVersion === r.baseVersion && sameCounts(now.gens, r.gens) && sameCounts(now.tombstones, r.tombstones)) return true;
@@ -129,13 +130,13 @@ async function takeState(c: SnapshotContext, name: string, nonce: string): Promi
       const gens: Record<string, number> = {};
       let table: Table | null = null;
       let rows = 0;
+      // Pinned, each epoch's newest generation first (readOrder): a live writer's next commit
+      // is after the snapshot.
+      for (const v of readOrder(listing.visible)) gens[v.name] = v.version ?? (await (await c.reader.shardTable(v)).version());
       for (const v of listing.visible) {
-        // Pinned: a live writer's next commit is after the snapshot.
-        const latest = await c.reader.shardTable(v);
-        const version = v.version ?? (await latest.version());
-        gens[v.name] = version;
+        const version = gens[v.name]!;
         // Every column, blobs too: the snapshot's blobs are read from here.
-        const data = await (v.version === null ? await c.tables.shardAt(v.name, version) : latest).query().toArrow();
+        const data = await (v.version === null ? await c.tables.shardAt(v.name, version) : await c.reader.shardTable(v)).query().toArrow();
         if (data.numRows === 0) continue;
         table ??= await c.tables.side(SNAPSHOT_TAILS_DIR, tail, { create: true });
         await table.add(data);
