@@ -109,3 +109,20 @@ describe('a listing while a writer that began after it writes an item and closes
     expect([null, after], `the read answered ${JSON.stringify(x)}`).toContainEqual(x);
   });
 });
+
+describe('a listing while a new writer writes an item of its own', () => {
+  it('lists what its listing showed, without starting over', async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 3, owner: 'a', mergeEveryCommits: 1000, mergeIdleMs: 0 });
+    await A.log.append([step('x', 0)]);
+    const held = new Pause();
+    const R = s.open({ slot: 0, slots: 3, owner: 'r', tableTap: { beforeRead: async (name) => void (name === 's00-e000001-g000001' && !held.reached.settled && (await held.hit())) } });
+    const page = R.log.items();
+    await held.reached.promise;
+    // A generation the listing did not know appears (its round counts it), holding one item of one writer.
+    const C = s.open({ slot: 2, slots: 3, owner: 'c', mergeEveryCommits: 1000, mergeIdleMs: 0 });
+    await C.log.append([step('z', 0)]);
+    held.release();
+    expect((await page).items.map((i) => i.itemId)).toEqual(['x']);
+  });
+});

@@ -51,7 +51,7 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300000, guard: 'sealed-version', focus: 'takeover', name: 'a sealed generation read past its seal' },
   { seed: 300000, guard: 'tombstones-hide', focus: 'deletes', name: 'deleted rows still in an unmerged generation' },
   { seed: 300005, guard: 'rows-files-match-base', focus: 'retirement', name: 'rows files built from an older base' },
-  { seed: 300025, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
+  { seed: 300035, guard: 'cleanup-keeps-seals-with-generations', focus: 'takeover', name: 'a seal cleaned up while its generations remain' },
   { seed: 300000, guard: 'purge-waits-for-shards', focus: 'deletes', name: 'a purge while a generation still holds deleted rows' },
   { seed: 300009, guard: 'deleted-seq-records', focus: 'incarnations', name: "a new incarnation after a purge dropped the tombstone" },
   { seed: 300012, guard: 'merge-base-commit-once', focus: 'incarnations', name: 'a merge retried after its base commit landed, under a delete' },

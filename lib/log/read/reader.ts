@@ -157,9 +157,9 @@ export class LogReader {
     return this.tail.rows(await this.shardTable(v), v.key, columns, keep);
   }
 
-  /** The first `at` rows of a visible generation (default: all it holds now), and their count (`wholeGeneration`). */
-  generationPrefix(v: ShardView, columns: readonly string[], keep: boolean, at?: number): Promise<{ batches: arrow.RecordBatch[]; count: number }> {
-    return this.shardTable(v).then((t) => this.tail.prefix(t, v.key, columns, keep, at));
+  /** Every row of a visible generation, as `wholeGeneration`, and how many (the count the read saw). */
+  generationPrefix(v: ShardView, columns: readonly string[], keep: boolean): Promise<{ batches: arrow.RecordBatch[]; count: number }> {
+    return this.shardTable(v).then((t) => this.tail.prefix(t, v.key, columns, keep));
   }
 
   /** The items with a row at an offset in [from, to) of a visible generation (holding at least `to` rows). */

@@ -41,14 +41,11 @@ export class TailCache {
     return (await this.prefix(table, name, columns, keep)).batches;
   }
 
-  /**
-   * The first `count` rows of generation `name` (default: as many as `table` holds now), and that
-   * count. `table` must hold at least `count` rows.
-   */
-  async prefix(table: Table, name: string, columns: readonly string[], keep = true, at?: number): Promise<{ batches: arrow.RecordBatch[]; count: number }> {
+  /** `rows`, and how many rows of the generation they are (its count the read saw). */
+  async prefix(table: Table, name: string, columns: readonly string[], keep = true): Promise<{ batches: arrow.RecordBatch[]; count: number }> {
     // The row count of the version this read sees; a handle at the latest version may move on
     // before the take, which only adds rows above `count`.
-    const count = at ?? (await table.countRows());
+    const count = await table.countRows();
     const key = [...columns].sort().join(',');
     let entry = keep ? this.entries.get(name) : undefined;
     if (!entry || entry.columns !== key) {

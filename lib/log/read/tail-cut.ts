@@ -47,11 +47,11 @@ export interface TailRows {
  */
 export async function readTail(reader: LogReader, listing: ShardListing, cols: readonly string[], filter: string | null, keep: boolean): Promise<TailRows> {
   const shared = filter === null && keep;
-  const take = async (v: ShardView, at?: number): Promise<{ batches: arrow.RecordBatch[]; count: number }> => {
-    if (filter === null) return reader.generationPrefix(v, cols, shared, at);
+  const take = async (v: ShardView): Promise<{ batches: arrow.RecordBatch[]; count: number }> => {
+    if (filter === null) return reader.generationPrefix(v, cols, shared);
     const t = await reader.shardTable(v);
     // Counted before the query: the query sees at least these rows.
-    const count = v.version !== null ? 0 : (at ?? (await t.countRows()));
+    const count = v.version !== null ? 0 : await t.countRows();
     return { batches: await query(t, filter, cols), count };
   };
 
@@ -65,7 +65,8 @@ export async function readTail(reader: LogReader, listing: ShardListing, cols: r
   }
   const names = listing.visible.map((v) => v.name);
   const whole = (): TailRows => {
-    const batches = names.flatMap((n) => pass.get(n)!);
+    // The pass's generations (one a round found is of no item it read again: nothing of it).
+    const batches = names.flatMap((n) => pass.get(n) ?? []);
     return { batches, masks: batches.map(() => null), shared: batches.map(() => shared) };
   };
   if (counts.size === 0 || !guard('recount-live-generations')) return whole();
