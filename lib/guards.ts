@@ -44,6 +44,7 @@ export const GUARDS = [
   'own-rows-live-only',
   'read-newest-first',
   'recount-live-generations',
+  'point-read-marker-check',
   'tombstones-hide',
   'projection-describes-base',
   'rows-files-match-base',

@@ -1,8 +1,9 @@
 /**
  * Reads of live generations while an item's batches go into two of them: a point read as the
- * item's writer rotates to the generation it made ahead (guard `read-newest-first`), listings as
- * the item moves to another writer, or goes through a writer that began after the listing and
- * closed before it ended (`recount-live-generations`). A read that took the first generation
+ * item's writer rotates to the generation it made ahead (guard `read-newest-first`), a point read
+ * as the item moves to another writer (`point-read-marker-check`), listings as the item moves to
+ * another writer, or goes through a writer that began after the listing and closed before it
+ * ended (`recount-live-generations`). A read that took the first generation
  * before the item's batch went into it, and the second after the item's next batch, would show
  * the later batch without the earlier one. Real Lance on a local root; pauses in the reader's
  * table calls (and a held merge) give the same interleaving on every run.
@@ -65,6 +66,47 @@ describe('a point read of a writer rotating to its made-ahead generation', () =>
     const names = Object.keys((await read).fields).sort();
     expect([['f0'], ['f0', 'f1'], ['f0', 'f1', 'f2']], `the read answered the fields ${JSON.stringify(names)}`).toContainEqual(names);
     merge.release();
+  });
+});
+
+describe('a point read while an item moves between writers', () => {
+  it("shows the item after one of its batches, never its next writer's batch without the previous writer's", async () => {
+    const s = setup();
+    const A = s.open({ slot: 0, slots: 2, owner: 'a', mergeEveryCommits: 1000, mergeIdleMs: 0 });
+    const B = s.open({ slot: 1, slots: 2, owner: 'b', mergeEveryCommits: 1000, mergeIdleMs: 0 });
+    const AG = 's00-e000001-g000001';
+    const BG = 's01-e000001-g000001';
+    await A.log.append([step('x', 0)]);
+    await B.log.append([step('y', 0)]);
+
+    // The fold of x takes its rows of A's generation (counted) and stops there; it stops before
+    // it counts B's generation too. Meanwhile x's step 1 goes through A, its completion through B.
+    const inA = new Pause();
+    const beforeB = new Pause();
+    const R = s.open({
+      slot: 0,
+      slots: 2,
+      owner: 'r',
+      tableTap: {
+        beforeRead: async (name) => void (name === AG && !inA.reached.settled && (await inA.hit())),
+        beforeCount: async (name) => void (name === BG && !beforeB.reached.settled && (await beforeB.hit())),
+      },
+    });
+    const read = R.log.fold('x');
+    await Promise.all([inA.reached.promise, beforeB.reached.promise]);
+    const [a1] = await A.log.append([step('x', 1)]);
+    const [a2] = await B.log.append([done]);
+    expect([a1!.duplicate, a2!.duplicate]).toEqual([false, false]);
+    inA.release();
+    beforeB.release();
+    const view = (st: ItemState) => ({ status: st.status, fields: Object.keys(st.fields).sort(), lastSeq: st.lastSeq });
+    const x = view(await read);
+    const states = [
+      { status: 'in_progress', fields: ['f0'], lastSeq: a1!.firstSeq - 1 },
+      { status: 'in_progress', fields: ['f0', 'f1'], lastSeq: a1!.lastSeq },
+      { status: 'completed', fields: ['f0', 'f1'], lastSeq: a2!.lastSeq },
+    ];
+    expect(states, `the read answered ${JSON.stringify(x)}`).toContainEqual(x);
   });
 });
 

@@ -20,6 +20,7 @@ import { rehome, type RehomeMode, type RehomeRecords } from './admin/rehome.ts';
 import { CoordHolder, type LeaseScope } from './write/coord-holder.ts';
 import type { CoordStore } from '../coord/types.ts';
 import { attachReads, LogReads } from './reads.ts';
+import { itemKey } from './layout.ts';
 import { LanceTables, type SyncWrapper, type TableWrapper } from './tables.ts';
 import { ShardWriter, type WriterOptions } from './write/writer.ts';
 
@@ -89,6 +90,8 @@ export class LanceCheckpointLog implements CheckpointLog {
       leaseTtlMs: o.leaseTtlMs,
       ownItemRows: (gen, items) => this.writer?.ownItemRows(gen, items) ?? null,
       missingLog: () => this.missingLog(),
+      // Never creates the store's record: a read writes nothing.
+      itemMarker: async (itemId) => (await this.coordination.get({ create: false })).get(itemKey(itemId)),
     });
     attachReads(this, this.reads);
   }

@@ -48,6 +48,8 @@ export interface LogReadsOptions {
   ownItemRows: OwnItemRows;
   /** The error of a public read of this log while it does not exist. */
   missingLog: () => Promise<LogNotFoundError>;
+  /** An item's marker in the log's coordination store (null: none), checked by point reads (LogReader.read). */
+  itemMarker: (itemId: string) => Promise<string | null>;
 }
 
 /** The reads whose public read is running (track: a read inside another is part of it). */
@@ -81,6 +83,7 @@ export class LogReads implements ListingSource {
       async (listing) => {
         if (inRead.getStore() === this && !listingShowsLog(listing)) throw await o.missingLog();
       },
+      o.itemMarker,
     );
   }
 

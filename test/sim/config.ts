@@ -9,7 +9,8 @@
  *  - faults:      requests of the write path failing, timing out and landing late, on one item
  *                 several writers take in turn: acks, markers, cached tracks, claims;
  *  - generations: generations made, made ahead, rotated and given up under faults on their
- *                 making: names, markers, sweeps;
+ *                 making, late copies of their markers landing after the generation is gone:
+ *                 names, markers, sweeps;
  *  - deletes:     deletes, redelivered deletes and purges beside merges: tombstones, floors, D1;
  *  - own-reads:   a writer's reads of what it keeps of its commits, right as another commit of
  *                 its lands and is confirmed, beside other processes' reads of the same item;
@@ -95,6 +96,13 @@ export interface SimConfig {
   crashLanding: number;
   /** SDK resends of writes that may be resent (0: none). */
   resends: number;
+  /**
+   * Chance that a generation's marker PUT times out (0: none steered). Late copies of those
+   * markers (timed out, or an SDK resend) then land only once the generation's marker or dataset
+   * was deleted (a retirement, a sweep): a marker landing after its generation is gone
+   * (scheduler.ts `lateHold`).
+   */
+  lateMarkers: number;
   /** Fault bursts: chance per release that one begins (0: none), and what they hit (default: any kind of request). */
   burstChance: number;
   burstTargets?: readonly string[];
@@ -163,7 +171,7 @@ export interface SimConfig {
   holdRecreate: number;
 }
 
-export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved';
+export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point';
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -219,6 +227,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     crashes: faultRng.pick([0, 0, 1, 1, 2, 3]),
     crashLanding: faultRng.pick([0, 0.5, 1]),
     resends: faultRng.chance(0.5) ? faultRng.pick([0.05, 0.2]) : 0,
+    lateMarkers: 0,
     burstChance: faultRng.chance(0.3) ? faultRng.pick([0.01, 0.03]) : 0,
     windows: faultRng.pick([0, 0.1, 0.3]),
     hot: workRng.pick([0, 0.5, 0.8]),
@@ -249,14 +258,16 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
 /**
  * The listings focus: listings of live generations while one item's batches go into two of them,
  * as a writer rotates to the generation it made ahead (lib/log/read/visibility.ts `epochGroups`),
- * or as the item moves to another writer (lib/log/read/tail-cut.ts). Few writers and items,
+ * or as the item moves to another writer (lib/log/read/tail-cut.ts); or point reads of the item
+ * as it moves (`point`: lib/log/read/reader.ts `markerHeld`). Few writers and items,
  * rotations frequent or none, merges that come late (a retirement under the read makes it start
  * over).
  */
 function listings(c: SimConfig, r: Rng): void {
-  const moved = r.chance(0.5);
+  const window = r.pick(['rotation', 'rotation', 'moved', 'moved', 'point'] as const);
+  const moved = window !== 'rotation';
   Object.assign(c, {
-    steer: { window: moved ? 'moved' : 'rotation', chance: r.pick([0.5, 0.8]), count: r.between(3, 8) },
+    steer: { window, chance: r.pick([0.5, 0.8]), count: r.between(5, 10) },
     writers: moved ? r.between(2, 3) : r.between(1, 2),
     slots: moved ? r.between(2, 3) : c.slots,
     // Moved: no rotation either (a retirement under the read makes it start over).
@@ -359,6 +370,7 @@ function focusOn(c: SimConfig, r: Rng): void {
         clockMoves: r.between(2, 5),
         merges: r.between(2, 5),
         resends: r.pick([0, 0.2]),
+        lateMarkers: r.pick([0.1, 0.25]),
       });
       return;
     case 'deletes':

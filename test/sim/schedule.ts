@@ -22,6 +22,7 @@ import { SqliteCoordStore } from '../../lib/coord/sqlite.ts';
 import { DgclError, LogNotFoundError, NotFoundError } from '../../lib/errors.ts';
 import { summarize } from '../../lib/fold.ts';
 import { LocalLeaseStore } from '../../lib/lease/local.ts';
+import { genKey, shardPrefix } from '../../lib/log/layout.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
 import type { WriterHooks } from '../../lib/log/write/writer.ts';
 import { LocalObjectStore } from '../../lib/storage/local.ts';
@@ -147,6 +148,21 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   // forked last: the other generators' schedules draw what they drew before it existed.
   const steerRng = rng.fork();
   const relistRng = cfg.steer ? rng.fork() : null; // the relist focus's steering (steer.ts), after it: seeds without it replay as before
+  if (cfg.lateMarkers > 0) {
+    // After those too. Generations' markers time out, and their late copies land once the generation is gone.
+    const lateRng = rng.fork();
+    const genOf = (spec: { kind: string; target: string }) => {
+      const gen = /putIfAbsent$/.test(spec.kind) ? /^_dgcl\/meta\/gen\.(.+)$/.exec(spec.target)?.[1] : undefined;
+      return gen !== undefined && spec.target === genKey(gen) ? gen : undefined;
+    };
+    sched.steerFault = (spec) => (genOf(spec) !== undefined && lateRng.chance(cfg.lateMarkers) ? 'timeout' : null);
+    sched.lateHold = (spec) => {
+      const gen = genOf(spec);
+      if (gen === undefined) return null;
+      const dataset = shardPrefix(gen);
+      return (l) => (/delete$/.test(l.kind) && l.target === spec.target) || (/prune$/.test(l.kind) && l.target === dataset);
+    };
+  }
   /** The reactions to a process's protocol points (set below, once the workload exists). */
   let hooksFor: (proc: string) => WriterHooks = () => ({});
   const makeLog = (name: string, owner: string, objects: ObjectStore = new SimObjectStore(inner, sched, written, () => time.ms)) => {

@@ -123,6 +123,8 @@ export interface SchedulerOptions {
 
 /** Releases a late copy waits at least before it may land. */
 const LATE_STEPS = [0, 0, 0, 5, 20, 60, 200] as const;
+/** Releases a late copy held for its window (`lateHold`) waits at most after it was due. */
+const LATE_HOLD_CAP = 1_500;
 
 /** What a fault burst hits: requests whose kind starts with one of these ('' : all). */
 const BURST_TARGETS = ['', 'obj.', 'obj.put', 'obj.list', 'obj.delete', 'lance.add', 'lance.', 'lease.', 'coord.', 'sqlite.', 'fs.sync'] as const;
@@ -133,6 +135,15 @@ export const profile = new Map<string, { n: number; ms: number }>();
 export class Scheduler {
   readonly pending: Op[] = [];
   readonly trace: string[] = [];
+  /**
+   * Late copies held for a window (config.ts `lateMarkers`): for a request about to land late,
+   * what a later landed request must match before the copy may land (null: nothing), so that it
+   * lands after a protocol step instead of at a point the seed picks (capped: `LATE_HOLD_CAP`).
+   */
+  lateHold: ((spec: OpSpec<unknown>) => ((landed: OpSpec<unknown>) => boolean) | null) | null = null;
+  /** A fault for a request, steered toward a window (null: drawn as any other). */
+  steerFault: ((spec: OpSpec<unknown>) => Exclude<Fault, 'ok'> | null) | null = null;
+  private lateWaits: Array<{ until: (landed: OpSpec<unknown>) => boolean; seen: boolean }> = [];
   readonly crashed = new Set<string>();
   private readonly pausedUntil = new Map<string, number>();
   private readonly holds: Hold[] = [];
@@ -274,6 +285,8 @@ export class Scheduler {
       this.nextFaults.delete(op.actor);
       return next.fault;
     }
+    const steered = this.steerFault?.(op.spec);
+    if (steered) return steered;
     const b = this.o.bursts;
     if (b && this.burst === null && b.rng.chance(b.chance)) {
       // One fault kind on one kind of request (a store, a table, a lease table that misbehaves).
@@ -307,6 +320,7 @@ export class Scheduler {
         case 'ok':
           try {
             op.resolve(await spec.run());
+            this.sawLanded(spec);
           } catch (e) {
             op.reject(e);
           }
@@ -331,6 +345,7 @@ export class Scheduler {
         case 'failAfter':
           try {
             await spec.run();
+            this.sawLanded(spec);
           } catch {
             // it failed by itself; the caller gets the injected error either way
           }
@@ -351,14 +366,28 @@ export class Scheduler {
     }
   }
 
+  /** A request landed: late copies held for it may land now. */
+  private sawLanded(spec: OpSpec<unknown>): void {
+    if (this.lateWaits.length === 0) return;
+    for (const w of this.lateWaits) if (w.until(spec)) w.seen = true;
+    this.lateWaits = this.lateWaits.filter((w) => !w.seen);
+  }
+
   /** Queue `run` as a copy of `spec` that lands when the seed picks it (a late actor's operation). */
   landLater(spec: OpSpec<unknown>, run: () => Promise<unknown>): void {
     // Mostly soon after, sometimes long after (a request stuck in a server or a connection).
     const due = this.step + this.rng.pick(LATE_STEPS);
+    const until = this.lateHold?.(spec) ?? null;
+    const wait = until ? { until, seen: false } : null;
+    if (wait) {
+      this.lateWaits.push(wait);
+      this.trace.push(`${this.step} late copy of ${spec.kind} ${maskRandom(spec.target)} held for its window`);
+    }
+    const ready = () => this.step >= due && (!wait || wait.seen || this.step >= due + LATE_HOLD_CAP);
     this.pending.push({
       id: this.nextId++,
       actor: 'late',
-      spec: { ...spec, kind: `late:${spec.kind}`, faultable: false, run, late: undefined, resendable: false, notBefore: () => this.step >= due },
+      spec: { ...spec, kind: `late:${spec.kind}`, faultable: false, run, late: undefined, resendable: false, notBefore: ready },
       resolve: () => undefined,
       reject: () => undefined,
     });

@@ -26,6 +26,9 @@
  *                first commit to the newer one landed: an item's batch goes into the older
  *                generation after the read took it, and maybe the item's next into the newer one
  *                before (`read-newest-first`).
+ *  - moved:      the same, as the item moves to another writer: a listing (`recount-live-generations`).
+ *  - point:      the same, a point read of the item, which counts no other generation before the
+ *                one the commit waits for (`point-read-marker-check`).
  * Every steered read is followed, once it ended, by a read of the same item and kind (I3 needs
  * a later read to show less). The holds have caps: a window that does not come (the takeover
  * took another slot, the merge failed) ends the wait.
@@ -169,7 +172,7 @@ export class Steering {
         if (shard === null) return;
         if (mode === 'fence') this.fence(proc, ids, shard);
         else if (mode === 'rotation') this.rotation(proc, ids, shard);
-        else if (mode === 'moved') this.moved(proc, shard);
+        else if (mode === 'moved' || mode === 'point') this.moved(proc, ids, shard, mode === 'point');
       },
       afterCommit: (shard) => {
         const mine = this.h.inFlight(proc);
@@ -180,7 +183,7 @@ export class Steering {
         for (const c of this.commitWatchers) c(shard, ids);
       },
       beforeMergeStep: (step, shard) => {
-        if (mode === 'rotation' || mode === 'moved') this.mergeAfterReads(step);
+        if (mode === 'rotation' || mode === 'moved' || mode === 'point') this.mergeAfterReads(step);
         else if (mode === 'retirement') this.retirement(proc, step, shard);
         else if (mode === 'seal') this.seal(proc, step, shard);
       },
@@ -227,8 +230,8 @@ export class Steering {
     this.split(shard, (gen) => gen === next, () => proc, read);
   }
 
-  /** Window `moved`: a whole-log read while an item moves from one writer to another. */
-  private moved(proc: string, shard: string): void {
+  /** Windows `moved` and `point`: a whole-log read (a point read of the item) while an item moves from one writer to another. */
+  private moved(proc: string, ids: readonly string[], shard: string, point: boolean): void {
     const name = parseShardName(shard);
     if (!name || !this.marked.has(shard)) return;
     const epoch = name.writerEpoch;
@@ -237,16 +240,21 @@ export class Steering {
     const others = [...this.genWriter].filter(([gen, w]) => w !== proc && live.has(w) && (parseShardName(gen)?.slot ?? -1) > name.slot).map(([, w]) => w);
     if (others.length === 0) return;
     const to = this.h.rng.pick([...new Set(others)]);
-    this.split(shard, (gen) => parseShardName(gen)?.writerEpoch !== epoch, () => to, { kind: 'items' });
+    const mine = this.h.inFlight(proc).filter((it) => ids.includes(it.id));
+    if (point && mine.length === 0) return;
+    // A point read of one query (latest events takes a second, at new counts). It counts each
+    // writer's generations side by side: it counts this one first.
+    const read: SteerRead = point ? { item: this.h.rng.pick(mine), kind: this.h.rng.pick(['fold', 'trajectory', 'fields'] as const) } : { kind: 'items' };
+    this.split(shard, (gen) => parseShardName(gen)?.writerEpoch !== epoch, () => to, read, point);
   }
 
   /**
    * A read starts as a commit to `shard` is about to go out; the commit waits until the read
    * counted `shard`'s rows, the read then waits until an item committed to `shard` after that
    * count was committed to a generation `then` accepts (its next batches go through writer
-   * `via()` meanwhile, one at a time).
+   * `via()` meanwhile, one at a time). `countFirst`: the read counts no other generation before `shard`.
    */
-  private split(shard: string, then: (gen: string) => boolean, via: () => string, read: SteerRead): void {
+  private split(shard: string, then: (gen: string) => boolean, via: () => string, read: SteerRead, countFirst = false): void {
     const me = simContext.getStore()?.actor;
     if (!me || !this.take()) return;
     const { sched } = this.h;
@@ -257,6 +265,8 @@ export class Steering {
         (op) => op.actor === reader && op.spec.kind === 'lance.countRows' && op.spec.target === shard,
         () => {
           this.commitWatchers.push((gen, ids) => {
+            // Once the read ended this window is over (a hold now would end at once, freeing an item another window holds).
+            if (ended.seen) return;
             if (gen === shard) for (const id of ids) late.add(id);
             else if (then(gen) && ids.some((id) => late.has(id))) {
               both.seen = true;
@@ -272,6 +282,7 @@ export class Steering {
         },
       );
       sched.hold(me, `${reader} counted the rows of ${shard}`, WAIT, () => counted.seen || ended.seen);
+      if (countFirst) sched.hold(reader, `its count of ${shard}`, WAIT, () => counted.seen || ended.seen, (op) => op.spec.kind === 'lance.countRows' && op.spec.target !== shard);
       this.splitReads.push(ended);
     });
     if (!started) this.left++; // no reader free: the next point may steer

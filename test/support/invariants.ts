@@ -408,6 +408,23 @@ export function checkHistory(h: History, options: CheckOptions = {}): InvariantV
     }
   }
 
+  // I2 for event reads: the item as it was at one moment. Every acked batch of the item between
+  // the lowest and the highest seq a read returns is there (a later batch without an earlier one
+  // is no state the item ever had), unless a delete may have taken it.
+  for (const r of done) {
+    for (const o of r.result!.items ?? []) {
+      if (!o.events || o.events.length === 0) continue;
+      const ids = new Set(o.events.map((e) => e.eventId));
+      const seqs = o.events.map((e) => e.seq);
+      const [low, top] = [Math.min(...seqs), Math.max(...seqs)];
+      for (const { ack, a } of acks) {
+        if (ack.itemId !== o.itemId || ack.firstSeq < low || ack.lastSeq >= top) continue;
+        const gone = ack.eventIds.filter((id, i) => !ids.has(id) && !mayDeleteAcked(o.itemId, ack.firstSeq + i, a, r));
+        if (gone.length > 0) report('I2', `I2 item ${JSON.stringify(o.itemId)}: ${describeRead(r)} returns seq ${top} but not checkpoint ${short(ack.checkpointId)} (seqs ${ack.firstSeq}-${ack.lastSeq}, acked by append #${a.id})`);
+      }
+    }
+  }
+
   // I2 for folds and listings: the last seq they show ends a batch, never falls inside one.
   const ranges = new Map<string, Array<[number, number, string]>>();
   for (const { ack } of acks) if (ack.lastSeq > ack.firstSeq) ranges.set(ack.itemId, [...(ranges.get(ack.itemId) ?? []), [ack.firstSeq, ack.lastSeq, ack.checkpointId]]);

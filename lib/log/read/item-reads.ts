@@ -111,7 +111,7 @@ export async function readFields(ctx: ItemReadContext, itemId: string, q: Fields
     const fields: Record<string, ReadValue> = state.fields;
     if (inline > 0) await inlineValues(ctx, listing, itemId, fields, inline);
     return { itemId, rootItemId: state.rootItemId, parentItemId: state.parentItemId, fields };
-  });
+  }, undefined, 'scan', itemId);
 }
 
 /**
@@ -161,7 +161,7 @@ export async function readLatestEvents(ctx: ItemReadContext, itemId: string, q: 
       for (const e of wanted) e.value = bytes.get(e.eventId)!;
     }
     return events;
-  });
+  }, undefined, 'scan', itemId);
 }
 
 function blobRefOf(v: unknown): BlobRef['$blobRef'] | null {

@@ -81,6 +81,8 @@ export class LogReader {
     private readonly ownItemRows?: OwnItemRows,
     /** Told each listing a read starts from; may refuse the read (a log that does not exist). */
     private readonly checkListing?: (listing: ShardListing) => Promise<void>,
+    /** The item's marker (lib/log/write/markers.ts: which writer last began writing it), for point reads; null if it has none. */
+    private readonly itemMarker?: (itemId: string) => Promise<string | null>,
   ) {}
 
   async readSeal(writerEpoch: string, logId = this.logId): Promise<Seal | null> {
@@ -199,9 +201,10 @@ export class LogReader {
    * (not found, corrupt data, bad input) are not retried, but thrown only once the layout is
    * known to have held still (else the attempt starts over). `probe`: how a decoding failure
    * that keeps coming back is told to be damage (lib/log/read/damage.ts); the writer's reads pass
-   * `none`, so no scan of the log holds its appends.
+   * `none`, so no scan of the log holds its appends. `item`: a point read of that one item (see
+   * `markerHeld`).
    */
-  async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>, probe: DamageProbe = 'scan'): Promise<T> {
+  async read<T>(fn: (listing: ShardListing) => Promise<T>, skip?: ReadonlySet<string>, probe: DamageProbe = 'scan', item?: string): Promise<T> {
     if (this.closed) throw new InternalError('the log is closed: open it again to read');
     let lastError: unknown;
     /** The decoding failure every attempt since `sinceMs` ended with, `times` in a row (damage?). */
@@ -209,6 +212,9 @@ export class LogReader {
     let attempt = 0;
     for (; attempt < READ_ATTEMPTS || (suspect !== null && attempt < READ_ATTEMPTS + DAMAGE_EXTRA_ATTEMPTS); attempt++) {
       if (attempt > 0) await this.clock.sleep(Math.min(400, 5 * 2 ** attempt));
+      // Asked before any generation is counted (beside the listing: no time added).
+      const marker = item !== undefined && this.itemMarker && guard('point-read-marker-check') ? this.itemMarker(item) : null;
+      marker?.catch(() => undefined); // awaited below, unless the attempt ends first
       let listing: ShardListing;
       try {
         listing = await this.listShards();
@@ -249,7 +255,11 @@ export class LogReader {
       let result: T | undefined;
       let failed = false;
       let definite: unknown;
+      // Only generations still written to can take a batch of the item during the read.
+      const held = marker !== null && listing.visible.some((v) => v.version === null) ? { before: marker, item: item! } : null;
+      let before: string | null | undefined;
       try {
+        if (held) before = await held.before;
         result = await fn(listing);
       } catch (e) {
         if (e instanceof ReadAgainError) {
@@ -271,6 +281,16 @@ export class LogReader {
         lastError ??= new UnavailableError('the log layout changed during the read');
         suspect = null; // damage needs the same failure with the layout unchanged, in a row
         continue;
+      }
+      if (held && before !== undefined && (!failed || definite !== undefined)) {
+        const moved = await this.markerHeld(held.item, before).catch((e: unknown) => e);
+        if (moved !== false) {
+          const refused = moved instanceof PermissionDeniedError ? moved : permissionOf(moved, this.objects.baseUri);
+          if (refused) throw refused;
+          lastError = moved;
+          suspect = null;
+          continue;
+        }
       }
       if (definite !== undefined) throw definite;
       if (!failed) return result as T;
@@ -297,11 +317,26 @@ export class LogReader {
   }
 
   /**
+   * A point read's check that the item stayed with its writer: false if its marker is still
+   * `before` (read before the read's first count), else the error to start over with. Each writer
+   * epoch's generations are read newest first, which keeps a read from showing an item's batch
+   * without the earlier ones of the same writer; but an item that moved to another writer
+   * meanwhile has batches in two writers' generations, and the read may have taken the one
+   * generation before a batch landed and the other after the next landed. A writer puts a marker
+   * of its own before it commits a batch of an item it did not write last, so an unchanged marker
+   * means no batch went to another writer during the read.
+   */
+  private async markerHeld(item: string, before: string | null): Promise<false | ReadAgainError> {
+    const after = await this.itemMarker!(item);
+    return after === before ? false : new ReadAgainError(`item ${JSON.stringify(item)} began with another writer while it was read`);
+  }
+
+  /**
    * Rows matching `filter` (a Lance SQL predicate, or null for all) from base + visible shards
    * (but those in `skip`, whose rows the caller has in memory), without deleted items' rows.
    */
   scan(filter: string | null, columns: readonly string[], skip?: ReadonlySet<string>, scope?: ItemScope): Promise<EventRow[]> {
-    return this.read((listing) => this.scanListing(listing, filter, columns, skip, scope ? { scope } : {}), skip);
+    return this.read((listing) => this.scanListing(listing, filter, columns, skip, scope ? { scope } : {}), skip, 'scan', scope?.items.length === 1 ? scope.items[0] : undefined);
   }
 
   /**
