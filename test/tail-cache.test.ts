@@ -209,21 +209,21 @@ describe('the tail cache: concurrent reads of one entry on a real generation', (
 
       // r1: latest (4 commits), paused at its take.
       pauseNext = true;
-      const r1 = settle(cache.rows(latest, 'g', X));
+      const r1 = settle(cache.rows(latest, 'g', X).then((r) => r.batches));
       await pausedTake.reached.promise;
       // Two more commits; r2 (latest: 6 commits, another handle) chains on r1's learning.
       await commit(4);
       await commit(5);
       const other = wrap(await db.openTable('g'), 'g');
-      const r2 = settle(cache.rows(other, 'g', X));
+      const r2 = settle(cache.rows(other, 'g', X).then((r) => r.batches));
       // A read elsewhere forgets the generation (its layout check failed); r3 reads an older
       // (sealed) version into a new entry, r4 switches the column set of the name's entry.
       cache.forget('g');
       const v2Handle = await at(versions[1]!);
-      expect(idsOf(await cache.rows(v2Handle, 'g', X)), 'r3 (version of 2 commits, new entry)').toEqual(await fresh(v2Handle, X));
-      expect(idsOf(await cache.rows(latest, 'g', Y)), 'r4 (other columns, latest)').toEqual(await fresh(latest, Y));
+      expect(idsOf((await cache.rows(v2Handle, 'g', X)).batches), 'r3 (version of 2 commits, new entry)').toEqual(await fresh(v2Handle, X));
+      expect(idsOf((await cache.rows(latest, 'g', Y)).batches), 'r4 (other columns, latest)').toEqual(await fresh(latest, Y));
       const v3Handle = await at(versions[2]!);
-      expect(idsOf(await cache.rows(v3Handle, 'g', Y)), 'r4b (other columns, a version below what r4 learned)').toEqual(await fresh(v3Handle, Y));
+      expect(idsOf((await cache.rows(v3Handle, 'g', Y)).batches), 'r4b (other columns, a version below what r4 learned)').toEqual(await fresh(v3Handle, Y));
 
       pausedTake.release();
       const [one, two] = [await r1, await r2];
@@ -235,7 +235,7 @@ describe('the tail cache: concurrent reads of one entry on a real generation', (
       }
       expect(two.ok && idsOf(two.value), 'r2 (6 commits), learned after r1').toEqual(await fresh(other, X));
       // The name's entry is r4's (columns Y); a read of X at 4 commits starts a new one.
-      expect(idsOf(await cache.rows(v4Handle, 'g', X)), 'r5 (X again, version of 4 commits)').toEqual(await fresh(v4Handle, X));
+      expect(idsOf((await cache.rows(v4Handle, 'g', X)).batches), 'r5 (X again, version of 4 commits)').toEqual(await fresh(v4Handle, X));
     },
   );
 });

@@ -5,7 +5,7 @@
  */
 import type { CheckpointLog, DeleteOptions, DeleteResult, FailureQuery, ForkOptions, ForkResult, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport, RehomeReport, SearchHit, SearchOptions, SnapshotInfo, SnapshotResult } from '../api.ts';
 import { parseBatches } from '../batch.ts';
-import { InternalError, InvalidInputError, LogNotFoundError } from '../errors.ts';
+import { DgclError, InternalError, InvalidInputError, LogNotFoundError, UnavailableError } from '../errors.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { item, type DurableItem, type ItemOptions } from '../steps.ts';
@@ -71,6 +71,8 @@ export class LanceCheckpointLog implements CheckpointLog {
   private closing: Promise<void> | null = null;
   /** The log's coordination store (item markers, claims). */
   private readonly coordination: CoordHolder;
+  /** Set once the log's coordination store turned out to be out of this process's reach (itemMarker). */
+  private markersOutOfReach = false;
   /** maintain() calls still running: close() waits for them before it releases what they use. */
   private readonly running = new Set<Promise<unknown>>();
 
@@ -90,10 +92,27 @@ export class LanceCheckpointLog implements CheckpointLog {
       leaseTtlMs: o.leaseTtlMs,
       ownItemRows: (gen, items) => this.writer?.ownItemRows(gen, items) ?? null,
       missingLog: () => this.missingLog(),
-      // Never creates the store's record: a read writes nothing.
-      itemMarker: async (itemId) => (await this.coordination.get({ create: false })).get(itemKey(itemId)),
+      itemMarker: (itemId) => this.itemMarker(itemId),
     });
     attachReads(this, this.reads);
+  }
+
+  /**
+   * An item's marker, for point reads (lib/log/read/reader.ts `markerHeld`); undefined when this
+   * process cannot read the log's coordination store (no lease table for a log whose records are
+   * there, credentials that may not read it, a copied log): its point reads go without the check
+   * (docs/design/invariants.md, "Reads"). Never creates the store's record.
+   */
+  private async itemMarker(itemId: string): Promise<string | null | undefined> {
+    if (this.markersOutOfReach) return undefined;
+    try {
+      return await (await this.coordination.get({ create: false })).get(itemKey(itemId));
+    } catch (e) {
+      // Storage trouble: the read tries again. Anything else will not pass by trying again.
+      if (!(e instanceof DgclError) || e instanceof UnavailableError) throw e;
+      this.markersOutOfReach = true;
+      return undefined;
+    }
   }
 
   private missingLog(): Promise<LogNotFoundError> {

@@ -48,8 +48,8 @@ export interface LogReadsOptions {
   ownItemRows: OwnItemRows;
   /** The error of a public read of this log while it does not exist. */
   missingLog: () => Promise<LogNotFoundError>;
-  /** An item's marker in the log's coordination store (null: none), checked by point reads (LogReader.read). */
-  itemMarker: (itemId: string) => Promise<string | null>;
+  /** An item's marker in the log's coordination store (null: none; undefined: out of this process's reach), checked by point reads (LogReader.read). */
+  itemMarker: (itemId: string) => Promise<string | null | undefined>;
 }
 
 /** The reads whose public read is running (track: a read inside another is part of it). */

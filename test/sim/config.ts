@@ -369,7 +369,7 @@ function focusOn(c: SimConfig, r: Rng): void {
         maintains: r.between(2, 4),
         clockMoves: r.between(2, 5),
         merges: r.between(2, 5),
-        resends: r.pick([0, 0.2]),
+        resends: r.pick([0.2, 0.4]),
         lateMarkers: r.pick([0.1, 0.25]),
       });
       return;

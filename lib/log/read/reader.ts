@@ -81,8 +81,11 @@ export class LogReader {
     private readonly ownItemRows?: OwnItemRows,
     /** Told each listing a read starts from; may refuse the read (a log that does not exist). */
     private readonly checkListing?: (listing: ShardListing) => Promise<void>,
-    /** The item's marker (lib/log/write/markers.ts: which writer last began writing it), for point reads; null if it has none. */
-    private readonly itemMarker?: (itemId: string) => Promise<string | null>,
+    /**
+     * The item's marker (lib/log/write/markers.ts: which writer last began writing it), for point
+     * reads; null if it has none, undefined if this process cannot read the log's markers (no check).
+     */
+    private readonly itemMarker?: (itemId: string) => Promise<string | null | undefined>,
   ) {}
 
   async readSeal(writerEpoch: string, logId = this.logId): Promise<Seal | null> {
@@ -152,16 +155,12 @@ export class LogReader {
   }
 
   /**
-   * Every row of a visible generation at the version the listing shows, with `columns`. With
-   * `keep`, the batches are the process's (lib/log/read/tail-cache.ts): never release or change them.
+   * Every row of a visible generation at the version the listing shows, with `columns`, and how
+   * many (the count the read saw). With `keep`, the batches are the process's
+   * (lib/log/read/tail-cache.ts): never release or change them.
    */
-  async wholeGeneration(v: ShardView, columns: readonly string[], keep: boolean): Promise<arrow.RecordBatch[]> {
+  async wholeGeneration(v: ShardView, columns: readonly string[], keep: boolean): Promise<{ batches: arrow.RecordBatch[]; count: number }> {
     return this.tail.rows(await this.shardTable(v), v.key, columns, keep);
-  }
-
-  /** Every row of a visible generation, as `wholeGeneration`, and how many (the count the read saw). */
-  generationPrefix(v: ShardView, columns: readonly string[], keep: boolean): Promise<{ batches: arrow.RecordBatch[]; count: number }> {
-    return this.shardTable(v).then((t) => this.tail.prefix(t, v.key, columns, keep));
   }
 
   /** The items with a row at an offset in [from, to) of a visible generation (holding at least `to` rows). */
@@ -174,9 +173,9 @@ export class LogReader {
     return this.shardIndex.batchesOf(await this.shardTable(v), v.key, items, columns, count);
   }
 
-  /** Whether item `id` has a row below offset `count` of a visible generation (learned up to there by `itemsIn` or `itemBatches`). */
-  holds(v: ShardView, id: string, count: number): boolean {
-    return this.shardIndex.holds(v.key, id, count);
+  /** Whether item `id` has a row below offset `count` of a visible generation (holding at least `count` rows). */
+  async holds(v: ShardView, id: string, count: number): Promise<boolean> {
+    return this.shardIndex.holds(await this.shardTable(v), v.key, id, count);
   }
 
   /**
@@ -212,9 +211,18 @@ export class LogReader {
     let attempt = 0;
     for (; attempt < READ_ATTEMPTS || (suspect !== null && attempt < READ_ATTEMPTS + DAMAGE_EXTRA_ATTEMPTS); attempt++) {
       if (attempt > 0) await this.clock.sleep(Math.min(400, 5 * 2 ** attempt));
-      // Asked before any generation is counted (beside the listing: no time added).
-      const marker = item !== undefined && this.itemMarker && guard('point-read-marker-check') ? this.itemMarker(item) : null;
-      marker?.catch(() => undefined); // awaited below, unless the attempt ends first
+      // Read before the listing: a generation made after the listing is never read, and the
+      // base is read at its latest version (see markerHeld). undefined: no check.
+      let before: string | null | undefined;
+      if (item !== undefined && this.itemMarker && guard('point-read-marker-check')) {
+        try {
+          before = await this.itemMarker(item);
+        } catch (e) {
+          lastError = e; // storage trouble (the store's other failures are out of reach: undefined)
+          suspect = null;
+          continue;
+        }
+      }
       let listing: ShardListing;
       try {
         listing = await this.listShards();
@@ -255,11 +263,7 @@ export class LogReader {
       let result: T | undefined;
       let failed = false;
       let definite: unknown;
-      // Only generations still written to can take a batch of the item during the read.
-      const held = marker !== null && listing.visible.some((v) => v.version === null) ? { before: marker, item: item! } : null;
-      let before: string | null | undefined;
       try {
-        if (held) before = await held.before;
         result = await fn(listing);
       } catch (e) {
         if (e instanceof ReadAgainError) {
@@ -282,11 +286,9 @@ export class LogReader {
         suspect = null; // damage needs the same failure with the layout unchanged, in a row
         continue;
       }
-      if (held && before !== undefined && (!failed || definite !== undefined)) {
-        const moved = await this.markerHeld(held.item, before).catch((e: unknown) => e);
+      if (before !== undefined && (!failed || definite !== undefined)) {
+        const moved = await this.markerHeld(item!, before).catch((e: unknown) => e);
         if (moved !== false) {
-          const refused = moved instanceof PermissionDeniedError ? moved : permissionOf(moved, this.objects.baseUri);
-          if (refused) throw refused;
           lastError = moved;
           suspect = null;
           continue;
@@ -318,13 +320,14 @@ export class LogReader {
 
   /**
    * A point read's check that the item stayed with its writer: false if its marker is still
-   * `before` (read before the read's first count), else the error to start over with. Each writer
-   * epoch's generations are read newest first, which keeps a read from showing an item's batch
-   * without the earlier ones of the same writer; but an item that moved to another writer
-   * meanwhile has batches in two writers' generations, and the read may have taken the one
-   * generation before a batch landed and the other after the next landed. A writer puts a marker
-   * of its own before it commits a batch of an item it did not write last, so an unchanged marker
-   * means no batch went to another writer during the read.
+   * `before` (read before the listing), else the error to start over with. Each writer epoch's
+   * generations are read newest first, which keeps a read from showing an item's batch without
+   * the earlier ones of the same writer; but an item that moved to another writer meanwhile has
+   * batches in two writers' generations (or one the listing missed, or in the base, read at its
+   * latest version, through a merge), and the read may have taken the one before a batch landed
+   * and the other after the next landed. A writer puts a marker of its own before it commits a
+   * batch of an item whose marker is not its own, so an unchanged marker means no batch went to
+   * another writer during the read.
    */
   private async markerHeld(item: string, before: string | null): Promise<false | ReadAgainError> {
     const after = await this.itemMarker!(item);

@@ -41,13 +41,10 @@ export class ShardItemIndex {
    * with `columns`; [] without a query when the generation holds none of them.
    */
   async rowsOf(table: Table, name: string, items: readonly string[], columns: readonly string[]): Promise<EventRow[]> {
-    const offsets = await this.offsetsOf(table, name, items);
-    if (offsets.length === 0) return [];
-    const taken = await table.takeOffsets(offsets).select(projection(columns)).toArrow();
-    // Lance returns fewer rows, without an error, for offsets past the end: the dataset shrank
-    // under the read (a retired generation deleted newest manifest first): let the read start over.
-    if (taken.numRows !== offsets.length) throw new UnavailableError(`shard generation ${name} returned ${taken.numRows} rows for ${offsets.length} offsets`);
-    return rowsFromArrow(taken);
+    // The row count of the version this read sees; a handle at the latest version may move on
+    // before the take, which only adds rows above `count`.
+    const taken = await this.take(table, name, new Set(items), columns, await table.countRows());
+    return taken ? rowsFromArrow(taken) : [];
   }
 
   /**
@@ -56,24 +53,12 @@ export class ShardItemIndex {
    * none of them).
    */
   async batchesOf(table: Table, name: string, items: ReadonlySet<string>, columns: readonly string[], count: number): Promise<arrow.RecordBatch[]> {
-    const entry = this.entryOf(name);
-    if (entry.rows < count) await this.learn(entry, table, count);
-    const offsets: number[] = [];
-    for (const id of items) {
-      const runs = entry.runs.get(id);
-      if (!runs) continue;
-      for (let i = 0; i < runs.length; i += 2) for (let o = runs[i]!; o < runs[i + 1]! && o < count; o++) offsets.push(o);
-    }
-    if (offsets.length === 0) return [];
-    offsets.sort((a, b) => a - b);
-    const taken = await table.takeOffsets(offsets).select(projection(columns)).toArrow();
-    if (taken.numRows !== offsets.length) throw new UnavailableError(`shard generation ${name} returned ${taken.numRows} rows for ${offsets.length} offsets`);
-    return taken.batches;
+    return (await this.take(table, name, items, columns, count))?.batches ?? [];
   }
 
-  /** Whether item `id` has a row below offset `count` in generation `name`, as far as learned (call `itemsIn` or `batchesOf` up to `count` first). */
-  holds(name: string, id: string, count: number): boolean {
-    const runs = this.entries.get(name)?.runs.get(id);
+  /** Whether item `id` has a row below offset `count` in generation `name` (opened as `table`, holding at least `count` rows). */
+  async holds(table: Table, name: string, id: string, count: number): Promise<boolean> {
+    const runs = (await this.learned(table, name, count)).runs.get(id);
     return runs !== undefined && runs.length > 0 && runs[0]! < count;
   }
 
@@ -82,8 +67,7 @@ export class ShardItemIndex {
    * holding at least `to` rows).
    */
   async itemsIn(table: Table, name: string, from: number, to: number): Promise<Set<string>> {
-    const entry = this.entryOf(name);
-    if (entry.rows < to) await this.learn(entry, table, to);
+    const entry = await this.learned(table, name, to);
     const out = new Set<string>();
     for (const [id, runs] of entry.runs) {
       for (let i = 0; i < runs.length; i += 2) {
@@ -106,21 +90,32 @@ export class ShardItemIndex {
     for (const name of this.entries.keys()) if (!names.has(name)) this.entries.delete(name);
   }
 
-  private async offsetsOf(table: Table, name: string, items: readonly string[]): Promise<number[]> {
-    // The row count of the version this read sees; a handle at the latest version may move on
-    // before the take, which only adds rows above `count`.
-    const count = await table.countRows();
-    const entry = this.entryOf(name);
-    if (entry.rows < count) await this.learn(entry, table, count);
-    const out: number[] = [];
-    for (const id of new Set(items)) {
+  /**
+   * The rows of `items` below offset `count`, taken with `columns` in offset order; null without
+   * a take when there are none.
+   */
+  private async take(table: Table, name: string, items: ReadonlySet<string>, columns: readonly string[], count: number): Promise<arrow.Table | null> {
+    const entry = await this.learned(table, name, count);
+    const offsets: number[] = [];
+    for (const id of items) {
       const runs = entry.runs.get(id);
       if (!runs) continue;
-      for (let i = 0; i < runs.length; i += 2) {
-        for (let o = runs[i]!; o < runs[i + 1]! && o < count; o++) out.push(o);
-      }
+      for (let i = 0; i < runs.length; i += 2) for (let o = runs[i]!; o < runs[i + 1]! && o < count; o++) offsets.push(o);
     }
-    return out.sort((a, b) => a - b);
+    if (offsets.length === 0) return null;
+    offsets.sort((a, b) => a - b);
+    const taken = await table.takeOffsets(offsets).select(projection(columns)).toArrow();
+    // Lance returns fewer rows, without an error, for offsets past the end: the dataset shrank
+    // under the read (a retired generation deleted newest manifest first): let the read start over.
+    if (taken.numRows !== offsets.length) throw new UnavailableError(`shard generation ${name} returned ${taken.numRows} rows for ${offsets.length} offsets`);
+    return taken;
+  }
+
+  /** The entry of generation `name`, learned up to offset `count` at least. */
+  private async learned(table: Table, name: string, count: number): Promise<Entry> {
+    const entry = this.entryOf(name);
+    if (entry.rows < count) await this.learn(entry, table, count);
+    return entry;
   }
 
   private entryOf(name: string): Entry {

@@ -35,14 +35,10 @@ export class TailCache {
 
   /**
    * Every row of generation `name` (opened as `table` at the version the read uses), with
-   * `columns`. With `keep` false (one-off passes: exports, reports) nothing is kept or reused.
+   * `columns`, and how many (the count the read saw). With `keep` false (one-off passes: exports,
+   * reports) nothing is kept or reused.
    */
-  async rows(table: Table, name: string, columns: readonly string[], keep = true): Promise<arrow.RecordBatch[]> {
-    return (await this.prefix(table, name, columns, keep)).batches;
-  }
-
-  /** `rows`, and how many rows of the generation they are (its count the read saw). */
-  async prefix(table: Table, name: string, columns: readonly string[], keep = true): Promise<{ batches: arrow.RecordBatch[]; count: number }> {
+  async rows(table: Table, name: string, columns: readonly string[], keep = true): Promise<{ batches: arrow.RecordBatch[]; count: number }> {
     // The row count of the version this read sees; a handle at the latest version may move on
     // before the take, which only adds rows above `count`.
     const count = await table.countRows();

@@ -48,7 +48,7 @@ export interface TailRows {
 export async function readTail(reader: LogReader, listing: ShardListing, cols: readonly string[], filter: string | null, keep: boolean): Promise<TailRows> {
   const shared = filter === null && keep;
   const take = async (v: ShardView): Promise<{ batches: arrow.RecordBatch[]; count: number }> => {
-    if (filter === null) return reader.generationPrefix(v, cols, shared);
+    if (filter === null) return reader.wholeGeneration(v, cols, shared);
     const t = await reader.shardTable(v);
     // Counted before the query: the query sees at least these rows.
     const count = v.version !== null ? 0 : await t.countRows();
@@ -110,9 +110,12 @@ export async function readTail(reader: LogReader, listing: ShardListing, cols: r
     else if (arrived.size === 0) still = arrived;
     else {
       // Only items with rows in two epochs' live generations can be split.
-      await Promise.all([...views.values()].map((v) => reader.itemsIn(v, next.get(v.name)!, next.get(v.name)!)));
-      const epochs = (id: string) => new Set([...views.values()].filter((v) => reader.holds(v, id, next.get(v.name)!)).map((v) => v.writerEpoch));
-      still = new Set([...arrived].filter((id) => epochs(id).size > 1));
+      const epochs = async (id: string) => {
+        const holding = await Promise.all([...views.values()].map(async (v) => ((await reader.holds(v, id, next.get(v.name)!)) ? v.writerEpoch : null)));
+        return new Set(holding.filter((e) => e !== null)).size;
+      };
+      const split = await Promise.all([...arrived].map(async (id) => ((await epochs(id)) > 1 ? id : null)));
+      still = new Set(split.filter((id): id is string => id !== null));
     }
     if (open !== null) for (const id of open) if (!still.has(id)) settled.set(id, round - 1);
     if (still.size === 0) break;
