@@ -80,9 +80,10 @@ describe('an s3:// root without DGCL_LEASE_TABLE', () => {
         expect((e as InvalidInputError).message).toContain('set DGCL_LEASE_TABLE');
       }
       expect(requests).toEqual([]);
-      // The recorder does see this client's requests: a read lists the log's objects.
+      // The recorder does see this client's requests: a point read first reads the log's
+      // coordination record (where the item's marker is), from S3.
       await codeOf(log.fold('a'));
-      expect(requests[0]).toMatch(/^GET \/dgcl-leaseless\/\?.*list-type=2&prefix=runs%2Fdatagen_checkpoints%2Fp%2Fe%2F/);
+      expect(requests[0]).toMatch(/^GET \/dgcl-leaseless\/runs\/datagen_checkpoints\/p\/e\/log\.lance\/_dgcl\/coordination\?/);
     } finally {
       await log.close();
     }
@@ -92,7 +93,7 @@ describe('an s3:// root without DGCL_LEASE_TABLE', () => {
     const flags = ['--root', root, '--pipeline', 'p', '--experiment', 'cli'];
     const fold = await dgcl(['fold', ...flags, '--item', 'a'], { env: { ...AWS, DGCL_LEASE_TABLE: '', AWS_ENDPOINT_URL_S3: CLOSED } });
     expect(fold.code, fold.stderr).toBe(75);
-    expect(fold.stderr).toMatch(/^dgcl: UNAVAILABLE: S3 list .*ECONNREFUSED/);
+    expect(fold.stderr).toMatch(/^dgcl: UNAVAILABLE: S3 get s3:\/\/dgcl-leaseless\/runs\/datagen_checkpoints\/p\/cli\/log\.lance\/_dgcl\/coordination .*ECONNREFUSED/);
     expect(fold.stderr).not.toContain('DGCL_LEASE_TABLE');
     requests.length = 0;
     const append = await dgcl(['append', ...flags], { env: { ...AWS, DGCL_LEASE_TABLE: '', AWS_ENDPOINT_URL_S3: endpoint }, stdin: `${JSON.stringify(batch)}\n` });

@@ -5,7 +5,7 @@
  */
 import type { CheckpointLog, DeleteOptions, DeleteResult, FailureQuery, ForkOptions, ForkResult, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport, RehomeReport, SearchHit, SearchOptions, SnapshotInfo, SnapshotResult } from '../api.ts';
 import { parseBatches } from '../batch.ts';
-import { DgclError, InternalError, InvalidInputError, LogNotFoundError, UnavailableError } from '../errors.ts';
+import { CorruptError, InternalError, InvalidInputError, LogNotFoundError, PermissionDeniedError } from '../errors.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { item, type DurableItem, type ItemOptions } from '../steps.ts';
@@ -99,18 +99,21 @@ export class LanceCheckpointLog implements CheckpointLog {
 
   /**
    * An item's marker, for point reads (lib/log/read/reader.ts `markerHeld`); undefined when this
-   * process cannot read the log's coordination store (no lease table for a log whose records are
-   * there, credentials that may not read it, a copied log): its point reads go without the check
-   * (docs/design/invariants.md, "Reads"). Never creates the store's record.
+   * log object cannot read the log's coordination store (no lease table, or another one, for a
+   * log whose records are in one; credentials that may not read it; a copied log): its point
+   * reads go without the check (docs/design/invariants.md, "Reads"). Never creates the store's
+   * record.
    */
   private async itemMarker(itemId: string): Promise<string | null | undefined> {
     if (this.markersOutOfReach) return undefined;
     try {
       return await (await this.coordination.get({ create: false })).get(itemKey(itemId));
     } catch (e) {
-      // Storage trouble: the read tries again. Anything else will not pass by trying again.
-      if (!(e instanceof DgclError) || e instanceof UnavailableError) throw e;
-      this.markersOutOfReach = true;
+      // Out of reach for good: no lease table (or another one) for a log whose records are in
+      // one, or credentials that may not read it. A copied log's records (CORRUPT) may also be a
+      // repair switching them under this read: no check this time. Anything else fails the read.
+      if (e instanceof InvalidInputError || e instanceof PermissionDeniedError) this.markersOutOfReach = true;
+      else if (!(e instanceof CorruptError)) throw e;
       return undefined;
     }
   }
