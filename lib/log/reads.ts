@@ -132,7 +132,7 @@ export class LogReads implements ListingSource {
     // Well-formed: the base gets the id through SQL (a lone surrogate becomes U+FFFD there),
     // a shard through its item index (compared as is), so they would read different items.
     checkItemId(itemId);
-    return this.reader.scan(`item_id = ${sqlString(itemId)}`, columns, undefined, { items: [itemId] });
+    return this.reader.scan(`item_id = ${sqlString(itemId)}`, columns, undefined, { items: [itemId] }, itemId);
   }
 
   fold(itemId: string): Promise<ItemState> {

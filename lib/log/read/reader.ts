@@ -337,9 +337,10 @@ export class LogReader {
   /**
    * Rows matching `filter` (a Lance SQL predicate, or null for all) from base + visible shards
    * (but those in `skip`, whose rows the caller has in memory), without deleted items' rows.
+   * `item`: a point read of that one item (see `read`).
    */
-  scan(filter: string | null, columns: readonly string[], skip?: ReadonlySet<string>, scope?: ItemScope): Promise<EventRow[]> {
-    return this.read((listing) => this.scanListing(listing, filter, columns, skip, scope ? { scope } : {}), skip, 'scan', scope?.items.length === 1 ? scope.items[0] : undefined);
+  scan(filter: string | null, columns: readonly string[], skip?: ReadonlySet<string>, scope?: ItemScope, item?: string): Promise<EventRow[]> {
+    return this.read((listing) => this.scanListing(listing, filter, columns, skip, scope ? { scope } : {}), skip, 'scan', item);
   }
 
   /**
