@@ -56,6 +56,14 @@ const REQUIRE_SHIM =
 /** What a writer or maintainer sends to the lease table (leases, item markers, claims). */
 export const LEASE_TABLE_ACTIONS = ['dynamodb:BatchGetItem', 'dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
 
+/**
+ * What a read path sends to the lease table: a consistent GetItem of an item's marker before and
+ * after a point read, and of the log's sentinel once per log object (lib/coord/dynamo.ts `get`);
+ * stats() reads slot leases with GetItem too (lib/lease/dynamo.ts `read`). Only writes batch
+ * their marker reads (BatchGetItem).
+ */
+export const READ_TABLE_ACTIONS = ['dynamodb:GetItem'];
+
 /** The append queue's oldest message may be this old before the alarm fires. */
 export const APPEND_QUEUE_AGE_ALARM = Duration.minutes(15);
 
@@ -67,10 +75,12 @@ interface HandlerSpec {
   /** Object access below `<prefix>/datagen_checkpoints/`. */
   s3: 'read' | 'readwrite';
   /**
-   * Lease table access: `lease` (GetItem + UpdateItem, all the lease store sends) for the
-   * functions that take writer or maintainer leases; `none` for the read paths.
+   * Lease table access, on its ARN only: `lease` (LEASE_TABLE_ACTIONS) for the functions that
+   * take writer or maintainer leases and write item markers and claims; `read`
+   * (READ_TABLE_ACTIONS: GetItem) for the read paths, whose point reads check the item's marker
+   * there (docs/design/invariants.md, "Reads"); `none`: no access.
    */
-  table: 'lease' | 'none';
+  table: 'lease' | 'read' | 'none';
   /** Environment variables the handler reads beyond DGCL_ROOT and the Powertools ones. */
   env: ReadonlyArray<'DGCL_LEASE_TABLE' | 'DGCL_COORDINATION' | 'DGCL_RESUME_QUEUE_URL'>;
   /** Publishes Powertools metrics (sets POWERTOOLS_METRICS_NAMESPACE). */
@@ -96,8 +106,8 @@ export const HANDLERS: Record<HandlerName, HandlerSpec> = {
     memoryMiB: 1769,
     timeout: Duration.seconds(30),
     s3: 'read',
-    table: 'none',
-    env: [],
+    table: 'read',
+    env: ['DGCL_LEASE_TABLE'],
     metrics: false,
     description: 'Folds items, lists items, returns trajectories (read-only)',
   },
@@ -105,8 +115,8 @@ export const HANDLERS: Record<HandlerName, HandlerSpec> = {
     memoryMiB: 1024,
     timeout: Duration.seconds(60),
     s3: 'read',
-    table: 'none',
-    env: ['DGCL_RESUME_QUEUE_URL'],
+    table: 'read',
+    env: ['DGCL_LEASE_TABLE', 'DGCL_RESUME_QUEUE_URL'],
     metrics: true,
     description: 'Folds items and sends resume instructions to the resume queue',
   },
@@ -256,7 +266,7 @@ export class DgclStack extends Stack {
       description: props.layer.description ?? 'LanceDB (native linux-x64-gnu) + apache-arrow',
     });
 
-    // CONTRACT.md, "Lambda handlers": each function gets only the variables it reads (HANDLERS).
+    // docs/design/handlers.md, "Configuration (environment)": each function gets only the variables it reads (HANDLERS).
     const optionalEnv: Record<HandlerSpec['env'][number], string> = {
       DGCL_LEASE_TABLE: this.table.tableName,
       DGCL_COORDINATION: cfg.coordination,
@@ -350,9 +360,11 @@ export class DgclStack extends Stack {
       );
       // The lease store sends GetItem and UpdateItem (conditional); the logs' item markers and
       // claims in the same table (lib/coord/dynamo.ts) add BatchGetItem, PutItem and DeleteItem.
-      // Read paths take no lease and read no marker.
-      if (spec.table === 'lease') {
-        fn.addToRolePolicy(new iam.PolicyStatement({ actions: LEASE_TABLE_ACTIONS, resources: [this.table.tableArn] }));
+      // Read paths take no lease and write nothing there: their point reads read the item's
+      // marker, and the log's sentinel, with GetItem (refused, they would go without the check).
+      if (spec.table !== 'none') {
+        const actions = spec.table === 'lease' ? LEASE_TABLE_ACTIONS : READ_TABLE_ACTIONS;
+        fn.addToRolePolicy(new iam.PolicyStatement({ actions, resources: [this.table.tableArn] }));
       }
       return fn;
     };

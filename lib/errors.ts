@@ -9,7 +9,8 @@
  *  - LOG_NOT_FOUND: a read or maintenance names a log that does not exist (a misspelt root,
  *    pipeline or experiment); nothing was created. Its class extends NotFoundError.
  *  - PERMISSION_DENIED: the process may not read or write a file or object (EACCES, EPERM, a
- *    read-only folder, S3 AccessDenied); fix the permissions, a retry alone cannot help.
+ *    read-only folder, S3 AccessDenied, DynamoDB AccessDeniedException); fix the permissions, a
+ *    retry alone cannot help.
  *  - ITEM_EXISTS / ITEM_NOT_FOUND / ITEM_TERMINAL: a batch does not fit its item's state (a
  *    second creation; no creation yet, or the item was deleted; something after TERMINAL).
  *    Input errors like INVALID_INPUT (their classes extend InvalidInputError, nothing was

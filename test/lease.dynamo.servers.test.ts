@@ -148,11 +148,13 @@ describe('DynamoLeaseStore specifics', () => {
     }
   });
 
-  it('classifies SDK errors: throttling -> Unavailable, validation -> Internal', () => {
+  it('classifies SDK errors: throttling -> Unavailable, validation -> Internal, access denied -> PermissionDenied', () => {
     const throttled = new ThrottlingException({ message: 'slow down', $metadata: {} });
     expect(classifyDynamoError(throttled, 'x')).toBeInstanceOf(UnavailableError);
     const validation = Object.assign(new Error('bad'), { name: 'ValidationException', $fault: 'client', $metadata: {} });
     expect(classifyDynamoError(validation, 'x')).toBeInstanceOf(InternalError);
+    const refused = Object.assign(new Error('not authorized to perform: dynamodb:GetItem'), { name: 'AccessDeniedException', $fault: 'client', $metadata: { httpStatusCode: 400 } });
+    expect(classifyDynamoError(refused, 'lease get of "k" in table t')).toMatchObject({ code: 'PERMISSION_DENIED', retryable: false, path: 'lease get of "k" in table t' });
     const fenced = new FencedError('f');
     expect(classifyDynamoError(fenced, 'x')).toBe(fenced);
     expect(new ConflictError('c').retryable).toBe(true);

@@ -1,13 +1,18 @@
 /**
- * A point read in a process without the lease table (as the fold and resume handlers are opened:
- * no DGCL_LEASE_TABLE) of an S3 log whose item markers are in the lease table, while a writer's
- * generation is live: it reads without the marker check (lib/log/log.ts `itemMarker`), as it did
- * before the check existed, instead of failing. Ceph RGW and DynamoDB Local.
+ * Point reads of an S3 log whose item markers are in the lease table, while a writer's generation
+ * is live (lib/log/log.ts `itemMarker`): with the table (the deployed fold and resume handlers),
+ * the item's marker is read before and after the read; in a process without the table (no
+ * DGCL_LEASE_TABLE), or one IAM refuses, the read goes without the check, as it did before the
+ * check existed, instead of failing. Ceph RGW and DynamoDB Local (through a proxy that can refuse).
  */
 import { randomUUID } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
-import { openLog } from '../lib/index.ts';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openLog, type CheckpointLog } from '../lib/index.ts';
+import { DynamoLeaseStore } from '../lib/lease/dynamo.ts';
+import { itemKey } from '../lib/log/layout.ts';
 import { createBatch } from './support/batches.ts';
+import { dynamoOp, startHttpFaultProxy, type HttpFaultProxy } from './support/http-fault-proxy.ts';
 import { servers, useLeaseTable } from './support/servers.ts';
 
 const { bucket } = servers;
@@ -29,5 +34,57 @@ describe('a point read without the lease table, of a log whose markers are there
       await reader.close();
       await writer.close();
     }
+  });
+});
+
+describe('a point read with the lease table (as the deployed fold and resume handlers read)', () => {
+  let proxy: HttpFaultProxy;
+  let client: DynamoDBClient;
+  beforeAll(async () => {
+    proxy = await startHttpFaultProxy({ target: process.env.AWS_ENDPOINT_URL_DYNAMODB! });
+    client = new DynamoDBClient({ endpoint: proxy.endpoint, region: process.env.AWS_REGION ?? 'us-east-1', credentials: { accessKeyId: 'x', secretAccessKey: 'x' } });
+  });
+  afterAll(async () => {
+    client.destroy();
+    await proxy.close();
+  });
+
+  const withReader = async (body: (reader: CheckpointLog, writer: CheckpointLog) => Promise<void>) => {
+    const writer = await openLog({ root, pipeline: 'qa', experiment: 'table', env: { ...process.env, DGCL_LEASE_TABLE: table }, mergeEveryCommits: 1000, mergeIdleMs: 0 });
+    const leases = new DynamoLeaseStore({ client, table });
+    const reader = await openLog({ root, pipeline: 'qa', experiment: 'table', leases });
+    try {
+      await body(reader, writer);
+    } finally {
+      await reader.close();
+      await writer.close();
+    }
+  };
+
+  it("reads the item's marker before and after the read", async () => {
+    await withReader(async (reader, writer) => {
+      const [ack] = await writer.append([createBatch('doc-2')]);
+      await reader.fold('doc-2'); // the first point read also reads the log's record once
+      proxy.setScript(undefined);
+      const st = await reader.fold('doc-2');
+      expect(st.lastSeq).toBe(ack!.lastSeq);
+      const markerReads = proxy.log.filter((e) => dynamoOp(e.req) === 'GetItem' && e.req.body.toString().includes(itemKey('doc-2')));
+      expect(markerReads.map((e) => e.upstreamStatus)).toEqual([200, 200]);
+    });
+  });
+
+  it('reads without the check, as before it existed, when IAM refuses the marker read', async () => {
+    await withReader(async (reader, writer) => {
+      proxy.setScript((req) =>
+        dynamoOp(req) === 'GetItem'
+          ? { status: 400, headers: { 'content-type': 'application/x-amz-json-1.0' }, body: JSON.stringify({ __type: 'com.amazon.coral.service#AccessDeniedException', message: 'not authorized to perform: dynamodb:GetItem' }) }
+          : 'forward',
+      );
+      const [ack] = await writer.append([createBatch('doc-3')]);
+      expect((await reader.fold('doc-3')).lastSeq).toBe(ack!.lastSeq);
+      expect((await reader.trajectory('doc-3')).length).toBe(ack!.lastSeq);
+      // Refused once, then never asked again: the log object reads without the check.
+      expect(proxy.log.filter((e) => dynamoOp(e.req) === 'GetItem')).toHaveLength(1);
+    });
   });
 });

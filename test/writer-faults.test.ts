@@ -259,7 +259,7 @@ describe('maintenance', () => {
 
 describe('resume', () => {
   it('a cursor without stepIndex does not send the item back to step 0', async () => {
-    // CONTRACT.md: nextStepIndex is "the step after the cursor". A step completed without an
+    // nextStepIndex is "the step after the cursor". A step completed without an
     // index has no known successor index, so resumePoint answers null (resume after
     // cursor.stepName), never 0, which would rerun every completed step.
     const { open } = setup();

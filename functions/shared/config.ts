@@ -1,9 +1,10 @@
 /**
  * Handler configuration from the environment (docs/design/handlers.md):
  *  - DGCL_ROOT: `s3://bucket/prefix`, `file:///abs/dir` or a local path (required);
- *  - DGCL_LEASE_TABLE: DynamoDB lease table (append and maintenance on s3:// roots, which take
- *    writer / maintainer leases; the read paths fold and resume take none and are not given it;
- *    local roots keep their leases beside the logs);
+ *  - DGCL_LEASE_TABLE: DynamoDB lease table (required by append and maintenance on s3:// roots,
+ *    which take writer / maintainer leases; the read paths fold and resume take none, but are
+ *    given it for the item-marker check of their point reads, and read without the check when it
+ *    is not set; local roots keep their leases beside the logs);
  *  - DGCL_COORDINATION: where new logs keep item markers and claims, `table` (default) or
  *    `objects` (append and maintenance; read by openLog itself, README "Configuration");
  *  - DGCL_RESUME_QUEUE_URL: where the resume handler sends instructions (resume only);

@@ -66,8 +66,8 @@ export class LogCache {
       pipeline,
       experiment,
       env: config.env,
-      // A reader on an s3:// root has no lease table (the stack gives fold and resume none): it
-      // opens the log without a lease store, as reads take no lease.
+      // A reader on an s3:// root without a lease table opens the log without a lease store, as
+      // reads take no lease; its point reads then go without the item-marker check.
       ...(config.location.kind === 's3' && config.leaseTable === undefined ? {} : { leases: this.leaseStoreFor(config) }),
       leaseTtlMs: options.leaseTtlMs,
       // No idle merge: its timer could start a merge just after the handler returned, and a

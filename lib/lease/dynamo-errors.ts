@@ -1,5 +1,5 @@
 /** How DynamoDB SDK errors become the log's typed errors (lease store and coordination records). */
-import { type DgclError, InternalError, isDgclError, NotFoundError, UnavailableError } from '../errors.ts';
+import { type DgclError, InternalError, isDgclError, NotFoundError, PermissionDeniedError, UnavailableError } from '../errors.ts';
 
 const UNAVAILABLE_NAMES = new Set([
   'ProvisionedThroughputExceededException',
@@ -30,8 +30,9 @@ const NETWORK_CODES = new Set([
 
 /**
  * Maps an SDK error to a domain error: throttling, server faults and network failures ->
- * UnavailableError (retry with backoff); a missing table -> NotFoundError; anything else
- * (validation, access denied) -> InternalError (a bug or a deployment mistake, not retryable).
+ * UnavailableError (retry with backoff); a missing table -> NotFoundError; a refusal by IAM ->
+ * PermissionDeniedError (grant the action; a retry alone cannot help); anything else (validation)
+ * -> InternalError (a bug or a deployment mistake, not retryable).
  */
 export function classifyDynamoError(e: unknown, what: string): DgclError {
   if (isDgclError(e)) return e;
@@ -48,6 +49,9 @@ export function classifyDynamoError(e: unknown, what: string): DgclError {
   const message = `${what}: ${name || 'error'}${err?.message ? `: ${err.message}` : ''}`;
   if (name === 'ResourceNotFoundException') {
     return new NotFoundError(`${message} (does the lease table exist? create it with createLeaseTable)`, { cause: e });
+  }
+  if (name === 'AccessDeniedException') {
+    return new PermissionDeniedError(`${message} (grant the action on the table to this process's role)`, what, { cause: e });
   }
   const codes = [err?.code, ...(err?.errors ?? []).map((x) => x.code)].filter((c): c is string => !!c);
   if (

@@ -33,7 +33,7 @@ afterAll(async () => {
 });
 
 describe('fold handler', () => {
-  it('returns the item state of CONTRACT.md', async () => {
+  it('returns the item state of docs/contract.md', async () => {
     const s = await fold({ ...at, itemId: 'i1' }, ctx());
     expect(s).toMatchObject({
       itemId: 'i1',

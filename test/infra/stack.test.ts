@@ -182,11 +182,12 @@ describe('functions', () => {
     const table = { Ref: logicalIdOf(stack.table) };
     const queue = { Ref: logicalIdOf(stack.resumeQueue) };
     const expectedEnv: Record<(typeof NAMES)[number], Record<string, unknown>> = {
-      // Leases: only the functions that take them get the table.
+      // Every function gets the table: the writers for leases, markers and claims, the readers
+      // for the item-marker check of point reads; only the writers choose a coordination store.
       append: { DGCL_ROOT: root, DGCL_LEASE_TABLE: table, DGCL_COORDINATION: 'table', POWERTOOLS_SERVICE_NAME: 'dgcl-append', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
-      // Fold publishes no metrics and takes no lease.
-      fold: { DGCL_ROOT: root, POWERTOOLS_SERVICE_NAME: 'dgcl-fold' },
-      resume: { DGCL_ROOT: root, DGCL_RESUME_QUEUE_URL: queue, POWERTOOLS_SERVICE_NAME: 'dgcl-resume', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
+      // Fold publishes no metrics.
+      fold: { DGCL_ROOT: root, DGCL_LEASE_TABLE: table, POWERTOOLS_SERVICE_NAME: 'dgcl-fold' },
+      resume: { DGCL_ROOT: root, DGCL_LEASE_TABLE: table, DGCL_RESUME_QUEUE_URL: queue, POWERTOOLS_SERVICE_NAME: 'dgcl-resume', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
       maintenance: { DGCL_ROOT: root, DGCL_LEASE_TABLE: table, DGCL_COORDINATION: 'table', POWERTOOLS_SERVICE_NAME: 'dgcl-maintenance', POWERTOOLS_METRICS_NAMESPACE: 'dgcl' },
     };
     for (const name of NAMES) {
@@ -285,18 +286,20 @@ describe('IAM', () => {
     }
   });
 
-  it('grants the lease table actions (leases, item markers, claims) to append and maintenance, and nothing on it to fold and resume', () => {
+  it('grants the lease table actions (leases, item markers, claims) to append and maintenance, and only GetItem on it to fold and resume', () => {
     const tableArn = { 'Fn::GetAtt': [logicalIdOf(stack.table), 'Arn'] };
     expect(NAMES.filter((n) => HANDLERS[n].table === 'lease')).toEqual(['append', 'maintenance']);
+    expect(NAMES.filter((n) => HANDLERS[n].table === 'read')).toEqual(['fold', 'resume']);
+    const lease = [{ Effect: 'Allow', Action: ['dynamodb:BatchGetItem', 'dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], Resource: tableArn }];
+    // The item-marker check of point reads (and the log's sentinel): one read action, nothing written.
+    const read = [{ Effect: 'Allow', Action: 'dynamodb:GetItem', Resource: tableArn }];
+    const expected = { append: lease, fold: read, resume: read, maintenance: lease };
     for (const name of NAMES) {
       const ddb = statementsOf(name).filter((s) => actions(s).some((a) => a.startsWith('dynamodb:')));
-      if (HANDLERS[name].table === 'none') {
-        expect(ddb, name).toEqual([]);
-        // Nor any statement naming the table.
-        expect(JSON.stringify(statementsOf(name)), name).not.toContain(logicalIdOf(stack.table));
-        continue;
-      }
-      expect(ddb, name).toEqual([{ Effect: 'Allow', Action: ['dynamodb:BatchGetItem', 'dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], Resource: tableArn }]);
+      expect(ddb, name).toEqual(expected[name]);
+      // No other statement names the table.
+      const naming = statementsOf(name).filter((s) => JSON.stringify(s).includes(logicalIdOf(stack.table)));
+      expect(naming, name).toEqual(expected[name]);
     }
   });
 

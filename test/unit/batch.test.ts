@@ -9,7 +9,7 @@ import { SCHEMA_VERSION, type PreparedBatch } from '../../lib/types.ts';
 const HEX32 = /^[0-9a-f]{32}$/;
 const blob = randomBytes(257);
 
-/** The CONTRACT.md example batch (without `failed`, which would suppress STEP_COMPLETED). */
+/** The example batch of docs/contract.md (without `failed`, which would suppress STEP_COMPLETED). */
 function example(): Record<string, unknown> {
   return {
     itemId: 'doc-17',
