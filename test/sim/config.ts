@@ -7,10 +7,11 @@
  *  - retirement:  frequent merges and maintenance passes with readers busy: reads racing
  *                 retirements, seal and record clean-up, projections, merge copies;
  *  - faults:      requests of the write path failing, timing out and landing late, on one item
- *                 several writers take in turn: acks, markers, cached tracks, claims;
+ *                 several writers take in turn, late copies of item markers landing after
+ *                 another writer's: acks, markers, cached tracks, claims;
  *  - generations: generations made, made ahead, rotated and given up under faults on their
- *                 making, late copies of their markers landing after the generation is gone:
- *                 names, markers, sweeps;
+ *                 making, late copies of their markers (timed out, or resent) landing after the
+ *                 generation is gone: names, markers, sweeps;
  *  - deletes:     deletes, redelivered deletes and purges beside merges: tombstones, floors, D1;
  *  - own-reads:   a writer's reads of what it keeps of its commits, right as another commit of
  *                 its lands and is confirmed, beside other processes' reads of the same item;
@@ -97,10 +98,10 @@ export interface SimConfig {
   /** SDK resends of writes that may be resent (0: none). */
   resends: number;
   /**
-   * Chance that a generation's marker PUT times out (0: none steered). Late copies of those
-   * markers (timed out, or an SDK resend) then land only once the generation's marker or dataset
-   * was deleted (a retirement, a sweep): a marker landing after its generation is gone
-   * (scheduler.ts `lateHold`).
+   * Chance that a generation's marker PUT times out, and that one that landed is resent if the
+   * SDK may resend it (0: none steered). Late copies of those markers then land only once the
+   * generation's marker or dataset was deleted (a retirement, a sweep): a marker landing after
+   * its generation is gone (scheduler.ts `lateHold`).
    */
   lateMarkers: number;
   /** Fault bursts: chance per release that one begins (0: none), and what they hit (default: any kind of request). */

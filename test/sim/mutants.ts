@@ -138,6 +138,9 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'merge-base-commit-once',
   'own-rows-listed-only',
   'repair-seals-below-held',
+  'gen-marker-sent-once',
+  'give-up-failed-names',
+  'put-sent-once',
 ]);
 
 export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard), proven: PROVEN.has(guard) }));

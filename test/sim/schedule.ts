@@ -22,7 +22,7 @@ import { SqliteCoordStore } from '../../lib/coord/sqlite.ts';
 import { DgclError, LogNotFoundError, NotFoundError } from '../../lib/errors.ts';
 import { summarize } from '../../lib/fold.ts';
 import { LocalLeaseStore } from '../../lib/lease/local.ts';
-import { genKey, shardPrefix } from '../../lib/log/layout.ts';
+import { genKey, ITEMS_DIR, retiredKey, shardPrefix } from '../../lib/log/layout.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
 import type { WriterHooks } from '../../lib/log/write/writer.ts';
 import { LocalObjectStore } from '../../lib/storage/local.ts';
@@ -156,12 +156,30 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       return gen !== undefined && spec.target === genKey(gen) ? gen : undefined;
     };
     sched.steerFault = (spec) => (genOf(spec) !== undefined && lateRng.chance(cfg.lateMarkers) ? 'timeout' : null);
+    // A marker the SDK may resend (only if it is not sent once) is resent as often as one times out.
+    sched.steerResend = (spec) => (genOf(spec) !== undefined ? lateRng.chance(cfg.lateMarkers) : null);
     sched.lateHold = (spec) => {
       const gen = genOf(spec);
       if (gen === undefined) return null;
       const dataset = shardPrefix(gen);
-      return (l) => (/delete$/.test(l.kind) && l.target === spec.target) || (/prune$/.test(l.kind) && l.target === dataset);
+      // A retirement (its retired marker first) prunes the dataset before it deletes the marker:
+      // the copy waits for that delete. A sweep of a given-up name prunes only.
+      let retiring = false;
+      return (l) => {
+        if (/putIfAbsent$/.test(l.kind) && l.target === retiredKey(gen)) retiring = true;
+        return (/delete$/.test(l.kind) && l.target === spec.target) || (!retiring && /prune$/.test(l.kind) && l.target === dataset);
+      };
     };
+  }
+  if (cfg.focus === 'faults') {
+    // After those too. An item marker's PUT, if the SDK may resend it (only if it is not sent
+    // once), is resent often; the earlier copy of one resent, and of half of those that time
+    // out, lands only after the next PUT of that marker (another writer's): a writer's old
+    // marker back in place, the windows of markers sent once and of bodies of their own.
+    const resendRng = rng.fork();
+    const marker = (spec: { kind: string; target: string }) => /^(obj|coord)\.put$/.test(spec.kind) && spec.target.startsWith(`${ITEMS_DIR}/`);
+    sched.steerResend = (spec) => (marker(spec) ? resendRng.chance(0.5) : null);
+    sched.lateHold = (spec, resent) => (marker(spec) && (resent || resendRng.chance(0.5)) ? (l) => marker(l) && l.target === spec.target : null);
   }
   /** The reactions to a process's protocol points (set below, once the workload exists). */
   let hooksFor: (proc: string) => WriterHooks = () => ({});

@@ -139,10 +139,13 @@ export class Scheduler {
    * Late copies held for a window (config.ts `lateMarkers`): for a request about to land late,
    * what a later landed request must match before the copy may land (null: nothing), so that it
    * lands after a protocol step instead of at a point the seed picks (capped: `LATE_HOLD_CAP`).
+   * `resent`: the copy is one the SDK resent after the request landed (else it timed out).
    */
-  lateHold: ((spec: OpSpec<unknown>) => ((landed: OpSpec<unknown>) => boolean) | null) | null = null;
+  lateHold: ((spec: OpSpec<unknown>, resent: boolean) => ((landed: OpSpec<unknown>) => boolean) | null) | null = null;
   /** A fault for a request, steered toward a window (null: drawn as any other). */
   steerFault: ((spec: OpSpec<unknown>) => Exclude<Fault, 'ok'> | null) | null = null;
+  /** Whether the SDK resends a resendable write that landed, steered toward a window (null: drawn as any other). */
+  steerResend: ((spec: OpSpec<unknown>) => boolean | null) | null = null;
   private lateWaits: Array<{ until: (landed: OpSpec<unknown>) => boolean; seen: boolean }> = [];
   readonly crashed = new Set<string>();
   private readonly pausedUntil = new Map<string, number>();
@@ -334,9 +337,10 @@ export class Scheduler {
           const rs = this.o.readerStalls;
           if (rs && this.faultsOn && !spec.mutating && /^r\d|:read$/.test(op.actor) && rs.rng.chance(rs.probability)) this.pause(op.actor, rs.rng.between(5, 40));
           if (this.faultsOn) this.onLanded?.(op);
-          if (spec.mutating && spec.resendable && this.o.resends?.rng.chance(this.o.resends.probability)) {
+          const resends = this.o.resends;
+          if (spec.mutating && spec.resendable && resends && (this.steerResend?.(spec) ?? resends.rng.chance(resends.probability))) {
             this.trace.push(`${this.step} ${op.actor} ${op.spec.kind} ${maskRandom(op.spec.target)} (resent: an earlier copy may land later)`);
-            if (this.o.resends.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.run);
+            if (resends.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.run, true);
           }
           break;
         case 'failBefore':
@@ -374,10 +378,10 @@ export class Scheduler {
   }
 
   /** Queue `run` as a copy of `spec` that lands when the seed picks it (a late actor's operation). */
-  landLater(spec: OpSpec<unknown>, run: () => Promise<unknown>): void {
+  landLater(spec: OpSpec<unknown>, run: () => Promise<unknown>, resent = false): void {
     // Mostly soon after, sometimes long after (a request stuck in a server or a connection).
     const due = this.step + this.rng.pick(LATE_STEPS);
-    const until = this.lateHold?.(spec) ?? null;
+    const until = this.lateHold?.(spec, resent) ?? null;
     const wait = until ? { until, seen: false } : null;
     if (wait) {
       this.lateWaits.push(wait);
