@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openLog, type CheckpointLog } from '../lib/index.ts';
+import { ManualClock } from '../lib/clock.ts';
 import { DynamoLeaseStore } from '../lib/lease/dynamo.ts';
 import { itemKey } from '../lib/log/layout.ts';
 import { createBatch } from './support/batches.ts';
@@ -49,10 +50,10 @@ describe('a point read with the lease table (as the deployed fold and resume han
     await proxy.close();
   });
 
-  const withReader = async (body: (reader: CheckpointLog, writer: CheckpointLog) => Promise<void>) => {
+  const withReader = async (body: (reader: CheckpointLog, writer: CheckpointLog) => Promise<void>, o: { clock?: ManualClock; readerTable?: string } = {}) => {
     const writer = await openLog({ root, pipeline: 'qa', experiment: 'table', env: { ...process.env, DGCL_LEASE_TABLE: table }, mergeEveryCommits: 1000, mergeIdleMs: 0 });
-    const leases = new DynamoLeaseStore({ client, table });
-    const reader = await openLog({ root, pipeline: 'qa', experiment: 'table', leases });
+    const leases = new DynamoLeaseStore({ client, table: o.readerTable ?? table, ...(o.clock ? { clock: o.clock } : {}) });
+    const reader = await openLog({ root, pipeline: 'qa', experiment: 'table', leases, ...(o.clock ? { clock: o.clock } : {}) });
     try {
       await body(reader, writer);
     } finally {
@@ -73,18 +74,41 @@ describe('a point read with the lease table (as the deployed fold and resume han
     });
   });
 
-  it('reads without the check, as before it existed, when IAM refuses the marker read', async () => {
-    await withReader(async (reader, writer) => {
-      proxy.setScript((req) =>
-        dynamoOp(req) === 'GetItem'
-          ? { status: 400, headers: { 'content-type': 'application/x-amz-json-1.0' }, body: JSON.stringify({ __type: 'com.amazon.coral.service#AccessDeniedException', message: 'not authorized to perform: dynamodb:GetItem' }) }
-          : 'forward',
-      );
-      const [ack] = await writer.append([createBatch('doc-3')]);
-      expect((await reader.fold('doc-3')).lastSeq).toBe(ack!.lastSeq);
-      expect((await reader.trajectory('doc-3')).length).toBe(ack!.lastSeq);
-      // Refused once, then never asked again: the log object reads without the check.
-      expect(proxy.log.filter((e) => dynamoOp(e.req) === 'GetItem')).toHaveLength(1);
-    });
+  it('reads without the check, as before it existed, while IAM refuses the marker read, and asks again a minute later', async () => {
+    const clock = new ManualClock(Date.now());
+    await withReader(
+      async (reader, writer) => {
+        let refuse = true;
+        proxy.setScript((req) =>
+          refuse && dynamoOp(req) === 'GetItem'
+            ? { status: 400, headers: { 'content-type': 'application/x-amz-json-1.0' }, body: JSON.stringify({ __type: 'com.amazon.coral.service#AccessDeniedException', message: 'not authorized to perform: dynamodb:GetItem' }) }
+            : 'forward',
+        );
+        const [ack] = await writer.append([createBatch('doc-3')]);
+        expect((await reader.fold('doc-3')).lastSeq).toBe(ack!.lastSeq);
+        expect((await reader.trajectory('doc-3')).length).toBe(ack!.lastSeq);
+        // Refused once, then not asked again for a while: the log object reads without the check.
+        const getItems = () => proxy.log.filter((e) => dynamoOp(e.req) === 'GetItem').map((e) => e.upstreamStatus ?? 'refused');
+        expect(getItems()).toEqual(['refused']);
+        refuse = false; // the grant arrives
+        clock.advance(61_000);
+        expect((await reader.fold('doc-3')).lastSeq).toBe(ack!.lastSeq);
+        // The log's record, then the item's marker before and after the read.
+        expect(getItems()).toEqual(['refused', 200, 200, 200]);
+      },
+      { clock },
+    );
+  });
+
+  it('reads without the check when the lease table it was given does not exist', async () => {
+    await withReader(
+      async (reader, writer) => {
+        const [ack] = await writer.append([createBatch('doc-4')]);
+        proxy.setScript(undefined);
+        expect((await reader.fold('doc-4')).lastSeq).toBe(ack!.lastSeq);
+        expect(proxy.log.filter((e) => dynamoOp(e.req) === 'GetItem').map((e) => e.upstreamStatus)).toEqual([400]);
+      },
+      { readerTable: `dgcl-missing-${randomUUID().slice(0, 8)}` },
+    );
   });
 });

@@ -5,7 +5,7 @@
  */
 import type { CheckpointLog, DeleteOptions, DeleteResult, FailureQuery, ForkOptions, ForkResult, FailureSummary, ItemPage, LogStats, MaintainOptions, MaintenanceReport, RehomeReport, SearchHit, SearchOptions, SnapshotInfo, SnapshotResult } from '../api.ts';
 import { parseBatches } from '../batch.ts';
-import { CorruptError, InternalError, InvalidInputError, LogNotFoundError, PermissionDeniedError } from '../errors.ts';
+import { CorruptError, InternalError, InvalidInputError, LogNotFoundError, NotFoundError, PermissionDeniedError } from '../errors.ts';
 import type { LeaseStore } from '../lease/types.ts';
 import type { ObjectStore } from '../storage/objects.ts';
 import { item, type DurableItem, type ItemOptions } from '../steps.ts';
@@ -62,6 +62,9 @@ export interface LanceLogOptions extends WriterOptions {
   fork?: (options: ForkOptions) => Promise<ForkResult>;
 }
 
+/** After a refused read of the coordination store, point reads go without the marker check this long before they ask again. */
+const MARKER_RECHECK_MS = 60_000;
+
 export class LanceCheckpointLog implements CheckpointLog {
   readonly uri: string;
   private readonly tables: LanceTables;
@@ -71,8 +74,8 @@ export class LanceCheckpointLog implements CheckpointLog {
   private closing: Promise<void> | null = null;
   /** The log's coordination store (item markers, claims). */
   private readonly coordination: CoordHolder;
-  /** Set once the log's coordination store turned out to be out of this process's reach (itemMarker). */
-  private markersOutOfReach = false;
+  /** Until when (the log's clock) the log's coordination store is out of this process's reach (itemMarker); Infinity: for good. */
+  private markersOutOfReachUntil = -Infinity;
   /** maintain() calls still running: close() waits for them before it releases what they use. */
   private readonly running = new Set<Promise<unknown>>();
 
@@ -100,20 +103,24 @@ export class LanceCheckpointLog implements CheckpointLog {
   /**
    * An item's marker, for point reads (lib/log/read/reader.ts `markerHeld`); undefined when this
    * log object cannot read the log's coordination store (no lease table, or another one, for a
-   * log whose records are in one; credentials that may not read it; a copied log): its point
-   * reads go without the check (docs/design/invariants.md, "Reads"). Never creates the store's
-   * record.
+   * log whose records are in one; a lease table that does not exist; credentials that may not
+   * read it; a copied log): its point reads go without the check (docs/design/invariants.md,
+   * "Reads"). Never creates the store's record.
    */
   private async itemMarker(itemId: string): Promise<string | null | undefined> {
-    if (this.markersOutOfReach) return undefined;
+    if (this.o.clock.nowMs() < this.markersOutOfReachUntil) return undefined;
     try {
       return await (await this.coordination.get({ create: false })).get(itemKey(itemId));
     } catch (e) {
-      // Out of reach for good: no lease table (or another one) for a log whose records are in
-      // one, or credentials that may not read it. A copied log's records (CORRUPT) may also be a
-      // repair switching them under this read: no check this time. Anything else fails the read.
-      if (e instanceof InvalidInputError || e instanceof PermissionDeniedError) this.markersOutOfReach = true;
-      else if (!(e instanceof CorruptError)) throw e;
+      // For good: no lease table, or another one, for a log whose records are in one.
+      if (e instanceof InvalidInputError) this.markersOutOfReachUntil = Infinity;
+      // A refusal (a policy, a key, a condition) may be lifted, or may have been of one key
+      // only: ask again after a while.
+      else if (e instanceof PermissionDeniedError) this.markersOutOfReachUntil = this.o.clock.nowMs() + MARKER_RECHECK_MS;
+      // No check this time: a copied log's records (CORRUPT; may also be a repair switching them
+      // under this read), or a lease table that does not exist (NOT_FOUND, never the item's).
+      // Anything else fails the read.
+      else if (!(e instanceof CorruptError || e instanceof NotFoundError)) throw e;
       return undefined;
     }
   }

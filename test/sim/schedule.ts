@@ -174,8 +174,9 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   if (cfg.focus === 'faults') {
     // After those too. An item marker's PUT, if the SDK may resend it (only if it is not sent
     // once), is resent often; the earlier copy of one resent, and of half of those that time
-    // out, lands only after the next PUT of that marker (another writer's): a writer's old
-    // marker back in place, the windows of markers sent once and of bodies of their own.
+    // out, lands only after the next PUT of that marker (its writer's retry, or another
+    // writer's): a writer's old marker back in place, the windows of markers sent once and of
+    // bodies of their own.
     const resendRng = rng.fork();
     const marker = (spec: { kind: string; target: string }) => /^(obj|coord)\.put$/.test(spec.kind) && spec.target.startsWith(`${ITEMS_DIR}/`);
     sched.steerResend = (spec) => (marker(spec) ? resendRng.chance(0.5) : null);
