@@ -7,8 +7,8 @@
  *  - retirement:  frequent merges and maintenance passes with readers busy: reads racing
  *                 retirements, seal and record clean-up, projections, merge copies;
  *  - faults:      requests of the write path failing, timing out and landing late, on one item
- *                 several writers take in turn, late copies of item markers landing after
- *                 another writer's: acks, markers, cached tracks, claims;
+ *                 several writers take in turn, late copies of item markers landing after the
+ *                 marker's next PUT: acks, markers, cached tracks, claims;
  *  - generations: generations made, made ahead, rotated and given up under faults on their
  *                 making, late copies of their markers (timed out, or resent) landing after the
  *                 generation is gone: names, markers, sweeps;
