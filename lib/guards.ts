@@ -54,6 +54,7 @@ export const GUARDS = [
   'cleanup-keeps-highest-seal',
   'cleanup-keeps-seals-with-generations',
   'purge-waits-for-shards',
+  'purge-relists-before-drop',
   // storage (lib/storage/s3.ts, lib/coord/dynamo.ts, lib/log/tables.ts)
   'put-sent-once',
   'gen-marker-sent-once',
