@@ -38,8 +38,8 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 6477, focus: 'relist', name: "a listing across a writer's rotation to its made-ahead generation" },
   // A purge listed the log before a writer's merge made the base, counted the generation as it
   // was being retired (its files going: none of the deleted rows), and dropped the tombstone
-  // (deletion retention 0): the rows came back from the base (fixed: the purge lists again
-  // before it drops tombstones; found by the soak, and on its guard's mutant).
+  // (deletion retention 0): the rows came back from the base (fixed: a purge that found no base
+  // lists again before it drops tombstones; found by the soak).
   { seed: 30247, guard: 'purge-relists-before-drop', focus: 'faults', name: 'a purge counting a generation being retired into a base it had not listed' },
   // One seed per proven guard (the first the mutants run found), each failing on its mutant.
   { seed: 300024, guard: 'fence-before-seal', focus: 'takeover', name: 'a read at the latest version while a takeover seals' },
@@ -60,7 +60,7 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300000, guard: 'purge-waits-for-shards', focus: 'deletes', name: 'a purge while a generation still holds deleted rows' },
   { seed: 300000, guard: 'deleted-seq-records', focus: 'incarnations', name: "a new incarnation after a purge dropped the tombstone" },
   { seed: 300000, guard: 'merge-base-commit-once', focus: 'incarnations', name: 'a merge retried after its base commit landed, under a delete' },
-  { seed: 300000, guard: 'own-rows-listed-only', focus: 'incarnations', name: "a writer's own rows of a retired generation joining a read after a delete" },
+  { seed: 300012, guard: 'own-rows-listed-only', focus: 'incarnations', name: "a writer's own rows of a retired generation joining a read after a delete" },
   { seed: 300009, guard: 'relist-sees-retirement', focus: 'relist', name: "a read racing a retirement" },
   { seed: 300004, guard: 'relist-sees-fence', focus: 'relist', name: "a read at the latest version racing a fence" },
   { seed: 300002, guard: 'retired-marker', focus: 'relist', name: "a read of a generation being retired" },

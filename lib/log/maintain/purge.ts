@@ -18,7 +18,6 @@ import { claimKey, META_DIR, parseMetaNames, PURGED_DIR, purgedDir, tombKey, typ
 import { CorruptError } from '../../errors.ts';
 import type { CoordStore } from '../../coord/types.ts';
 import type { LogReader } from '../read/reader.ts';
-import { stable } from '../read/visibility.ts';
 import { sqlString, type LanceTables, type Table } from '../tables.ts';
 import { dropStaleDocs } from '../projection/build.ts';
 
@@ -117,13 +116,12 @@ export async function purgeDeleted(ctx: Ctx, o: { clock: Clock; deletionRetentio
     }
     done.push(key);
   }
-  if (done.length > 0 && guard('purge-relists-before-drop')) {
-    // A generation counted above may have been merged and retired meanwhile: its rows moved to a
-    // base this pass did not read (made after its listing, or read before the merge), and a
-    // count of it being deleted may find none. So the tombstones go only if every generation
-    // read is still there and not retired, and the base is as listed; else in a later pass.
-    const now = parseMetaNames(await ctx.objects.list(META_DIR));
-    if (now.baseExists !== listing.baseExists || !stable(listing.visible, now)) {
+  if (done.length > 0 && !base && guard('purge-relists-before-drop')) {
+    // No base at the listing: a writer may have made it since by merging a generation counted
+    // above, whose rows this pass then never read (and a count of a generation whose files are
+    // being deleted may find none). The base, once it exists, is read at its latest version
+    // after the generations' counts, so only its appearance needs a second look.
+    if (parseMetaNames(await ctx.objects.list(META_DIR)).baseExists) {
       out.pendingDeletions += done.length;
       done.length = 0;
     }
