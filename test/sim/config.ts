@@ -33,7 +33,11 @@
  *  - mixed:       everything a little;
  *  - listings:    listings of live generations steered while one item's batches go into two of
  *                 them: as its writer rotates to the generation it made ahead, or as it moves to
- *                 another writer (test/sim/steer.ts), no faults.
+ *                 another writer (test/sim/steer.ts), no faults;
+ *  - sealing:     a writer's lease runs out as it is about to make its epoch's first generation;
+ *                 the fences of its epoch and later ones wait until a read of that generation's
+ *                 commit ended, or the writer waits until its epoch's seal was cleaned up
+ *                 (test/sim/steer.ts), no faults but the steered ones.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
@@ -41,9 +45,12 @@ import { Rng } from './prng.ts';
 
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings'] as const;
-/** The foci drawn by the focus stream (listings has a stream of its own, drawn after every other: the seeds' other draws stay as they were). */
-const DRAWN = FOCUSES.filter((f) => f !== 'listings');
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing'] as const;
+/**
+ * The foci drawn by the focus stream. Those added later have streams of their own, drawn after
+ * every other, at a fixed chance: the seeds' other draws stay as they were.
+ */
+const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing');
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -172,7 +179,7 @@ export interface SimConfig {
   holdRecreate: number;
 }
 
-export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point';
+export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point' | 'listed' | 'zombie';
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -186,12 +193,14 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const focusRng = f();
   const repairRng = f(); // drawn after every other stream: the seeds' other draws stay as they were
   const listingsRng = f(); // after those too, for the same reason
+  const sealingRng = f(); // and so on
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
   // Drawn either way: a forced focus replays as the seed's own.
   const picked = focusRng.pick(DRAWN);
-  const drawn: Focus = listingsRng.chance(1 / FOCUSES.length) ? 'listings' : picked;
+  const firstDrawn: Focus = listingsRng.chance(1 / 11) ? 'listings' : picked;
+  const drawn: Focus = sealingRng.chance(1 / 12) ? 'sealing' : firstDrawn;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -294,6 +303,46 @@ function listings(c: SimConfig, r: Rng): void {
     faultRate: 0,
     pauses: 0,
     maintains: r.between(0, 1),
+  });
+}
+
+/**
+ * The sealing focus: takeovers of a writer about to make its epoch's first generation
+ * (lib/log/write-seal.ts: the seal lists the epoch's generations after its fence;
+ * lib/log/read/visibility.ts: a zombie's generation below a sealed epoch). One slot, so
+ * each delivery to another writer takes it over; no rotation, so each epoch makes one generation;
+ * no faults but the steered ones (a failed step closes the window).
+ */
+function sealing(c: SimConfig, r: Rng): void {
+  Object.assign(c, {
+    steer: { window: r.pick(['listed', 'zombie'] as const), chance: r.pick([0.5, 0.8]), count: r.between(3, 8) },
+    // Three or more: a zombie window's second takeover is by a writer that is neither the zombie
+    // nor the first taker.
+    writers: r.between(3, 4),
+    slots: 1,
+    renewalsLost: 1,
+    mergeEveryCommits: 1_000,
+    mergeEveryBytes: 2 ** 30,
+    mergeIdleMs: 0,
+    merges: 0,
+    closes: 0,
+    items: r.between(1, 3),
+    hot: r.pick([0.5, 0.8]),
+    deliveries: r.between(18, 30),
+    reads: r.between(12, 24),
+    maintains: r.between(1, 3),
+    maintainers: 1,
+    burstChance: 0,
+    readerStalls: 0,
+    windows: 0,
+    resends: 0,
+    faultRate: 0,
+    crashes: 0,
+    pauses: 0,
+    clockMoves: r.between(0, 2),
+    // One clock: a lease moved past its ttl has run out for every process.
+    skewMs: 0,
+    jumps: 0,
   });
 }
 
@@ -521,6 +570,9 @@ function focusOn(c: SimConfig, r: Rng): void {
       return;
     case 'listings':
       listings(c, r);
+      return;
+    case 'sealing':
+      sealing(c, r);
       return;
     case 'mixed':
       return;

@@ -82,11 +82,9 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
     'claim-after-epoch-check',
     'merge-own-only-in-current-epoch',
     'fence-before-seal',
-    'seal-lists-after-fence',
     'superseded-epoch-seals-nothing',
     'seal-earlier-epochs',
     'wait-for-seal',
-    'zombie-generations-invisible',
     'sealed-version',
     'own-rows-live-only',
     'cleanup-keeps-highest-seal',
@@ -102,6 +100,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   incarnations: ['deleted-seq-records', 'merge-base-commit-once', 'own-rows-listed-only'],
   repair: ['recheck-record-after-slot', 'repair-seals-below-held', 'rebuilt-records-end-epoch'],
   mixed: [],
+  sealing: ['seal-lists-after-fence', 'zombie-generations-invisible'],
 };
 
 function focusOf(guard: Guard): Focus {
@@ -138,6 +137,8 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'deleted-seq-records',
   'merge-base-commit-once',
   'own-rows-listed-only',
+  'seal-lists-after-fence',
+  'zombie-generations-invisible',
   'repair-seals-below-held',
   'gen-marker-sent-once',
   'give-up-failed-names',

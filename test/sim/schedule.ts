@@ -219,7 +219,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       ...(cfg.coord === 'sqlite' ? { wrapCoord: (s) => new SimCoordWrapper(s, sched) } : {}),
       ...(cfg.repairLeaseHoldMs !== undefined ? { repairLeaseHoldMs: cfg.repairLeaseHoldMs } : {}),
       hooks: {
-        beforeCommit: (ids, shard) => hooksFor(name).beforeCommit?.(ids, shard),
+        beforeCommit: (ids, shard, epoch) => hooksFor(name).beforeCommit?.(ids, shard, epoch),
         afterCommit: (shard, version) => hooksFor(name).afterCommit?.(shard, version),
         beforeMergeStep: (step, shard) => hooksFor(name).beforeMergeStep?.(step, shard),
       },
@@ -465,8 +465,8 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       cfg,
       time,
       inFlight: (proc) => deliveries.filter((d) => !d.settled && d.actor.startsWith(`${proc}.`)).map((d) => d.item),
-      deliverVia: (proc) => {
-        const other = liveWriters().filter((w) => w.name !== proc && !w.closing);
+      deliverVia: (not) => {
+        const other = liveWriters().filter((w) => !not.includes(w.name) && !w.closing);
         return other.length > 0 && actions.deliver!.run(relistRng.pick(other));
       },
       read: (o) => readAction(o.item, o),
@@ -476,6 +476,9 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         return !!w && !!it && actions.deliver!.run(w, it);
       },
       writers: () => liveWriters().filter((w) => !w.closing).map((w) => w.name),
+      maintain: () => {
+        if (startPass() === null) afterPass.push(() => void startPass());
+      },
       holdItem: (itemId, until) => {
         const it = items.find((x) => x.id === itemId);
         if (!it || held.has(it)) return;

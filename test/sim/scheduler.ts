@@ -62,8 +62,8 @@ export interface Op {
 }
 
 /**
- * A steered wait (test/sim/steer.ts): `actor`'s requests (those `ops` accepts; all without it)
- * are not released until `until()` holds, at most until step `untilStep`. Where a random pause
+ * A steered wait (test/sim/steer.ts): `actor`'s requests (`*`: every actor's; those `ops`
+ * accepts, all without it) are not released until `until()` holds, at most until step `untilStep`. Where a random pause
  * waits a number of steps, a hold waits for a protocol step of another actor (a seal, a
  * retirement's deletion, a reader's base read), so the interleaving a guard is about comes often.
  */
@@ -215,7 +215,7 @@ export class Scheduler {
     for (const h of this.holds.splice(0)) this.trace.push(`${this.step} hold of ${h.actor} (${h.why}) ends: nothing else can run`);
   }
 
-  /** `actor`'s requests (those `ops` accepts) wait until `until()` holds, at most `steps` releases. */
+  /** `actor`'s requests (those `ops` accepts; `*`: every actor's) wait until `until()` holds, at most `steps` releases. */
   hold(actor: string, why: string, steps: number, until: () => boolean, ops?: (op: Op) => boolean): void {
     this.holds.push({ actor, why, untilStep: this.step + steps, until, ...(ops ? { ops } : {}) });
     this.trace.push(`${this.step} hold ${actor} until ${why} (at most ${steps} steps)`);
@@ -233,7 +233,7 @@ export class Scheduler {
   }
 
   private held(op: Op): boolean {
-    return this.holds.some((h) => h.actor === op.actor && (!h.ops || h.ops(op)));
+    return this.holds.some((h) => (h.actor === op.actor || h.actor === '*') && (!h.ops || h.ops(op)));
   }
 
   note(s: string): void {

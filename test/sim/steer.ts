@@ -1,5 +1,5 @@
 /**
- * The relist focus's steering (test/sim/config.ts `steer`): reads put into the windows of the
+ * The steered windows of the relist, listings and sealing foci (test/sim/config.ts `steer`): reads put into the windows of the
  * read side's re-listing, the retired marker, the vanished seal and the read order of generations (docs/design/invariants.md,
  * "Reads"), by reactions at the protocol points the log reports to its test hooks and by holds
  * (scheduler.ts `hold`) that end when another actor's protocol step lands, instead of random
@@ -29,6 +29,20 @@
  *  - moved:      the same, as the item moves to another writer: a listing (`recount-live-generations`).
  *  - point:      the same, a point read of the item, which counts no other generation before the
  *                one the commit waits for (`point-read-marker-check`).
+ *  - listed:     a writer about to make its epoch's first generation loses its lease; another
+ *                writer takes the slot over, and the fences of that epoch and later ones of the slot
+ *                wait until a read started after the generation's first commit landed has ended
+ *                (the writer waits until the takeover is at its fence): the read lists the
+ *                generation, finds no fence and returns the commit. The seal must list the
+ *                generation: it comes after the fence (`seal-lists-after-fence`).
+ *  - zombie:     the same writer, taken over, makes its generation only once its epoch's seal
+ *                (without generations) was cleaned up: as that seal lands the new holder's lease
+ *                runs out and a third writer takes the slot, and as that takeover's seal lands a
+ *                maintenance pass starts, which deletes the seals of epochs without generations
+ *                but the slot's highest. The zombie's generation, of an epoch below a sealed one
+ *                without a seal of its own, is never read (`zombie-generations-invisible`). Half
+ *                the time the zombie's epoch check then times out, and it seals its own epoch
+ *                (a seal of nothing, below a sealed one: `superseded-epoch-seals-nothing`).
  * Every steered read is followed, once it ended, by a read of the same item and kind (I3 needs
  * a later read to show less). The holds have caps: a window that does not come (the takeover
  * took another slot, the merge failed) ends the wait.
@@ -62,8 +76,8 @@ export interface SteerHost {
   time: SimTime;
   /** The items of `proc`'s deliveries in flight. */
   inFlight(proc: string): ItemModel[];
-  /** A writer other than `proc` takes a delivery (it needs a slot: maybe `proc`'s); false if none could. */
-  deliverVia(notProc: string): boolean;
+  /** A writer other than those of `not` takes a delivery (it needs a slot: maybe theirs); false if none could. */
+  deliverVia(not: readonly string[]): boolean;
   /** Start a read; false if none could start now. */
   read(o: SteerRead): boolean;
   /** Writer `proc` takes the next delivery of item `itemId`; false if it could not now (one in flight). */
@@ -72,6 +86,8 @@ export interface SteerHost {
   holdItem(itemId: string, until: Promise<unknown>): void;
   /** The live writer processes (not closing). */
   writers(): string[];
+  /** Start a maintenance pass, now or once the running one ended. */
+  maintain(): void;
 }
 
 /** Steps a hold waits at most: long enough for a takeover or a retirement, short of a whole schedule. */
@@ -79,6 +95,7 @@ const WAIT = 120;
 /** A maintenance pass (merges, compaction, indexes, projection, clean-up) takes longer; maybe two. */
 const PASS_WAIT = 800;
 const GEN_MARKER = `${META_DIR}/gen.`;
+const FENCE = `${META_DIR}/fence.`;
 /**
  * What steered reads read: one consistent read each (`items` without a projection reads twice,
  * its second listing after the window).
@@ -88,7 +105,7 @@ const ITEM_KINDS: readonly ReadKind[] = ['fold', 'trajectory', 'latest', 'fields
 export class Steering {
   private left: number;
   /** Predicates over landed requests, each told once (then dropped). */
-  private watchers: Array<{ match: (op: Op) => boolean; then: () => void }> = [];
+  private watchers: Array<{ match: (op: Op) => boolean; then: (op: Op) => void }> = [];
   private baseMade = false;
   /** Generations whose `gen.` marker landed. */
   private readonly marked = new Set<string>();
@@ -100,6 +117,8 @@ export class Steering {
   private readonly splitReads: Array<{ seen: boolean }> = [];
   /** Told each commit that landed: its generation and item ids. */
   private readonly commitWatchers: Array<(shard: string, ids: readonly string[]) => void> = [];
+  /** The step until which a `zombie` window waits for its seal's clean-up (0 once it came). */
+  private zombieUntil = 0;
   /** The items of each generation's commits (from afterCommit). */
   private readonly genItems = new Map<string, ItemModel[]>();
 
@@ -118,17 +137,17 @@ export class Steering {
     const hit = this.watchers.filter((w) => w.match(op));
     if (hit.length === 0) return;
     this.watchers = this.watchers.filter((w) => !hit.includes(w));
-    for (const w of hit) w.then();
+    for (const w of hit) w.then(op);
   }
 
   /** A flag set once a request `match` accepts lands. */
-  private watch(match: (op: Op) => boolean, then?: () => void): { seen: boolean } {
+  private watch(match: (op: Op) => boolean, then?: (op: Op) => void): { seen: boolean } {
     const flag = { seen: false };
     this.watchers.push({
       match,
-      then: () => {
+      then: (op) => {
         flag.seen = true;
-        then?.();
+        then?.(op);
       },
     });
     return flag;
@@ -166,10 +185,14 @@ export class Steering {
   hooks(proc: string): WriterHooks {
     const mode = this.h.cfg.steer?.window;
     return {
-      beforeCommit: (ids, shard) => {
+      beforeCommit: (ids, shard, epoch) => {
         const me = simContext.getStore()?.actor;
         if (me) this.committing.set(me, ids);
-        if (shard === null) return;
+        if (shard === null) {
+          if (mode === 'listed') this.listed(proc, ids, epoch);
+          else if (mode === 'zombie') this.zombie(proc, ids, epoch);
+          return;
+        }
         if (mode === 'fence') this.fence(proc, ids, shard);
         else if (mode === 'rotation') this.rotation(proc, ids, shard);
         else if (mode === 'moved' || mode === 'point') this.moved(proc, ids, shard, mode === 'point');
@@ -199,7 +222,7 @@ export class Steering {
     const { sched, time, cfg } = this.h;
     time.ms += cfg.leaseTtlMs + 1;
     sched.note(`clock +${cfg.leaseTtlMs + 1} (the lease of ${proc} runs out as it commits)`);
-    if (!this.h.deliverVia(proc)) return; // nobody to take the slot over now
+    if (!this.h.deliverVia([proc])) return; // nobody to take the slot over now
     const sealed = this.watch((op) => op.spec.target === sealKey(epoch) && /putIfAbsent$/.test(op.spec.kind));
     sched.hold(me, `the seal of ${epoch}`, WAIT, () => sealed.seen);
     const committed = this.watch((op) => /lance\.add$/.test(op.spec.kind) && op.spec.target === shard);
@@ -217,6 +240,96 @@ export class Steering {
         () => sched.hold(me, `${reader}'s read ended`, WAIT, () => ended.seen),
       );
     });
+  }
+
+  /** Window `listed`: the writer about to make a generation is taken over; the fence waits for a read of its commit. */
+  private listed(proc: string, ids: readonly string[], epoch: string): void {
+    const me = simContext.getStore()?.actor;
+    const self = parseShardName(`${epoch}-g000000`);
+    if (!me || !self || !this.take()) return;
+    const { sched } = this.h;
+    this.expire(`the lease of ${proc} runs out as it makes a generation`);
+    const mine = this.h.inFlight(proc).filter((it) => ids.includes(it.id));
+    if (!this.h.deliverVia([proc])) return; // nobody to take the slot over now
+    // The fences of this epoch and later ones of its slot (a takeover's own comes first).
+    const fence = (op: Op) => {
+      if (op.actor === me || !/putIfAbsent$/.test(op.spec.kind) || !op.spec.target.startsWith(FENCE)) return false;
+      const f = parseShardName(`${op.spec.target.slice(FENCE.length)}-g000000`);
+      return f !== null && f.slot === self.slot && f.epoch >= self.epoch;
+    };
+    // The read's end (set once it started), or a read that could not start.
+    let ended: { seen: boolean } | null = null;
+    let none = false;
+    sched.hold('*', `a read of ${proc}'s commit ended`, 3 * WAIT, () => none || (ended?.seen ?? false), fence);
+    // The writer waits until the takeover is at its fence: its generation comes after whatever
+    // the sealer did before it.
+    sched.hold(me, 'the takeover at its fence', WAIT, () => sched.pending.some(fence));
+    this.watch(
+      (op) => op.actor === me && /lance\.add$/.test(op.spec.kind),
+      () => {
+        const item = mine.length > 0 ? { item: this.h.rng.pick(mine) } : {};
+        if (!this.readThen(item, (_reader, e) => (ended = e))) none = true;
+      },
+    );
+  }
+
+  /**
+   * Window `zombie`: the writer about to make a generation is taken over, and makes it only once
+   * its epoch's seal was cleaned up. As that seal lands the clock runs past the new holder's
+   * lease and a third writer takes a delivery (and the slot); as that takeover's seal lands a
+   * maintenance pass starts (now, or after the one running). The window is over once the
+   * zombie's read ended, or after its steps; nothing of it acts after that, and no other
+   * `zombie` window opens before.
+   */
+  private zombie(proc: string, ids: readonly string[], epoch: string): void {
+    const me = simContext.getStore()?.actor;
+    const { sched } = this.h;
+    if (!me || sched.step < this.zombieUntil || !this.take()) return;
+    this.expire(`the lease of ${proc} runs out as it makes a generation`);
+    const mine = this.h.inFlight(proc).filter((it) => ids.includes(it.id));
+    if (!this.h.deliverVia([proc])) return; // nobody to take the slot over now
+    const until = sched.step + PASS_WAIT + WAIT;
+    this.zombieUntil = until;
+    const open = () => sched.faultsOn && this.zombieUntil === until && sched.step < until;
+    const sealPut = (op: Op) => op.actor !== me && /putIfAbsent$/.test(op.spec.kind) && op.spec.target.startsWith(`${META_DIR}/seal.`);
+    const cleaned = this.watch((op) => /obj\.delete$/.test(op.spec.kind) && op.spec.target === sealKey(epoch));
+    this.watch(
+      (op) => sealPut(op) && op.spec.target === sealKey(epoch),
+      (sealed) => {
+        if (!open()) return;
+        const holder = sealed.actor.split('.')[0]!;
+        this.expire(`the lease of ${holder}, which took ${proc}'s slot, runs out`);
+        this.h.deliverVia([proc, holder]);
+        this.watch(
+          (op) => sealPut(op) && op.spec.target !== sealKey(epoch),
+          () => {
+            if (open()) this.h.maintain();
+          },
+        );
+      },
+    );
+    sched.hold(me, `the seal of ${epoch} cleaned up`, PASS_WAIT, () => cleaned.seen || !open());
+    // Then a read of its commit, and one after it. Half the time its epoch check times out: it
+    // seals its own epoch itself (below a sealed one: a seal of nothing).
+    this.watch(
+      (op) => op.actor === me && /lance\.add$/.test(op.spec.kind),
+      () => {
+        if (!open()) return;
+        if (this.h.rng.chance(0.5)) sched.failNext(me, /^lease\.assertCurrent$/, 'timeout');
+        const started = this.readThen(mine.length > 0 ? { item: this.h.rng.pick(mine) } : {}, (_reader, _ended, done) => {
+          void done.finally(() => {
+            if (this.zombieUntil === until) this.zombieUntil = 0;
+          });
+        });
+        if (!started && this.zombieUntil === until) this.zombieUntil = 0;
+      },
+    );
+  }
+
+  private expire(why: string): void {
+    const { sched, time, cfg } = this.h;
+    time.ms += cfg.leaseTtlMs + 1;
+    sched.note(`clock +${cfg.leaseTtlMs + 1} (${why})`);
   }
 
   /** Window `rotation`: a whole-log read across a writer's rotation to its made-ahead generation. */

@@ -36,9 +36,10 @@ export interface WriterOptions {
 export interface WriterHooks extends MergeHooks {
   /**
    * Called after the items were read and seqs assigned, before the shard commit (tests), with the
-   * generation the commit goes to if it exists already (null: it is made after this call).
+   * generation the commit goes to if it exists already (null: it is made after this call) and
+   * the writer epoch it belongs to.
    */
-  beforeCommit?(itemIds: readonly string[], shard: string | null): void | Promise<void>;
+  beforeCommit?(itemIds: readonly string[], shard: string | null, writerEpoch: string): void | Promise<void>;
   /** Called after the shard commit, before its fsync, the epoch check and the claims (tests: crash here). */
   afterCommit?(shard: string, version: number): void | Promise<void>;
 }

@@ -199,7 +199,7 @@ export class ShardWriter {
       committed = committedBytes(data) ?? rows.length * GUESSED_ROW_BYTES;
       committedCopy = committedTable(data);
       await syncing;
-      await this.opts.hooks?.beforeCommit?.(plan.itemIds, st.table ? gen : null);
+      await this.opts.hooks?.beforeCommit?.(plan.itemIds, st.table ? gen : null, st.writerEpoch);
       const table = st.table ?? (st.table = await this.gens.openGeneration(st));
       gen = shardName(st.writerEpoch, st.generation);
       if (guard('landing-mark')) this.memory.landing = { gen, items: writing };
