@@ -456,7 +456,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     return true;
   };
 
-  // The relist focus's windows (config.ts `steer`).
+  // The steered windows of the relist, listings and sealing foci (config.ts `steer`).
   const steering =
     relistRng &&
     new Steering({
@@ -477,7 +477,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       },
       writers: () => liveWriters().filter((w) => !w.closing).map((w) => w.name),
       maintain: () => {
-        if (startPass() === null) afterPass.push(() => void startPass());
+        if (startPass() === null) afterPass.push(() => void (sched.faultsOn ? startPass() : null));
       },
       holdItem: (itemId, until) => {
         const it = items.find((x) => x.id === itemId);

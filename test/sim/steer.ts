@@ -267,6 +267,7 @@ export class Steering {
     this.watch(
       (op) => op.actor === me && /lance\.add$/.test(op.spec.kind),
       () => {
+        if (!sched.faultsOn) return;
         const item = mine.length > 0 ? { item: this.h.rng.pick(mine) } : {};
         if (!this.readThen(item, (_reader, e) => (ended = e))) none = true;
       },
