@@ -13,15 +13,15 @@ const root = mkdtempSync(path.join(tmpdir(), 'dgcl-writer-hooks-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 describe('writer hooks', () => {
-  it("beforeCommit names the commit's generation once it exists, and null before the epoch's first commit makes it", async () => {
-    const calls: Array<{ ids: readonly string[]; shard: string | null }> = [];
-    const log = await openLog({ root, pipeline: 'p', experiment: 'e', hooks: { beforeCommit: (ids, shard) => void calls.push({ ids: [...ids], shard }) } });
+  it("beforeCommit names the commit's generation once it exists (null before the epoch's first commit makes it) and the commit's writer epoch", async () => {
+    const calls: Array<{ ids: readonly string[]; shard: string | null; epoch: string }> = [];
+    const log = await openLog({ root, pipeline: 'p', experiment: 'e', hooks: { beforeCommit: (ids, shard, epoch) => void calls.push({ ids: [...ids], shard, epoch }) } });
     try {
       await log.append([createBatch('a')]);
       await log.append([stepBatch('a', 1), createBatch('b')]);
       expect(calls).toEqual([
-        { ids: ['a'], shard: null },
-        { ids: ['a', 'b'], shard: `${log.writerEpoch}-g000001` },
+        { ids: ['a'], shard: null, epoch: log.writerEpoch },
+        { ids: ['a', 'b'], shard: `${log.writerEpoch}-g000001`, epoch: log.writerEpoch },
       ]);
     } finally {
       await log.close();
