@@ -31,6 +31,9 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   // Every append failed, so no log was made: the final repair's LOG_NOT_FOUND was counted as a
   // failure (fixed in the simulation: accepted when nothing was acked, as for the final read).
   { seed: 2011, focus: 'mixed', name: 'a final repair of a log no append made' },
+  // The same with no repair: every append failed before the log was made, and the final
+  // maintenance's LOG_NOT_FOUND was counted as a failure (fixed in the simulation; found by the soak).
+  { seed: 39716, focus: 'mixed', name: 'a final maintenance of a log no append made' },
   // A listing read a writer's older generation before an item's batch went into it, and the
   // generation it made ahead after the item's next batch: the later batch without the earlier
   // (fixed: each epoch's generations read newest first, and whole-log reads count again; either
