@@ -219,9 +219,8 @@ export class Steering {
     const epoch = parseShardName(shard)?.writerEpoch;
     // Only into a generation a read can list before the fence (one made after the fence is never visible).
     if (!me || !epoch || !this.marked.has(shard) || !this.take()) return;
-    const { sched, time, cfg } = this.h;
-    time.ms += cfg.leaseTtlMs + 1;
-    sched.note(`clock +${cfg.leaseTtlMs + 1} (the lease of ${proc} runs out as it commits)`);
+    const { sched } = this.h;
+    this.expire(`the lease of ${proc} runs out as it commits`);
     if (!this.h.deliverVia([proc])) return; // nobody to take the slot over now
     const sealed = this.watch((op) => op.spec.target === sealKey(epoch) && /putIfAbsent$/.test(op.spec.kind));
     sched.hold(me, `the seal of ${epoch}`, WAIT, () => sealed.seen);
@@ -292,6 +291,9 @@ export class Steering {
     const until = sched.step + PASS_WAIT + WAIT;
     this.zombieUntil = until;
     const open = () => sched.faultsOn && this.zombieUntil === until && sched.step < until;
+    const close = () => {
+      if (this.zombieUntil === until) this.zombieUntil = 0;
+    };
     const sealPut = (op: Op) => op.actor !== me && /putIfAbsent$/.test(op.spec.kind) && op.spec.target.startsWith(`${META_DIR}/seal.`);
     const cleaned = this.watch((op) => /obj\.delete$/.test(op.spec.kind) && op.spec.target === sealKey(epoch));
     this.watch(
@@ -317,16 +319,13 @@ export class Steering {
       () => {
         if (!open()) return;
         if (this.h.rng.chance(0.5)) sched.failNext(me, /^lease\.assertCurrent$/, 'timeout');
-        const started = this.readThen(mine.length > 0 ? { item: this.h.rng.pick(mine) } : {}, (_reader, _ended, done) => {
-          void done.finally(() => {
-            if (this.zombieUntil === until) this.zombieUntil = 0;
-          });
-        });
-        if (!started && this.zombieUntil === until) this.zombieUntil = 0;
+        const started = this.readThen(mine.length > 0 ? { item: this.h.rng.pick(mine) } : {}, (_reader, _ended, done) => void done.finally(close));
+        if (!started) close();
       },
     );
   }
 
+  /** Move the clock past every lease's ttl (a lease runs out at a protocol point). */
   private expire(why: string): void {
     const { sched, time, cfg } = this.h;
     time.ms += cfg.leaseTtlMs + 1;
@@ -444,9 +443,7 @@ export class Steering {
    */
   private orphan(op: Op): void {
     if (this.baseMade || !this.h.sched.faultsOn || op.spec.kind !== 'lease.read' || !/^m\d/.test(op.actor) || !/\/slot\//.test(op.spec.target)) return;
-    const { time, cfg, sched } = this.h;
-    time.ms += cfg.leaseTtlMs + 1;
-    sched.note(`clock +${cfg.leaseTtlMs + 1} (the lease of ${op.spec.target} runs out as ${op.actor} reads it)`);
+    this.expire(`the lease of ${op.spec.target} runs out as ${op.actor} reads it`);
   }
 
   /** Window `seal`: a new process reads as the log's first merge (by maintenance) begins. */
