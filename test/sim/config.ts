@@ -37,7 +37,10 @@
  *  - sealing:     a writer's lease runs out as it is about to make its epoch's first generation;
  *                 the fences of its epoch and later ones wait until a read of that generation's
  *                 commit ended, or the writer waits until its epoch's seal was cleaned up
- *                 (test/sim/steer.ts), no faults but the steered ones.
+ *                 (test/sim/steer.ts), no faults but the steered ones;
+ *  - purges:      a writer's merge about to make the base out of a generation, as a delete of an
+ *                 item only that generation holds is purged by a pass that listed the log before
+ *                 the base existed (test/sim/steer.ts), no faults.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
@@ -45,12 +48,12 @@ import { Rng } from './prng.ts';
 
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'purges'] as const;
 /**
  * The foci drawn by the focus stream. Those added later have streams of their own, drawn after
  * every other, at a fixed chance: the seeds' other draws stay as they were.
  */
-const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing');
+const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'purges');
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -179,7 +182,7 @@ export interface SimConfig {
   holdRecreate: number;
 }
 
-export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point' | 'listed' | 'zombie';
+export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point' | 'listed' | 'zombie' | 'purge';
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -194,13 +197,15 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const repairRng = f(); // drawn after every other stream: the seeds' other draws stay as they were
   const listingsRng = f(); // after those too, for the same reason
   const sealingRng = f(); // and so on
+  const purgesRng = f();
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
   // Drawn either way: a forced focus replays as the seed's own.
   const picked = focusRng.pick(DRAWN);
   const firstDrawn: Focus = listingsRng.chance(1 / 11) ? 'listings' : picked;
-  const drawn: Focus = sealingRng.chance(1 / 12) ? 'sealing' : firstDrawn;
+  const secondDrawn: Focus = sealingRng.chance(1 / 12) ? 'sealing' : firstDrawn;
+  const drawn: Focus = purgesRng.chance(1 / 13) ? 'purges' : secondDrawn;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -261,7 +266,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     holdRecreate: 0,
   };
   focusOn(cfg, focusRng);
-  if (cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
+  if (cfg.focus !== 'purges' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
   return cfg;
 }
 
@@ -303,6 +308,48 @@ function listings(c: SimConfig, r: Rng): void {
     faultRate: 0,
     pauses: 0,
     maintains: r.between(0, 1),
+  });
+}
+
+/**
+ * The purges focus: the log's first base, made by a writer's merge of its oldest generation while
+ * a pass purges an item only that generation holds (lib/log/maintain/purge.ts: a purge that
+ * listed no base lists the log again before it drops tombstones). Writers keep their slots (no
+ * takeover seals a generation: a writer's own merge makes the base), rotate often, and spread
+ * their batches over several items; no faults (a failed step closes the window).
+ */
+function purges(c: SimConfig, r: Rng): void {
+  const writers = r.between(1, 2);
+  Object.assign(c, {
+    steer: { window: 'purge', chance: 1, count: 1 },
+    writers,
+    slots: writers,
+    mergeEveryCommits: r.between(2, 3),
+    mergeEveryBytes: 2 ** 30,
+    mergeIdleMs: 0,
+    merges: r.between(1, 3),
+    closes: 0,
+    items: r.between(3, 5),
+    hot: 0,
+    deliveries: r.between(18, 30),
+    reads: r.between(8, 16),
+    maintains: r.between(1, 2),
+    maintainers: 1,
+    deletions: r.between(0, 2),
+    deletionRetentionMs: 0,
+    redeliverDeletes: false,
+    renewalsLost: 0,
+    clockMoves: 0,
+    skewMs: 0,
+    jumps: 0,
+    crashes: 0,
+    faultRate: 0,
+    burstChance: 0,
+    pauses: 0,
+    windows: 0,
+    readerStalls: 0,
+    resends: 0,
+    repairs: 0,
   });
 }
 
@@ -573,6 +620,9 @@ function focusOn(c: SimConfig, r: Rng): void {
       return;
     case 'sealing':
       sealing(c, r);
+      return;
+    case 'purges':
+      purges(c, r);
       return;
     case 'mixed':
       return;

@@ -96,11 +96,12 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   listings: ['read-newest-first', 'recount-live-generations', 'point-read-marker-check'],
   faults: ['end-epoch-on-unknown-outcome', 'seal-own-epoch-before-next', 'forget-tracks-on-failure', 'cached-track-marker-check', 'unique-marker-bodies', 'marker-before-commit', 'claims', 'put-sent-once'],
   generations: ['give-up-failed-names', 'retire-given-up-once-marker-seen', 'gen-marker-sent-once', 'seal-out-missing-dataset', 'sweep-only-ended-epochs'],
-  deletes: ['purge-waits-for-shards', 'purge-relists-before-drop', 'tombstones-hide', 'delete-guard', 'maintainer-stops-when-overtaken'],
+  deletes: ['purge-waits-for-shards', 'tombstones-hide', 'delete-guard', 'maintainer-stops-when-overtaken'],
   incarnations: ['deleted-seq-records', 'merge-base-commit-once', 'own-rows-listed-only'],
   repair: ['recheck-record-after-slot', 'repair-seals-below-held', 'rebuilt-records-end-epoch'],
   mixed: [],
   sealing: ['seal-lists-after-fence', 'zombie-generations-invisible'],
+  purges: ['purge-relists-before-drop'],
 };
 
 function focusOf(guard: Guard): Focus {
@@ -143,6 +144,7 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'gen-marker-sent-once',
   'give-up-failed-names',
   'put-sent-once',
+  'purge-relists-before-drop',
 ]);
 
 export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard), proven: PROVEN.has(guard) }));

@@ -359,10 +359,11 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     return p
       .then(
         (r) => {
-          if (it.deleting !== rec) return;
+          if (it.deleting !== rec) return false;
           history.endDelete(rec, r.throughSeq, r.deleted);
           startOver(it, r.throughSeq, through);
           if (r.deleted) afterDelete(it, steered);
+          return r.deleted;
         },
         (e: unknown) => {
           if (!(e instanceof DgclError)) violations.push(`ERROR: delete of ${it.id} by ${by.actor} failed with an untyped error: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
@@ -371,6 +372,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
           if (it.deleting === rec && code === 'CONFLICT') it.reread = true;
           // The seq came from an ack or a read of the item: never one it did not have (I4).
           if (through !== null && code === 'INVALID_INPUT') violations.push(`I4 guarded delete of ${it.id} through seq ${through} refused: ${(e as Error).message}`);
+          return false;
         },
       )
       .finally(() => {
@@ -479,6 +481,12 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       maintain: () => {
         if (startPass() === null) afterPass.push(() => void (sched.faultsOn ? startPass() : null));
       },
+      deleteItem: (itemId) => {
+        const it = items.find((x) => x.id === itemId);
+        if (!it || deleter.busy || !deletable(it)) return null;
+        sched.note(`delete ${it.id} (steered)`);
+        return deleteVia(deleter, it, true);
+      },
       holdItem: (itemId, until) => {
         const it = items.find((x) => x.id === itemId);
         if (!it || held.has(it)) return;
@@ -549,6 +557,9 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   /** Called when the running pass ends (a pass asked for while the maintainer was busy). */
   const afterPass: Array<() => void> = [];
 
+  /** An item with acked batches and nothing in flight, in doubt, deleting or held back: a delete of it now is a clean one. */
+  const deletable = (x: ItemModel) => x.inflight === 0 && !x.curInDoubt && x.oldInDoubt === null && !x.broken && x.acked.length > 0 && x.deleting === null && !held.has(x);
+
   /** The writer process that took the item's latest delivery (an append, not a delete). */
   const lastAppendBy = (it: ItemModel): string | undefined => {
     for (let i = deliveries.length - 1; i >= 0; i--) if (deliveries[i]!.item === it && deliveries[i]!.batch !== undefined) return deliveries[i]!.actor;
@@ -578,7 +589,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     const me = simContext.getStore()?.actor;
     if (me && cfg.retireFaults > 0 && steerRng.chance(cfg.retireFaults)) sched.failNext(me, /^obj\.delete/, steerRng.pick(['failBefore', 'failAfter'] as const));
     if (cfg.deleteOnRetire <= 0 || !steerRng.chance(cfg.deleteOnRetire)) return;
-    const ready = items.filter((x) => lastGen.get(x.id) === shard && x.inflight === 0 && !x.curInDoubt && x.oldInDoubt === null && !x.broken && x.acked.length > 0 && x.deleting === null && !held.has(x));
+    const ready = items.filter((x) => lastGen.get(x.id) === shard && deletable(x));
     const by = deleter.busy ? null : deleter;
     if (ready.length === 0 || !by) return;
     sched.note(`delete as ${shard} is retired`);

@@ -43,6 +43,14 @@
  *                without a seal of its own, is never read (`zombie-generations-invisible`). Half
  *                the time the zombie's epoch check then times out, and it seals its own epoch
  *                (a seal of nothing, below a sealed one: `superseded-epoch-seals-nothing`).
+ *  - purge:      a writer's merge is about to make the log's first base out of its oldest
+ *                generation. An item only that generation holds is deleted, and a maintenance
+ *                pass starts; the merger waits until the pass's purge listed the log (no base)
+ *                and read the tombstone, and the purge's requests to the generation wait until
+ *                the retirement deleted every manifest of it but the first (the empty table's),
+ *                the merger then until the purge counted it: the purge finds the item's rows
+ *                nowhere it listed, though the base it did not list holds them
+ *                (`purge-relists-before-drop`).
  * Every steered read is followed, once it ended, by a read of the same item and kind (I3 needs
  * a later read to show less). The holds have caps: a window that does not come (the takeover
  * took another slot, the merge failed) ends the wait.
@@ -82,6 +90,8 @@ export interface SteerHost {
   read(o: SteerRead): boolean;
   /** Writer `proc` takes the next delivery of item `itemId`; false if it could not now (one in flight). */
   deliverItem(proc: string, itemId: string): boolean;
+  /** The deleter deletes item `itemId` (true: it was deleted); null if it could not start now. */
+  deleteItem(itemId: string): Promise<boolean> | null;
   /** No delivery of item `itemId` starts until `until` settles. */
   holdItem(itemId: string, until: Promise<unknown>): void;
   /** The live writer processes (not closing). */
@@ -96,6 +106,9 @@ const WAIT = 120;
 const PASS_WAIT = 800;
 const GEN_MARKER = `${META_DIR}/gen.`;
 const FENCE = `${META_DIR}/fence.`;
+const TOMB = `${META_DIR}/tomb.`;
+/** The file name of a Lance dataset's manifest of `version` (V2 naming: u64::MAX - version, so a listing sorts newest first). */
+const manifestName = (version: number) => `${(2n ** 64n - 1n - BigInt(version)).toString()}.manifest`;
 /**
  * What steered reads read: one consistent read each (`items` without a projection reads twice,
  * its second listing after the window).
@@ -209,6 +222,7 @@ export class Steering {
         if (mode === 'rotation' || mode === 'moved' || mode === 'point') this.mergeAfterReads(step);
         else if (mode === 'retirement') this.retirement(proc, step, shard);
         else if (mode === 'seal') this.seal(proc, step, shard);
+        else if (mode === 'purge') this.purge(proc, step, shard);
       },
     };
   }
@@ -323,6 +337,47 @@ export class Steering {
         if (!started) close();
       },
     );
+  }
+
+  /** Window `purge`: a purge that listed the log before a writer's merge made the base out of a generation. */
+  private purge(proc: string, step: MergeStep, shard: string): void {
+    const me = simContext.getStore()?.actor;
+    if (step !== 'base-commit' || this.baseMade || !me || !proc.startsWith('w')) return;
+    const elsewhere = new Set([...this.genItems].filter(([gen]) => gen !== shard).flatMap(([, its]) => its));
+    const only = (this.genItems.get(shard) ?? []).filter((it) => !elsewhere.has(it));
+    if (only.length === 0 || !this.take(true)) return;
+    const it = this.h.rng.pick(only);
+    const deleted = this.h.deleteItem(it.id);
+    if (!deleted) {
+      this.left++; // the deleter is busy, or the item has a batch in flight: the next merge may steer
+      return;
+    }
+    const { sched } = this.h;
+    let failed = false;
+    const over = new Promise<void>((resolve) => {
+      const tombRead = this.watch(
+        (op) => /^m\d/.test(op.actor) && op.spec.kind === 'obj.get' && op.spec.target.startsWith(TOMB),
+        () => {
+          // The purge's requests to the generation wait until only its first manifest is left.
+          const firstLeft = this.watch((op) => /deletePrefix\.delete$/.test(op.spec.kind) && op.spec.target === `${shardPrefix(shard)}/_versions/${manifestName(2)}`);
+          const counted = this.watch((op) => /^m\d/.test(op.actor) && op.spec.kind === 'lance.countRows' && op.spec.target === shard, () => resolve());
+          sched.hold('*', `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => firstLeft.seen, (op) => /^m\d/.test(op.actor) && op.spec.target === shard);
+          // Then the merger waits until the purge counted the generation (before its first manifest goes).
+          this.watch(
+            (op) => op.actor === me && /deletePrefix\.delete$/.test(op.spec.kind) && op.spec.target === `${shardPrefix(shard)}/_versions/${manifestName(2)}`,
+            () => sched.hold(me, `the purge counted ${shard}`, WAIT, () => counted.seen),
+          );
+        },
+      );
+      sched.hold(me, 'a purge read a tombstone', PASS_WAIT, () => failed || tombRead.seen);
+      void deleted.then((yes) => {
+        if (yes && sched.faultsOn) this.h.maintain();
+        else failed = true;
+        if (failed) resolve();
+      });
+    });
+    // Nothing more of the item until the window is over (its rows stay in this generation only).
+    this.h.holdItem(it.id, over);
   }
 
   /** Move the clock past every lease's ttl (a lease runs out at a protocol point). */
