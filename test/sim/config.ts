@@ -38,9 +38,11 @@
  *                 the fences of its epoch and later ones wait until a read of that generation's
  *                 commit ended, or the writer waits until its epoch's seal was cleaned up
  *                 (test/sim/steer.ts), no faults but the steered ones;
- *  - purges:      a writer's merge about to make the base out of a generation, as a delete of an
- *                 item only that generation holds is purged by a pass that listed the log before
- *                 the base existed (test/sim/steer.ts), no faults.
+ *  - own-merges:  a writer's merge of a generation into the base, with a purge or a point read
+ *                 steered into it: a delete of an item only that generation holds, purged by a
+ *                 pass that listed the log before the merge made the base; or a point read of
+ *                 such an item that reads the generation as its retirement deletes it
+ *                 (test/sim/steer.ts), no faults.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
@@ -48,12 +50,12 @@ import { Rng } from './prng.ts';
 
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'purges'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'own-merges'] as const;
 /**
  * The foci drawn by the focus stream. Those added later have streams of their own, drawn after
  * every other, at a fixed chance: the seeds' other draws stay as they were.
  */
-const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'purges');
+const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges');
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -182,7 +184,7 @@ export interface SimConfig {
   holdRecreate: number;
 }
 
-export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point' | 'listed' | 'zombie' | 'purge';
+export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point' | 'listed' | 'zombie' | 'purge' | 'vanish';
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -197,7 +199,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const repairRng = f(); // drawn after every other stream: the seeds' other draws stay as they were
   const listingsRng = f(); // after those too, for the same reason
   const sealingRng = f(); // and so on
-  const purgesRng = f();
+  const ownMergesRng = f();
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
@@ -205,7 +207,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const picked = focusRng.pick(DRAWN);
   const firstDrawn: Focus = listingsRng.chance(1 / 11) ? 'listings' : picked;
   const secondDrawn: Focus = sealingRng.chance(1 / 12) ? 'sealing' : firstDrawn;
-  const drawn: Focus = purgesRng.chance(1 / 13) ? 'purges' : secondDrawn;
+  const drawn: Focus = ownMergesRng.chance(1 / 13) ? 'own-merges' : secondDrawn;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -266,7 +268,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     holdRecreate: 0,
   };
   focusOn(cfg, focusRng);
-  if (cfg.focus !== 'purges' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
+  if (cfg.focus !== 'own-merges' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
   return cfg;
 }
 
@@ -312,16 +314,20 @@ function listings(c: SimConfig, r: Rng): void {
 }
 
 /**
- * The purges focus: the log's first base, made by a writer's merge of its oldest generation while
- * a pass purges an item only that generation holds (lib/log/maintain/purge.ts: a purge that
- * listed no base lists the log again before it drops tombstones). Writers keep their slots (no
- * takeover seals a generation: a writer's own merge makes the base), rotate often, and spread
- * their batches over several items; no faults (a failed step closes the window).
+ * The own-merges focus: a writer's merge of its oldest generation into the base, with one of two
+ * windows steered into it (test/sim/steer.ts): the log's first base, made while a pass purges an
+ * item only that generation holds (lib/log/maintain/purge.ts: a purge that listed no base lists
+ * the log again before it drops tombstones); or point reads of such items that read the
+ * generation as its retirement deletes it (lib/log/read/reader.ts: a definite answer only after
+ * the layout check). Writers keep their slots (no takeover seals a generation: writers' own
+ * merges make the base), rotate often, and spread their batches over several items; no faults
+ * (a failed step closes the window).
  */
-function purges(c: SimConfig, r: Rng): void {
+function ownMerges(c: SimConfig, r: Rng): void {
   const writers = r.between(1, 2);
+  const purge = r.chance(0.5);
   Object.assign(c, {
-    steer: { window: 'purge', chance: 1, count: 1 },
+    steer: purge ? { window: 'purge', chance: 1, count: 1 } : { window: 'vanish', chance: r.pick([0.5, 0.8]), count: r.between(3, 8) },
     writers,
     slots: writers,
     mergeEveryCommits: r.between(2, 3),
@@ -329,7 +335,8 @@ function purges(c: SimConfig, r: Rng): void {
     mergeIdleMs: 0,
     merges: r.between(1, 3),
     closes: 0,
-    items: r.between(3, 5),
+    // Vanish: items that come late, a few batches each (an item only one generation holds).
+    items: purge ? r.between(3, 5) : r.between(8, 12),
     hot: 0,
     deliveries: r.between(18, 30),
     reads: r.between(8, 16),
@@ -621,8 +628,8 @@ function focusOn(c: SimConfig, r: Rng): void {
     case 'sealing':
       sealing(c, r);
       return;
-    case 'purges':
-      purges(c, r);
+    case 'own-merges':
+      ownMerges(c, r);
       return;
     case 'mixed':
       return;

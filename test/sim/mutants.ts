@@ -90,7 +90,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
     'cleanup-keeps-highest-seal',
     'cleanup-keeps-seals-with-generations',
   ],
-  retirement: ['errors-after-layout-check', 'projection-describes-base', 'rows-files-match-base', 'blob-copied-at-validation'],
+  retirement: ['projection-describes-base', 'rows-files-match-base', 'blob-copied-at-validation'],
   'own-reads': ['landing-mark'],
   relist: ['relist-sees-fence', 'relist-sees-retirement', 'retired-marker', 'relist-on-vanished-seal'],
   listings: ['read-newest-first', 'recount-live-generations', 'point-read-marker-check'],
@@ -101,7 +101,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   repair: ['recheck-record-after-slot', 'repair-seals-below-held', 'rebuilt-records-end-epoch'],
   mixed: [],
   sealing: ['seal-lists-after-fence', 'zombie-generations-invisible'],
-  purges: ['purge-relists-before-drop'],
+  'own-merges': ['purge-relists-before-drop', 'errors-after-layout-check'],
 };
 
 function focusOf(guard: Guard): Focus {
@@ -145,6 +145,7 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'give-up-failed-names',
   'put-sent-once',
   'purge-relists-before-drop',
+  'errors-after-layout-check',
 ]);
 
 export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard), proven: PROVEN.has(guard) }));

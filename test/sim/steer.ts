@@ -51,6 +51,13 @@
  *                the merger then until the purge counted it: the purge finds the item's rows
  *                nowhere it listed, though the base it did not list holds them
  *                (`purge-relists-before-drop`).
+ *  - vanish:     a writer's merge is about to commit a generation into the base. A point read
+ *                in a new process of an item only that generation holds starts; the merger waits
+ *                until the read has read the base (it waits for the generation now), the read's
+ *                requests to the generation wait until the retirement deleted every manifest of
+ *                it but the first, and the merger then waits until the read ended: the read
+ *                finds the item nowhere, and only its layout check tells that the generation went
+ *                (`errors-after-layout-check`).
  * Every steered read is followed, once it ended, by a read of the same item and kind (I3 needs
  * a later read to show less). The holds have caps: a window that does not come (the takeover
  * took another slot, the merge failed) ends the wait.
@@ -109,6 +116,8 @@ const FENCE = `${META_DIR}/fence.`;
 const TOMB = `${META_DIR}/tomb.`;
 /** The file name of a Lance dataset's manifest of `version` (V2 naming: u64::MAX - version, so a listing sorts newest first). */
 const manifestName = (version: number) => `${(2n ** 64n - 1n - BigInt(version)).toString()}.manifest`;
+/** A retirement deleted the generation's manifest of version 2 (newest first: only the empty table's is left). */
+const secondManifestDeleted = (shard: string) => (op: Op) => /deletePrefix\.delete$/.test(op.spec.kind) && op.spec.target === `${shardPrefix(shard)}/_versions/${manifestName(2)}`;
 /**
  * What steered reads read: one consistent read each (`items` without a projection reads twice,
  * its second listing after the window).
@@ -223,6 +232,7 @@ export class Steering {
         else if (mode === 'retirement') this.retirement(proc, step, shard);
         else if (mode === 'seal') this.seal(proc, step, shard);
         else if (mode === 'purge') this.purge(proc, step, shard);
+        else if (mode === 'vanish') this.vanish(proc, step, shard);
       },
     };
   }
@@ -343,8 +353,7 @@ export class Steering {
   private purge(proc: string, step: MergeStep, shard: string): void {
     const me = simContext.getStore()?.actor;
     if (step !== 'base-commit' || this.baseMade || !me || !proc.startsWith('w')) return;
-    const elsewhere = new Set([...this.genItems].filter(([gen]) => gen !== shard).flatMap(([, its]) => its));
-    const only = (this.genItems.get(shard) ?? []).filter((it) => !elsewhere.has(it));
+    const only = this.onlyIn(shard);
     if (only.length === 0 || !this.take(true)) return;
     const it = this.h.rng.pick(only);
     const deleted = this.h.deleteItem(it.id);
@@ -359,14 +368,11 @@ export class Steering {
         (op) => /^m\d/.test(op.actor) && op.spec.kind === 'obj.get' && op.spec.target.startsWith(TOMB),
         () => {
           // The purge's requests to the generation wait until only its first manifest is left.
-          const firstLeft = this.watch((op) => /deletePrefix\.delete$/.test(op.spec.kind) && op.spec.target === `${shardPrefix(shard)}/_versions/${manifestName(2)}`);
+          const firstLeft = this.watch(secondManifestDeleted(shard));
           const counted = this.watch((op) => /^m\d/.test(op.actor) && op.spec.kind === 'lance.countRows' && op.spec.target === shard, () => resolve());
           sched.hold('*', `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => firstLeft.seen, (op) => /^m\d/.test(op.actor) && op.spec.target === shard);
           // Then the merger waits until the purge counted the generation (before its first manifest goes).
-          this.watch(
-            (op) => op.actor === me && /deletePrefix\.delete$/.test(op.spec.kind) && op.spec.target === `${shardPrefix(shard)}/_versions/${manifestName(2)}`,
-            () => sched.hold(me, `the purge counted ${shard}`, WAIT, () => counted.seen),
-          );
+          this.watch(secondManifestDeleted(shard), () => sched.hold(me, `the purge counted ${shard}`, WAIT, () => counted.seen));
         },
       );
       sched.hold(me, 'a purge read a tombstone', PASS_WAIT, () => failed || tombRead.seen);
@@ -378,6 +384,35 @@ export class Steering {
     });
     // Nothing more of the item until the window is over (its rows stay in this generation only).
     this.h.holdItem(it.id, over);
+  }
+
+  /** Window `vanish`: a point read of an item only one generation holds, as a writer's merge retires it. */
+  private vanish(proc: string, step: MergeStep, shard: string): void {
+    const me = simContext.getStore()?.actor;
+    if (step !== 'base-commit' || !me || !proc.startsWith('w')) return;
+    const only = this.onlyIn(shard);
+    if (only.length === 0 || !this.take()) return;
+    const { sched, rng } = this.h;
+    const onShard = (op: Op) => op.spec.target === shard;
+    const gone = this.watch(secondManifestDeleted(shard));
+    const item = rng.pick(only);
+    const started = this.readThen({ item, kind: rng.pick(ITEM_KINDS), fresh: true }, (reader, ended, done) => {
+      this.h.holdItem(item.id, done);
+      sched.hold(me, `${reader} read the base`, WAIT, () => {
+        const p = this.pendingOf(reader);
+        return ended.seen || (p.length > 0 && p.every(onShard));
+      });
+      sched.hold(reader, `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => gone.seen || ended.seen, onShard);
+      this.watch(secondManifestDeleted(shard), () => sched.hold(me, `${reader}'s read ended`, WAIT, () => ended.seen));
+    });
+    if (!started) this.left++; // no reader free: the next merge may steer
+  }
+
+  /** The items whose commits (as far as this process saw) all went to `shard`, none in flight. */
+  private onlyIn(shard: string): ItemModel[] {
+    const elsewhere = new Set([...this.genItems].filter(([gen]) => gen !== shard).flatMap(([, its]) => its));
+    const busy = new Set(this.h.writers().flatMap((w) => this.h.inFlight(w)));
+    return (this.genItems.get(shard) ?? []).filter((it) => !elsewhere.has(it) && !busy.has(it));
   }
 
   /** Move the clock past every lease's ttl (a lease runs out at a protocol point). */
