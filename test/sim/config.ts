@@ -38,11 +38,15 @@
  *                 the fences of its epoch and later ones wait until a read of that generation's
  *                 commit ended, or the writer waits until its epoch's seal was cleaned up
  *                 (test/sim/steer.ts), no faults but the steered ones;
- *  - own-merges:  a writer's merge of a generation into the base, with a purge or a point read
- *                 steered into it: a delete of an item only that generation holds, purged by a
- *                 pass that listed the log before the merge made the base; or a point read of
- *                 such an item that reads the generation as its retirement deletes it
- *                 (test/sim/steer.ts), no faults.
+ *  - markers:     the faults generator, but more item-marker PUTs time out, and the late copy of
+ *                 each lands only after another process's PUT of that marker (not its own
+ *                 writer's retry): a writer's earlier body back in place after another took the item;
+ *  - own-merges:  writers' own merges of generations into the base, with one of three races
+ *                 steered into them (test/sim/steer.ts): a delete of an item only the merged
+ *                 generation holds, purged by a pass that listed the log before the merge made the
+ *                 base; a point read of such an item that reads the generation as its retirement
+ *                 deletes it; or a pass counting the base for the listing projection, overtaken by
+ *                 another maintainer's pass that purges an item of it. No faults.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
@@ -50,12 +54,12 @@ import { Rng } from './prng.ts';
 
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'own-merges'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'own-merges', 'markers'] as const;
 /**
  * The foci drawn by the focus stream. Those added later have streams of their own, drawn after
  * every other, at a fixed chance: the seeds' other draws stay as they were.
  */
-const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges');
+const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers');
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -184,7 +188,7 @@ export interface SimConfig {
   holdRecreate: number;
 }
 
-export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point' | 'listed' | 'zombie' | 'purge' | 'vanish';
+export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point' | 'listed' | 'zombie' | 'purge' | 'vanish' | 'overtaken';
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -200,6 +204,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const listingsRng = f(); // after those too, for the same reason
   const sealingRng = f(); // and so on
   const ownMergesRng = f();
+  const markersRng = f();
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
@@ -207,7 +212,8 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const picked = focusRng.pick(DRAWN);
   const firstDrawn: Focus = listingsRng.chance(1 / 11) ? 'listings' : picked;
   const secondDrawn: Focus = sealingRng.chance(1 / 12) ? 'sealing' : firstDrawn;
-  const drawn: Focus = ownMergesRng.chance(1 / 13) ? 'own-merges' : secondDrawn;
+  const thirdDrawn: Focus = ownMergesRng.chance(1 / 13) ? 'own-merges' : secondDrawn;
+  const drawn: Focus = markersRng.chance(1 / 14) ? 'markers' : thirdDrawn;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -314,20 +320,22 @@ function listings(c: SimConfig, r: Rng): void {
 }
 
 /**
- * The own-merges focus: a writer's merge of its oldest generation into the base, with one of two
- * windows steered into it (test/sim/steer.ts): the log's first base, made while a pass purges an
- * item only that generation holds (lib/log/maintain/purge.ts: a purge that listed no base lists
- * the log again before it drops tombstones); or point reads of such items that read the
+ * The own-merges focus: writers' own merges of generations into the base, with one of three
+ * windows steered into them (test/sim/steer.ts): the log's first base, made while a pass purges
+ * an item only the merged generation holds (lib/log/maintain/purge.ts: a purge that listed no
+ * base lists the log again before it drops tombstones); point reads of such items that read the
  * generation as its retirement deletes it (lib/log/read/reader.ts: a definite answer only after
- * the layout check). Writers keep their slots (no takeover seals a generation: writers' own
- * merges make the base), rotate often, and spread their batches over several items; no faults
- * (a failed step closes the window).
+ * the layout check); or a pass counting the base for the listing projection while a second
+ * maintainer's pass purges an item of it (lib/log/projection/projection.ts: the projection is
+ * used only if it describes the base read). Writers keep their slots until a window runs every
+ * lease out (none is lost otherwise: the base is made by writers' own merges), rotate often, and
+ * spread their batches over several items; no faults (a failed step closes the window).
  */
 function ownMerges(c: SimConfig, r: Rng): void {
   const writers = r.between(1, 2);
-  const purge = r.chance(0.5);
+  const window = r.pick(['purge', 'vanish', 'overtaken'] as const);
   Object.assign(c, {
-    steer: purge ? { window: 'purge', chance: 1, count: 1 } : { window: 'vanish', chance: r.pick([0.5, 0.8]), count: r.between(3, 8) },
+    steer: window === 'vanish' ? { window, chance: r.pick([0.5, 0.8]), count: r.between(3, 8) } : { window, chance: 1, count: 1 },
     writers,
     slots: writers,
     mergeEveryCommits: r.between(2, 3),
@@ -335,13 +343,15 @@ function ownMerges(c: SimConfig, r: Rng): void {
     mergeIdleMs: 0,
     merges: r.between(1, 3),
     closes: 0,
-    // Vanish: items that come late, a few batches each (an item only one generation holds).
-    items: purge ? r.between(3, 5) : r.between(8, 12),
+    // Vanish, overtaken: items that come late, a few batches each (an item only one generation,
+    // or only the base, holds).
+    items: window === 'purge' ? r.between(3, 5) : r.between(8, 12),
     hot: 0,
     deliveries: r.between(18, 30),
     reads: r.between(8, 16),
-    maintains: r.between(1, 2),
-    maintainers: 1,
+    // Overtaken: a pass after the base has rows (a second maintainer takes over).
+    maintains: window === 'overtaken' ? r.between(3, 4) : r.between(1, 2),
+    maintainers: window === 'overtaken' ? 2 : 1,
     deletions: r.between(0, 2),
     deletionRetentionMs: 0,
     redeliverDeletes: false,
@@ -445,6 +455,8 @@ function focusOn(c: SimConfig, r: Rng): void {
       });
       return;
     case 'faults':
+    case 'markers':
+      // The markers focus is this one; only the late copies of item markers wait longer (schedule.ts).
       Object.assign(c, {
         writers: r.between(3, 4),
         slots: r.between(2, 3),
@@ -460,6 +472,8 @@ function focusOn(c: SimConfig, r: Rng): void {
         closes: r.between(0, 1),
         windows: r.pick([0.1, 0.3]),
       });
+      // Markers that can land late: in objects or the lease table (a local SQLite file's cannot).
+      if (c.focus === 'markers' && c.coord === 'sqlite') c.coord = 'objects';
       return;
     case 'generations':
       Object.assign(c, {
@@ -474,7 +488,7 @@ function focusOn(c: SimConfig, r: Rng): void {
         clockMoves: r.between(2, 5),
         merges: r.between(2, 5),
         resends: r.pick([0.2, 0.4]),
-        lateMarkers: r.pick([0.1, 0.25]),
+        lateMarkers: r.pick([0.3, 0.5]),
       });
       return;
     case 'deletes':

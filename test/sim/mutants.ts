@@ -90,18 +90,19 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
     'cleanup-keeps-highest-seal',
     'cleanup-keeps-seals-with-generations',
   ],
-  retirement: ['projection-describes-base', 'rows-files-match-base', 'blob-copied-at-validation'],
+  retirement: ['rows-files-match-base', 'blob-copied-at-validation'],
   'own-reads': ['landing-mark'],
   relist: ['relist-sees-fence', 'relist-sees-retirement', 'retired-marker', 'relist-on-vanished-seal'],
   listings: ['read-newest-first', 'recount-live-generations', 'point-read-marker-check'],
-  faults: ['end-epoch-on-unknown-outcome', 'seal-own-epoch-before-next', 'forget-tracks-on-failure', 'cached-track-marker-check', 'unique-marker-bodies', 'marker-before-commit', 'claims', 'put-sent-once'],
+  faults: ['end-epoch-on-unknown-outcome', 'seal-own-epoch-before-next', 'forget-tracks-on-failure', 'cached-track-marker-check', 'marker-before-commit', 'claims', 'put-sent-once'],
+  markers: ['unique-marker-bodies'],
   generations: ['give-up-failed-names', 'retire-given-up-once-marker-seen', 'gen-marker-sent-once', 'seal-out-missing-dataset', 'sweep-only-ended-epochs'],
   deletes: ['purge-waits-for-shards', 'tombstones-hide', 'delete-guard', 'maintainer-stops-when-overtaken'],
   incarnations: ['deleted-seq-records', 'merge-base-commit-once', 'own-rows-listed-only'],
   repair: ['recheck-record-after-slot', 'repair-seals-below-held', 'rebuilt-records-end-epoch'],
   mixed: [],
   sealing: ['seal-lists-after-fence', 'zombie-generations-invisible'],
-  'own-merges': ['purge-relists-before-drop', 'errors-after-layout-check'],
+  'own-merges': ['purge-relists-before-drop', 'errors-after-layout-check', 'projection-describes-base'],
 };
 
 function focusOf(guard: Guard): Focus {
@@ -146,6 +147,9 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'put-sent-once',
   'purge-relists-before-drop',
   'errors-after-layout-check',
+  'projection-describes-base',
+  'unique-marker-bodies',
+  'retire-given-up-once-marker-seen',
 ]);
 
 export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard), proven: PROVEN.has(guard) }));

@@ -27,6 +27,15 @@ export class Rng {
     if (xs.length === 0) throw new Error('pick from an empty list');
     return xs[this.int(xs.length)]!;
   }
+  /** The items of `xs` in a random order (a new array). */
+  shuffle<T>(xs: readonly T[]): T[] {
+    const out = [...xs];
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = this.int(i + 1);
+      [out[i], out[j]] = [out[j]!, out[i]!];
+    }
+    return out;
+  }
   /** An independent stream derived from this one. */
   fork(): Rng {
     return new Rng(Math.floor(this.next() * 2 ** 32));

@@ -171,16 +171,25 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       };
     };
   }
-  if (cfg.focus === 'faults') {
+  if (cfg.focus === 'faults' || cfg.focus === 'markers') {
     // After those too. An item marker's PUT, if the SDK may resend it (only if it is not sent
     // once), is resent often; the earlier copy of one resent, and of half of those that time
     // out, lands only after the next PUT of that marker (its writer's retry, or another
     // writer's): a writer's old marker back in place, the windows of markers sent once and of
-    // bodies of their own.
+    // bodies of their own. In the markers focus more of them time out, and the copy of each
+    // waits for another process's PUT (its writer's retry may have sent it again meanwhile).
     const resendRng = rng.fork();
     const marker = (spec: { kind: string; target: string }) => /^(obj|coord)\.put$/.test(spec.kind) && spec.target.startsWith(`${ITEMS_DIR}/`);
+    // A process: a writer's incarnation (w1.2 is a new process after w1.1 closed or crashed).
+    const proc = (actor: string) => actor.replace(/:read$/, '');
     sched.steerResend = (spec) => (marker(spec) ? resendRng.chance(0.5) : null);
-    sched.lateHold = (spec, resent) => (marker(spec) && (resent || resendRng.chance(0.5)) ? (l) => marker(l) && l.target === spec.target : null);
+    if (cfg.focus === 'markers') sched.steerFault = (spec) => (marker(spec) && resendRng.chance(0.3) ? 'timeout' : null);
+    sched.lateHold = (spec, resent, sender) => {
+      if (!marker(spec)) return null;
+      if (cfg.focus === 'markers' && !resent) return (l, by) => marker(l) && l.target === spec.target && proc(by) !== proc(sender);
+      if (!(resent || resendRng.chance(0.5))) return null;
+      return (l) => marker(l) && l.target === spec.target;
+    };
   }
   /** The reactions to a process's protocol points (set below, once the workload exists). */
   let hooksFor: (proc: string) => WriterHooks = () => ({});
@@ -487,6 +496,17 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         sched.note(`delete ${it.id} (steered)`);
         return deleteVia(deleter, it, true);
       },
+      mergeWriters: () =>
+        Promise.all(
+          liveWriters()
+            .filter((w) => !w.closing)
+            .map((w) => {
+              const log = w.log;
+              const p = sched.run(w.actor, () => log.mergeOwnShard());
+              track('mergeOwnShard (steered)', w.actor, p);
+              return p.catch(() => undefined);
+            }),
+        ),
       holdItem: (itemId, until) => {
         const it = items.find((x) => x.id === itemId);
         if (!it || held.has(it)) return;

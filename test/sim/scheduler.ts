@@ -139,14 +139,15 @@ export class Scheduler {
    * Late copies held for a window (config.ts `lateMarkers`): for a request about to land late,
    * what a later landed request must match before the copy may land (null: nothing), so that it
    * lands after a protocol step instead of at a point the seed picks (capped: `LATE_HOLD_CAP`).
-   * `resent`: the copy is one the SDK resent after the request landed (else it timed out).
+   * `resent`: the copy is one the SDK resent after the request landed (else it timed out);
+   * `actor`: who sent it, as the landed request's `by` (its sender; `late` for a late copy).
    */
-  lateHold: ((spec: OpSpec<unknown>, resent: boolean) => ((landed: OpSpec<unknown>) => boolean) | null) | null = null;
+  lateHold: ((spec: OpSpec<unknown>, resent: boolean, actor: string) => ((landed: OpSpec<unknown>, by: string) => boolean) | null) | null = null;
   /** A fault for a request, steered toward a window (null: drawn as any other). */
   steerFault: ((spec: OpSpec<unknown>) => Exclude<Fault, 'ok'> | null) | null = null;
   /** Whether the SDK resends a resendable write that landed, steered toward a window (null: drawn as any other). */
   steerResend: ((spec: OpSpec<unknown>) => boolean | null) | null = null;
-  private lateWaits: Array<{ until: (landed: OpSpec<unknown>) => boolean; seen: boolean }> = [];
+  private lateWaits: Array<{ until: (landed: OpSpec<unknown>, by: string) => boolean; seen: boolean }> = [];
   readonly crashed = new Set<string>();
   private readonly pausedUntil = new Map<string, number>();
   private readonly holds: Hold[] = [];
@@ -195,7 +196,7 @@ export class Scheduler {
     for (const op of this.pending.filter((o) => o.actor === actor && o.spec.mutating && !o.spec.neverLate)) {
       if (!cl.rng.chance(cl.probability)) continue;
       this.trace.push(`${this.step} ${actor} ${op.spec.kind} ${maskRandom(op.spec.target)} (in flight at the crash: lands later)`);
-      this.landLater(op.spec, op.spec.run);
+      this.landLater(op.spec, op.spec.run, false, actor);
     }
   }
 
@@ -323,7 +324,7 @@ export class Scheduler {
         case 'ok':
           try {
             op.resolve(await spec.run());
-            this.sawLanded(spec);
+            this.sawLanded(spec, op.actor);
           } catch (e) {
             op.reject(e);
           }
@@ -340,7 +341,7 @@ export class Scheduler {
           const resends = this.o.resends;
           if (spec.mutating && spec.resendable && resends && (this.steerResend?.(spec) ?? resends.rng.chance(resends.probability))) {
             this.trace.push(`${this.step} ${op.actor} ${op.spec.kind} ${maskRandom(op.spec.target)} (resent: an earlier copy may land later)`);
-            if (resends.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.run, true);
+            if (resends.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.run, true, op.actor);
           }
           break;
         case 'failBefore':
@@ -349,7 +350,7 @@ export class Scheduler {
         case 'failAfter':
           try {
             await spec.run();
-            this.sawLanded(spec);
+            this.sawLanded(spec, op.actor);
           } catch {
             // it failed by itself; the caller gets the injected error either way
           }
@@ -357,7 +358,7 @@ export class Scheduler {
           break;
         case 'timeout':
           op.reject(spec.error(`injected: ${spec.kind} ${spec.target} timed out`));
-          if (spec.mutating && !spec.neverLate && this.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.late ? await spec.late() : spec.run);
+          if (spec.mutating && !spec.neverLate && this.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.late ? await spec.late() : spec.run, false, op.actor);
           break;
       }
     } finally {
@@ -371,17 +372,17 @@ export class Scheduler {
   }
 
   /** A request landed: late copies held for it may land now. */
-  private sawLanded(spec: OpSpec<unknown>): void {
+  private sawLanded(spec: OpSpec<unknown>, by: string): void {
     if (this.lateWaits.length === 0) return;
-    for (const w of this.lateWaits) if (w.until(spec)) w.seen = true;
+    for (const w of this.lateWaits) if (w.until(spec, by)) w.seen = true;
     this.lateWaits = this.lateWaits.filter((w) => !w.seen);
   }
 
   /** Queue `run` as a copy of `spec` that lands when the seed picks it (a late actor's operation). */
-  landLater(spec: OpSpec<unknown>, run: () => Promise<unknown>, resent = false): void {
+  landLater(spec: OpSpec<unknown>, run: () => Promise<unknown>, resent: boolean, actor: string): void {
     // Mostly soon after, sometimes long after (a request stuck in a server or a connection).
     const due = this.step + this.rng.pick(LATE_STEPS);
-    const until = this.lateHold?.(spec, resent) ?? null;
+    const until = this.lateHold?.(spec, resent, actor) ?? null;
     const wait = until ? { until, seen: false } : null;
     if (wait) {
       this.lateWaits.push(wait);

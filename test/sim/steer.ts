@@ -1,5 +1,5 @@
 /**
- * The steered windows of the relist, listings and sealing foci (test/sim/config.ts `steer`): reads put into the windows of the
+ * The steered windows of the relist, listings, sealing and own-merges foci (test/sim/config.ts `steer`): reads put into the windows of the
  * read side's re-listing, the retired marker, the vanished seal and the read order of generations (docs/design/invariants.md,
  * "Reads"), by reactions at the protocol points the log reports to its test hooks and by holds
  * (scheduler.ts `hold`) that end when another actor's protocol step lands, instead of random
@@ -58,11 +58,18 @@
  *                it but the first, and the merger then waits until the read ended: the read
  *                finds the item nowhere, and only its layout check tells that the generation went
  *                (`errors-after-layout-check`).
+ *  - overtaken:  a maintenance pass is about to count the base's new fragments for the listing
+ *                projection (it listed the stored documents). Its requests wait until another
+ *                maintainer's pass ended: an item the base holds is deleted, the writers merge
+ *                their shards, the clock runs past every lease, and the other pass takes the
+ *                maintainer's lease, purges the item and drops its tombstone. The first pass then
+ *                writes a projection of the base before the purge, and a listing follows
+ *                (`projection-describes-base`).
  * Every steered read is followed, once it ended, by a read of the same item and kind (I3 needs
  * a later read to show less). The holds have caps: a window that does not come (the takeover
  * took another slot, the merge failed) ends the wait.
  */
-import { BASE_KEY, META_DIR, parseShardName, sealKey, shardName, shardPrefix } from '../../lib/log/layout.ts';
+import { BASE_KEY, itemHash, META_DIR, parseShardName, sealKey, shardName, shardPrefix } from '../../lib/log/layout.ts';
 import type { MergeStep } from '../../lib/log/maintain/merge.ts';
 import type { WriterHooks } from '../../lib/log/write/writer.ts';
 import type { SimTime } from './clock.ts';
@@ -99,6 +106,8 @@ export interface SteerHost {
   deliverItem(proc: string, itemId: string): boolean;
   /** The deleter deletes item `itemId` (true: it was deleted); null if it could not start now. */
   deleteItem(itemId: string): Promise<boolean> | null;
+  /** Every live writer merges its own shard (nothing of it is live after); settles when all did. */
+  mergeWriters(): Promise<unknown>;
   /** No delivery of item `itemId` starts until `until` settles. */
   holdItem(itemId: string, until: Promise<unknown>): void;
   /** The live writer processes (not closing). */
@@ -114,6 +123,9 @@ const PASS_WAIT = 800;
 const GEN_MARKER = `${META_DIR}/gen.`;
 const FENCE = `${META_DIR}/fence.`;
 const TOMB = `${META_DIR}/tomb.`;
+const RETIRED = `${META_DIR}/retired.`;
+const PROJECTION_DIR = '_dgcl/projection';
+const PROJECTION_KEY = `${PROJECTION_DIR}/items.json`;
 /** The file name of a Lance dataset's manifest of `version` (V2 naming: u64::MAX - version, so a listing sorts newest first). */
 const manifestName = (version: number) => `${(2n ** 64n - 1n - BigInt(version)).toString()}.manifest`;
 /** A retirement deleted the generation's manifest of version 2 (newest first: only the empty table's is left). */
@@ -143,18 +155,27 @@ export class Steering {
   private zombieUntil = 0;
   /** The items of each generation's commits (from afterCommit). */
   private readonly genItems = new Map<string, ItemModel[]>();
+  /** Generations whose `retired.` marker landed (merged into the base). */
+  private readonly retired = new Set<string>();
 
   constructor(private readonly h: SteerHost) {
     this.left = h.cfg.steer?.count ?? 0;
   }
 
+  /** Each actor's request that landed last. */
+  private readonly lastLanded = new Map<string, Op>();
+
   /** Told of every request released without a fault (scheduler.ts `onLanded`). */
   landed(op: Op): void {
+    const prev = this.lastLanded.get(op.actor);
+    this.lastLanded.set(op.actor, op);
     if (/putIfAbsent$/.test(op.spec.kind)) {
       if (op.spec.target === BASE_KEY) this.baseMade = true;
       else if (op.spec.target.startsWith(GEN_MARKER)) this.marked.add(op.spec.target.slice(GEN_MARKER.length));
     }
+    if (/putIfAbsent$/.test(op.spec.kind) && op.spec.target.startsWith(RETIRED)) this.retired.add(op.spec.target.slice(RETIRED.length));
     if (this.h.cfg.steer?.window === 'seal') this.orphan(op);
+    else if (this.h.cfg.steer?.window === 'overtaken') this.overtaken(op, prev);
     if (this.watchers.length === 0) return;
     const hit = this.watchers.filter((w) => w.match(op));
     if (hit.length === 0) return;
@@ -363,24 +384,32 @@ export class Steering {
     }
     const { sched } = this.h;
     let failed = false;
+    const until = sched.step + PASS_WAIT + WAIT;
+    const open = () => sched.faultsOn && !failed && sched.step < until;
     const over = new Promise<void>((resolve) => {
+      // The tombstone of this item (another's, of an earlier delete, would start the window early).
+      const tomb = `${TOMB}${itemHash(it.id)}.`;
       const tombRead = this.watch(
-        (op) => /^m\d/.test(op.actor) && op.spec.kind === 'obj.get' && op.spec.target.startsWith(TOMB),
+        (op) => /^m\d/.test(op.actor) && op.spec.kind === 'obj.get' && op.spec.target.startsWith(tomb),
         () => {
+          if (!open()) return;
           // The purge's requests to the generation wait until only its first manifest is left.
           const firstLeft = this.watch(secondManifestDeleted(shard));
           const counted = this.watch((op) => /^m\d/.test(op.actor) && op.spec.kind === 'lance.countRows' && op.spec.target === shard, () => resolve());
-          sched.hold('*', `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => firstLeft.seen, (op) => /^m\d/.test(op.actor) && op.spec.target === shard);
+          sched.hold('*', `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => firstLeft.seen || !open(), (op) => /^m\d/.test(op.actor) && op.spec.target === shard);
           // Then the merger waits until the purge counted the generation (before its first manifest goes).
-          this.watch(secondManifestDeleted(shard), () => sched.hold(me, `the purge counted ${shard}`, WAIT, () => counted.seen));
+          this.watch(secondManifestDeleted(shard), () => open() && sched.hold(me, `the purge counted ${shard}`, WAIT, () => counted.seen || !open()));
         },
       );
-      sched.hold(me, 'a purge read a tombstone', PASS_WAIT, () => failed || tombRead.seen);
+      sched.hold(me, 'a purge read the tombstone', PASS_WAIT, () => tombRead.seen || !open());
       void deleted.then((yes) => {
         if (yes && sched.faultsOn) this.h.maintain();
         else failed = true;
         if (failed) resolve();
       });
+      // Over at the latest once its steps ran out (the purge may not count the generation: a
+      // takeover pending, or the generation gone by its listing).
+      this.watch(() => !open(), () => resolve());
     });
     // Nothing more of the item until the window is over (its rows stay in this generation only).
     this.h.holdItem(it.id, over);
@@ -413,6 +442,52 @@ export class Steering {
     const elsewhere = new Set([...this.genItems].filter(([gen]) => gen !== shard).flatMap(([, its]) => its));
     const busy = new Set(this.h.writers().flatMap((w) => this.h.inFlight(w)));
     return (this.genItems.get(shard) ?? []).filter((it) => !elsewhere.has(it) && !busy.has(it));
+  }
+
+  /** Window `overtaken`: a pass counting the base for the projection, paused while another purges an item of it. */
+  private overtaken(op: Op, prev: Op | undefined): void {
+    const first = op.actor;
+    if (!/^m\d/.test(first) || op.spec.kind !== 'obj.list' || op.spec.target !== PROJECTION_DIR || !this.h.sched.faultsOn) return;
+    // The projection step lists the documents right after it read the index (a purge's clean-up
+    // of stale documents lists them too, after other requests).
+    if (prev?.spec.kind !== 'obj.get' || prev.spec.target !== PROJECTION_KEY) return;
+    const inBase = [...new Set([...this.genItems].filter(([gen]) => this.retired.has(gen)).flatMap(([, its]) => its))];
+    if (inBase.length === 0 || !this.take(true)) return;
+    // The first of them (in a random order) that can be deleted now.
+    let deleted: Promise<boolean> | null = null;
+    for (const it of this.h.rng.shuffle(inBase)) if ((deleted = this.h.deleteItem(it.id))) break;
+    if (!deleted) {
+      this.left++; // the deleter is busy, or each has a batch in flight: the next pass may steer
+      return;
+    }
+    const { sched } = this.h;
+    // Over once the first pass ended (its lease given back), or the delete failed.
+    let over = false;
+    this.watch(
+      (o) => o.actor === first && o.spec.kind === 'lease.release' && /maintainer/.test(o.spec.target),
+      () => (over = true),
+    );
+    const otherEnded = this.watch((o) => over || (o.spec.kind === 'lease.release' && /maintainer/.test(o.spec.target) && /^m\d/.test(o.actor) && o.actor !== first));
+    sched.hold(first, `another maintainer's pass ended`, 2 * PASS_WAIT, () => over || otherEnded.seen);
+    void deleted.then((yes) => {
+      if (!yes || !sched.faultsOn) {
+        over = true;
+        return;
+      }
+      // Its rows in live generations go to the base too: the purge then finds them all there.
+      void this.h.mergeWriters().then(() => {
+        if (over || !sched.faultsOn) return;
+        this.expire(`${first}'s pass paused past its lease`);
+        this.h.maintain();
+      });
+    });
+    // Once the first pass wrote its projection: a listing (the read that walks it).
+    this.watch(
+      (o) => over || (o.actor === first && o.spec.kind === 'obj.put' && o.spec.target === PROJECTION_KEY),
+      () => {
+        if (!over && sched.faultsOn) this.readThen({ kind: 'items' }, () => undefined);
+      },
+    );
   }
 
   /** Move the clock past every lease's ttl (a lease runs out at a protocol point). */
