@@ -1,5 +1,6 @@
 /**
- * The steered windows of the relist, listings, sealing and own-merges foci (test/sim/config.ts `steer`): reads put into the windows of the
+ * The steered windows of the relist, listings and sealing foci (test/sim/config.ts `steer`; the own-merges
+ * focus's are in steer-merges.ts, on the same core: steer-core.ts): reads put into the windows of the
  * read side's re-listing, the retired marker, the vanished seal and the read order of generations (docs/design/invariants.md,
  * "Reads"), by reactions at the protocol points the log reports to its test hooks and by holds
  * (scheduler.ts `hold`) that end when another actor's protocol step lands, instead of random
@@ -43,104 +44,25 @@
  *                without a seal of its own, is never read (`zombie-generations-invisible`). Half
  *                the time the zombie's epoch check then times out, and it seals its own epoch
  *                (a seal of nothing, below a sealed one: `superseded-epoch-seals-nothing`).
- *  - purge:      a writer's merge is about to make the log's first base out of its oldest
- *                generation. An item only that generation holds is deleted, and a maintenance
- *                pass starts; the merger waits until the pass's purge listed the log (no base)
- *                and read the tombstone, and the purge's requests to the generation wait until
- *                the retirement deleted every manifest of it but the first (the empty table's),
- *                the merger then until the purge counted it: the purge finds the item's rows
- *                nowhere it listed, though the base it did not list holds them
- *                (`purge-relists-before-drop`).
- *  - vanish:     a writer's merge is about to commit a generation into the base. A point read
- *                in a new process of an item only that generation holds starts; the merger waits
- *                until the read has read the base (it waits for the generation now), the read's
- *                requests to the generation wait until the retirement deleted every manifest of
- *                it but the first, and the merger then waits until the read ended: the read
- *                finds the item nowhere, and only its layout check tells that the generation went
- *                (`errors-after-layout-check`).
- *  - overtaken:  a maintenance pass is about to count the base's new fragments for the listing
- *                projection (it listed the stored documents). Its requests wait until another
- *                maintainer's pass ended: an item the base holds is deleted, the writers merge
- *                their shards, the clock runs past every lease, and the other pass takes the
- *                maintainer's lease, purges the item and drops its tombstone. The first pass then
- *                writes a projection of the base before the purge, and a listing follows
- *                (`projection-describes-base`).
  * Every steered read is followed, once it ended, by a read of the same item and kind (I3 needs
  * a later read to show less). The holds have caps: a window that does not come (the takeover
  * took another slot, the merge failed) ends the wait.
  */
-import { BASE_KEY, itemHash, META_DIR, parseShardName, sealKey, shardName, shardPrefix } from '../../lib/log/layout.ts';
+import { BASE_KEY, META_DIR, parseShardName, sealKey, shardName, shardPrefix } from '../../lib/log/layout.ts';
 import type { MergeStep } from '../../lib/log/maintain/merge.ts';
 import type { WriterHooks } from '../../lib/log/write/writer.ts';
-import type { SimTime } from './clock.ts';
-import type { SimConfig } from './config.ts';
-import type { Rng } from './prng.ts';
-import type { ReadKind } from './reads.ts';
-import { simContext, type Op, type Scheduler } from './scheduler.ts';
+import { simContext, type Op } from './scheduler.ts';
+import { FENCE, GEN_MARKER, ITEM_KINDS, PASS_WAIT, RETIRED, WAIT, type SteerCore, type SteerHost, type SteerRead } from './steer-core.ts';
+import { overtaken, purge, vanish } from './steer-merges.ts';
 import type { ItemModel } from './workload.ts';
 
-/**
- * A steered read: of `item` (else the whole log), by an idle reader (none: a new process), or
- * always by a new process (`fresh`: nothing cached, no base handle open).
- */
-export interface SteerRead {
-  item?: ItemModel;
-  kind?: ReadKind;
-  fresh?: boolean;
-  /** Told the read's actor and when it ends, once it started. */
-  started?: (actor: string, ended: Promise<unknown>) => void;
-}
+export type { SteerHost, SteerRead } from './steer-core.ts';
 
-export interface SteerHost {
-  sched: Scheduler;
-  rng: Rng;
-  cfg: SimConfig;
-  time: SimTime;
-  /** The items of `proc`'s deliveries in flight. */
-  inFlight(proc: string): ItemModel[];
-  /** A writer other than those of `not` takes a delivery (it needs a slot: maybe theirs); false if none could. */
-  deliverVia(not: readonly string[]): boolean;
-  /** Start a read; false if none could start now. */
-  read(o: SteerRead): boolean;
-  /** Writer `proc` takes the next delivery of item `itemId`; false if it could not now (one in flight). */
-  deliverItem(proc: string, itemId: string): boolean;
-  /** The deleter deletes item `itemId` (true: it was deleted); null if it could not start now. */
-  deleteItem(itemId: string): Promise<boolean> | null;
-  /** Every live writer merges its own shard (nothing of it is live after); settles when all did. */
-  mergeWriters(): Promise<unknown>;
-  /** No delivery of item `itemId` starts until `until` settles. */
-  holdItem(itemId: string, until: Promise<unknown>): void;
-  /** The live writer processes (not closing). */
-  writers(): string[];
-  /** Start a maintenance pass, now or once the running one ended. */
-  maintain(): void;
-}
-
-/** Steps a hold waits at most: long enough for a takeover or a retirement, short of a whole schedule. */
-const WAIT = 120;
-/** A maintenance pass (merges, compaction, indexes, projection, clean-up) takes longer; maybe two. */
-const PASS_WAIT = 800;
-const GEN_MARKER = `${META_DIR}/gen.`;
-const FENCE = `${META_DIR}/fence.`;
-const TOMB = `${META_DIR}/tomb.`;
-const RETIRED = `${META_DIR}/retired.`;
-const PROJECTION_DIR = '_dgcl/projection';
-const PROJECTION_KEY = `${PROJECTION_DIR}/items.json`;
-/** The file name of a Lance dataset's manifest of `version` (V2 naming: u64::MAX - version, so a listing sorts newest first). */
-const manifestName = (version: number) => `${(2n ** 64n - 1n - BigInt(version)).toString()}.manifest`;
-/** A retirement deleted the generation's manifest of version 2 (newest first: only the empty table's is left). */
-const secondManifestDeleted = (shard: string) => (op: Op) => /deletePrefix\.delete$/.test(op.spec.kind) && op.spec.target === `${shardPrefix(shard)}/_versions/${manifestName(2)}`;
-/**
- * What steered reads read: one consistent read each (`items` without a projection reads twice,
- * its second listing after the window).
- */
-const ITEM_KINDS: readonly ReadKind[] = ['fold', 'trajectory', 'latest', 'fields'];
-
-export class Steering {
+export class Steering implements SteerCore {
   private left: number;
   /** Predicates over landed requests, each told once (then dropped). */
   private watchers: Array<{ match: (op: Op) => boolean; then: (op: Op) => void }> = [];
-  private baseMade = false;
+  baseMade = false;
   /** Generations whose `gen.` marker landed. */
   private readonly marked = new Set<string>();
   /** The item ids of each actor's commit in progress (beforeCommit to afterCommit). */
@@ -154,11 +76,11 @@ export class Steering {
   /** The step until which a `zombie` window waits for its seal's clean-up (0 once it came). */
   private zombieUntil = 0;
   /** The items of each generation's commits (from afterCommit). */
-  private readonly genItems = new Map<string, ItemModel[]>();
+  readonly genItems = new Map<string, ItemModel[]>();
   /** Generations whose `retired.` marker landed (merged into the base). */
-  private readonly retired = new Set<string>();
+  readonly retired = new Set<string>();
 
-  constructor(private readonly h: SteerHost) {
+  constructor(readonly h: SteerHost) {
     this.left = h.cfg.steer?.count ?? 0;
   }
 
@@ -175,7 +97,7 @@ export class Steering {
     }
     if (/putIfAbsent$/.test(op.spec.kind) && op.spec.target.startsWith(RETIRED)) this.retired.add(op.spec.target.slice(RETIRED.length));
     if (this.h.cfg.steer?.window === 'seal') this.orphan(op);
-    else if (this.h.cfg.steer?.window === 'overtaken') this.overtaken(op, prev);
+    else if (this.h.cfg.steer?.window === 'overtaken') overtaken(this, op, prev);
     if (this.watchers.length === 0) return;
     const hit = this.watchers.filter((w) => w.match(op));
     if (hit.length === 0) return;
@@ -184,7 +106,7 @@ export class Steering {
   }
 
   /** A flag set once a request `match` accepts lands. */
-  private watch(match: (op: Op) => boolean, then?: (op: Op) => void): { seen: boolean } {
+  watch(match: (op: Op) => boolean, then?: (op: Op) => void): { seen: boolean } {
     const flag = { seen: false };
     this.watchers.push({
       match,
@@ -197,15 +119,19 @@ export class Steering {
   }
 
   /** Whether to steer at this point (`always`: the window comes once a seed). */
-  private take(always = false): boolean {
+  take(always = false): boolean {
     const s = this.h.cfg.steer;
     if (!s || this.left <= 0 || !this.h.sched.faultsOn || (!always && !this.h.rng.chance(s.chance))) return false;
     this.left--;
     return true;
   }
 
+  untake(): void {
+    this.left++;
+  }
+
   /** The steered read, then a read of the same item and kind once it ended. */
-  private readThen(o: SteerRead, onStart: (actor: string, ended: { seen: boolean }, done: Promise<unknown>) => void): boolean {
+  readThen(o: SteerRead, onStart: (actor: string, ended: { seen: boolean }, done: Promise<unknown>) => void): boolean {
     const kind = o.kind ?? (o.item ? this.h.rng.pick([...ITEM_KINDS, 'all']) : 'all');
     return this.h.read({
       ...o,
@@ -221,7 +147,7 @@ export class Steering {
     });
   }
 
-  private pendingOf(actor: string): Op[] {
+  pendingOf(actor: string): Op[] {
     return this.h.sched.pending.filter((op) => op.actor === actor);
   }
 
@@ -252,8 +178,8 @@ export class Steering {
         if (mode === 'rotation' || mode === 'moved' || mode === 'point') this.mergeAfterReads(step);
         else if (mode === 'retirement') this.retirement(proc, step, shard);
         else if (mode === 'seal') this.seal(proc, step, shard);
-        else if (mode === 'purge') this.purge(proc, step, shard);
-        else if (mode === 'vanish') this.vanish(proc, step, shard);
+        else if (mode === 'purge') purge(this, proc, step, shard);
+        else if (mode === 'vanish') vanish(this, proc, step, shard);
       },
     };
   }
@@ -370,128 +296,8 @@ export class Steering {
     );
   }
 
-  /** Window `purge`: a purge that listed the log before a writer's merge made the base out of a generation. */
-  private purge(proc: string, step: MergeStep, shard: string): void {
-    const me = simContext.getStore()?.actor;
-    if (step !== 'base-commit' || this.baseMade || !me || !proc.startsWith('w')) return;
-    const only = this.onlyIn(shard);
-    if (only.length === 0 || !this.take(true)) return;
-    const it = this.h.rng.pick(only);
-    const deleted = this.h.deleteItem(it.id);
-    if (!deleted) {
-      this.left++; // the deleter is busy, or the item has a batch in flight: the next merge may steer
-      return;
-    }
-    const { sched } = this.h;
-    let failed = false;
-    const until = sched.step + PASS_WAIT + WAIT;
-    const open = () => sched.faultsOn && !failed && sched.step < until;
-    const over = new Promise<void>((resolve) => {
-      // The tombstone of this item (another's, of an earlier delete, would start the window early).
-      const tomb = `${TOMB}${itemHash(it.id)}.`;
-      const tombRead = this.watch(
-        (op) => /^m\d/.test(op.actor) && op.spec.kind === 'obj.get' && op.spec.target.startsWith(tomb),
-        () => {
-          if (!open()) return;
-          // The purge's requests to the generation wait until only its first manifest is left.
-          const firstLeft = this.watch(secondManifestDeleted(shard));
-          const counted = this.watch((op) => /^m\d/.test(op.actor) && op.spec.kind === 'lance.countRows' && op.spec.target === shard, () => resolve());
-          sched.hold('*', `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => firstLeft.seen || !open(), (op) => /^m\d/.test(op.actor) && op.spec.target === shard);
-          // Then the merger waits until the purge counted the generation (before its first manifest goes).
-          this.watch(secondManifestDeleted(shard), () => open() && sched.hold(me, `the purge counted ${shard}`, WAIT, () => counted.seen || !open()));
-        },
-      );
-      sched.hold(me, 'a purge read the tombstone', PASS_WAIT, () => tombRead.seen || !open());
-      void deleted.then((yes) => {
-        if (yes && sched.faultsOn) this.h.maintain();
-        else failed = true;
-        if (failed) resolve();
-      });
-      // Over at the latest once its steps ran out (the purge may not count the generation: a
-      // takeover pending, or the generation gone by its listing).
-      this.watch(() => !open(), () => resolve());
-    });
-    // Nothing more of the item until the window is over (its rows stay in this generation only).
-    this.h.holdItem(it.id, over);
-  }
-
-  /** Window `vanish`: a point read of an item only one generation holds, as a writer's merge retires it. */
-  private vanish(proc: string, step: MergeStep, shard: string): void {
-    const me = simContext.getStore()?.actor;
-    if (step !== 'base-commit' || !me || !proc.startsWith('w')) return;
-    const only = this.onlyIn(shard);
-    if (only.length === 0 || !this.take()) return;
-    const { sched, rng } = this.h;
-    const onShard = (op: Op) => op.spec.target === shard;
-    const gone = this.watch(secondManifestDeleted(shard));
-    const item = rng.pick(only);
-    const started = this.readThen({ item, kind: rng.pick(ITEM_KINDS), fresh: true }, (reader, ended, done) => {
-      this.h.holdItem(item.id, done);
-      sched.hold(me, `${reader} read the base`, WAIT, () => {
-        const p = this.pendingOf(reader);
-        return ended.seen || (p.length > 0 && p.every(onShard));
-      });
-      sched.hold(reader, `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => gone.seen || ended.seen, onShard);
-      this.watch(secondManifestDeleted(shard), () => sched.hold(me, `${reader}'s read ended`, WAIT, () => ended.seen));
-    });
-    if (!started) this.left++; // no reader free: the next merge may steer
-  }
-
-  /** The items whose commits (as far as this process saw) all went to `shard`, none in flight. */
-  private onlyIn(shard: string): ItemModel[] {
-    const elsewhere = new Set([...this.genItems].filter(([gen]) => gen !== shard).flatMap(([, its]) => its));
-    const busy = new Set(this.h.writers().flatMap((w) => this.h.inFlight(w)));
-    return (this.genItems.get(shard) ?? []).filter((it) => !elsewhere.has(it) && !busy.has(it));
-  }
-
-  /** Window `overtaken`: a pass counting the base for the projection, paused while another purges an item of it. */
-  private overtaken(op: Op, prev: Op | undefined): void {
-    const first = op.actor;
-    if (!/^m\d/.test(first) || op.spec.kind !== 'obj.list' || op.spec.target !== PROJECTION_DIR || !this.h.sched.faultsOn) return;
-    // The projection step lists the documents right after it read the index (a purge's clean-up
-    // of stale documents lists them too, after other requests).
-    if (prev?.spec.kind !== 'obj.get' || prev.spec.target !== PROJECTION_KEY) return;
-    const inBase = [...new Set([...this.genItems].filter(([gen]) => this.retired.has(gen)).flatMap(([, its]) => its))];
-    if (inBase.length === 0 || !this.take(true)) return;
-    // The first of them (in a random order) that can be deleted now.
-    let deleted: Promise<boolean> | null = null;
-    for (const it of this.h.rng.shuffle(inBase)) if ((deleted = this.h.deleteItem(it.id))) break;
-    if (!deleted) {
-      this.left++; // the deleter is busy, or each has a batch in flight: the next pass may steer
-      return;
-    }
-    const { sched } = this.h;
-    // Over once the first pass ended (its lease given back), or the delete failed.
-    let over = false;
-    this.watch(
-      (o) => o.actor === first && o.spec.kind === 'lease.release' && /maintainer/.test(o.spec.target),
-      () => (over = true),
-    );
-    const otherEnded = this.watch((o) => over || (o.spec.kind === 'lease.release' && /maintainer/.test(o.spec.target) && /^m\d/.test(o.actor) && o.actor !== first));
-    sched.hold(first, `another maintainer's pass ended`, 2 * PASS_WAIT, () => over || otherEnded.seen);
-    void deleted.then((yes) => {
-      if (!yes || !sched.faultsOn) {
-        over = true;
-        return;
-      }
-      // Its rows in live generations go to the base too: the purge then finds them all there.
-      void this.h.mergeWriters().then(() => {
-        if (over || !sched.faultsOn) return;
-        this.expire(`${first}'s pass paused past its lease`);
-        this.h.maintain();
-      });
-    });
-    // Once the first pass wrote its projection: a listing (the read that walks it).
-    this.watch(
-      (o) => over || (o.actor === first && o.spec.kind === 'obj.put' && o.spec.target === PROJECTION_KEY),
-      () => {
-        if (!over && sched.faultsOn) this.readThen({ kind: 'items' }, () => undefined);
-      },
-    );
-  }
-
   /** Move the clock past every lease's ttl (a lease runs out at a protocol point). */
-  private expire(why: string): void {
+  expire(why: string): void {
     const { sched, time, cfg } = this.h;
     time.ms += cfg.leaseTtlMs + 1;
     sched.note(`clock +${cfg.leaseTtlMs + 1} (${why})`);

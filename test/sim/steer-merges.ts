@@ -1,0 +1,152 @@
+/**
+ * The own-merges focus's steered windows (test/sim/config.ts `steer`), on the steering's core
+ * (steer-core.ts): a writer's own merge of a generation into the base, or a maintenance pass
+ * counting the base for the listing projection, with a purge or a read steered into it.
+ *  - purge:      a writer's merge is about to make the log's first base out of its oldest
+ *                generation. An item only that generation holds is deleted, and a maintenance
+ *                pass starts; the merger waits until the pass's purge listed the log (no base)
+ *                and read the tombstone, and the purge's requests to the generation wait until
+ *                the retirement deleted every manifest of it but the first (the empty table's),
+ *                the merger then until the purge counted it: the purge finds the item's rows
+ *                nowhere it listed, though the base it did not list holds them
+ *                (`purge-relists-before-drop`).
+ *  - vanish:     a writer's merge is about to commit a generation into the base. A point read
+ *                in a new process of an item only that generation holds starts; the merger waits
+ *                until the read has read the base (it waits for the generation now), the read's
+ *                requests to the generation wait until the retirement deleted every manifest of
+ *                it but the first, and the merger then waits until the read ended: the read
+ *                finds the item nowhere, and only its layout check tells that the generation went
+ *                (`errors-after-layout-check`).
+ *  - overtaken:  a maintenance pass is about to count the base's new fragments for the listing
+ *                projection (it listed the stored documents). Its requests wait until another
+ *                maintainer's pass ended: an item the base holds is deleted, the writers merge
+ *                their shards, the clock runs past every lease, and the other pass takes the
+ *                maintainer's lease, purges the item and drops its tombstone. The first pass then
+ *                writes a projection of the base before the purge, and a listing follows
+ *                (`projection-describes-base`).
+ */
+import { itemHash } from '../../lib/log/layout.ts';
+import type { MergeStep } from '../../lib/log/maintain/merge.ts';
+import { simContext, type Op } from './scheduler.ts';
+import { ITEM_KINDS, PASS_WAIT, PROJECTION_DIR, PROJECTION_KEY, secondManifestDeleted, TOMB, WAIT, type SteerCore } from './steer-core.ts';
+import type { ItemModel } from './workload.ts';
+
+/** Window `purge`: a purge that listed the log before a writer's merge made the base out of a generation. */
+export function purge(core: SteerCore, proc: string, step: MergeStep, shard: string): void {
+  const me = simContext.getStore()?.actor;
+  if (step !== 'base-commit' || core.baseMade || !me || !proc.startsWith('w')) return;
+  const only = onlyIn(core, shard);
+  if (only.length === 0 || !core.take(true)) return;
+  const it = core.h.rng.pick(only);
+  const deleted = core.h.deleteItem(it.id);
+  if (!deleted) {
+    core.untake(); // the deleter is busy, or the item has a batch in flight: the next merge may steer
+    return;
+  }
+  const { sched } = core.h;
+  let failed = false;
+  const until = sched.step + PASS_WAIT + WAIT;
+  const open = () => sched.faultsOn && !failed && sched.step < until;
+  const over = new Promise<void>((resolve) => {
+    // The tombstone of this item (another's, of an earlier delete, would start the window early).
+    const tomb = `${TOMB}${itemHash(it.id)}.`;
+    const tombRead = core.watch(
+      (op) => /^m\d/.test(op.actor) && op.spec.kind === 'obj.get' && op.spec.target.startsWith(tomb),
+      () => {
+        if (!open()) return;
+        // The purge's requests to the generation wait until only its first manifest is left.
+        const firstLeft = core.watch(secondManifestDeleted(shard));
+        const counted = core.watch((op) => /^m\d/.test(op.actor) && op.spec.kind === 'lance.countRows' && op.spec.target === shard, () => resolve());
+        sched.hold('*', `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => firstLeft.seen || !open(), (op) => /^m\d/.test(op.actor) && op.spec.target === shard);
+        // Then the merger waits until the purge counted the generation (before its first manifest goes).
+        core.watch(secondManifestDeleted(shard), () => open() && sched.hold(me, `the purge counted ${shard}`, WAIT, () => counted.seen || !open()));
+      },
+    );
+    sched.hold(me, 'a purge read the tombstone', PASS_WAIT, () => tombRead.seen || !open());
+    void deleted.then((yes) => {
+      if (yes && sched.faultsOn) core.h.maintain();
+      else failed = true;
+      if (failed) resolve();
+    });
+    // Over at the latest once its steps ran out (the purge may not count the generation: a
+    // takeover pending, or the generation gone by its listing).
+    core.watch(() => !open(), () => resolve());
+  });
+  // Nothing more of the item until the window is over (its rows stay in this generation only).
+  core.h.holdItem(it.id, over);
+}
+
+/** Window `vanish`: a point read of an item only one generation holds, as a writer's merge retires it. */
+export function vanish(core: SteerCore, proc: string, step: MergeStep, shard: string): void {
+  const me = simContext.getStore()?.actor;
+  if (step !== 'base-commit' || !me || !proc.startsWith('w')) return;
+  const only = onlyIn(core, shard);
+  if (only.length === 0 || !core.take()) return;
+  const { sched, rng } = core.h;
+  const onShard = (op: Op) => op.spec.target === shard;
+  const gone = core.watch(secondManifestDeleted(shard));
+  const item = rng.pick(only);
+  const started = core.readThen({ item, kind: rng.pick(ITEM_KINDS), fresh: true }, (reader, ended, done) => {
+    core.h.holdItem(item.id, done);
+    sched.hold(me, `${reader} read the base`, WAIT, () => {
+      const p = core.pendingOf(reader);
+      return ended.seen || (p.length > 0 && p.every(onShard));
+    });
+    sched.hold(reader, `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => gone.seen || ended.seen, onShard);
+    core.watch(secondManifestDeleted(shard), () => sched.hold(me, `${reader}'s read ended`, WAIT, () => ended.seen));
+  });
+  if (!started) core.untake(); // no reader free: the next merge may steer
+}
+
+/** The items whose commits (as far as this process saw) all went to `shard`, none in flight. */
+function onlyIn(core: SteerCore, shard: string): ItemModel[] {
+  const elsewhere = new Set([...core.genItems].filter(([gen]) => gen !== shard).flatMap(([, its]) => its));
+  const busy = new Set(core.h.writers().flatMap((w) => core.h.inFlight(w)));
+  return (core.genItems.get(shard) ?? []).filter((it) => !elsewhere.has(it) && !busy.has(it));
+}
+
+/** Window `overtaken`: a pass counting the base for the projection, paused while another purges an item of it. */
+export function overtaken(core: SteerCore, op: Op, prev: Op | undefined): void {
+  const first = op.actor;
+  if (!/^m\d/.test(first) || op.spec.kind !== 'obj.list' || op.spec.target !== PROJECTION_DIR || !core.h.sched.faultsOn) return;
+  // The projection step lists the documents right after it read the index (a purge's clean-up
+  // of stale documents lists them too, after other requests).
+  if (prev?.spec.kind !== 'obj.get' || prev.spec.target !== PROJECTION_KEY) return;
+  const inBase = [...new Set([...core.genItems].filter(([gen]) => core.retired.has(gen)).flatMap(([, its]) => its))];
+  if (inBase.length === 0 || !core.take(true)) return;
+  // The first of them (in a random order) that can be deleted now.
+  let deleted: Promise<boolean> | null = null;
+  for (const it of core.h.rng.shuffle(inBase)) if ((deleted = core.h.deleteItem(it.id))) break;
+  if (!deleted) {
+    core.untake(); // the deleter is busy, or each has a batch in flight: the next pass may steer
+    return;
+  }
+  const { sched } = core.h;
+  // Over once the first pass ended (its lease given back), or the delete failed.
+  let over = false;
+  core.watch(
+    (o) => o.actor === first && o.spec.kind === 'lease.release' && /maintainer/.test(o.spec.target),
+    () => (over = true),
+  );
+  const otherEnded = core.watch((o) => over || (o.spec.kind === 'lease.release' && /maintainer/.test(o.spec.target) && /^m\d/.test(o.actor) && o.actor !== first));
+  sched.hold(first, `another maintainer's pass ended`, 2 * PASS_WAIT, () => over || otherEnded.seen);
+  void deleted.then((yes) => {
+    if (!yes || !sched.faultsOn) {
+      over = true;
+      return;
+    }
+    // Its rows in live generations go to the base too: the purge then finds them all there.
+    void core.h.mergeWriters().then(() => {
+      if (over || !sched.faultsOn) return;
+      core.expire(`${first}'s pass paused past its lease`);
+      core.h.maintain();
+    });
+  });
+  // Once the first pass wrote its projection: a listing (the read that walks it).
+  core.watch(
+    (o) => over || (o.actor === first && o.spec.kind === 'obj.put' && o.spec.target === PROJECTION_KEY),
+    () => {
+      if (!over && sched.faultsOn) core.readThen({ kind: 'items' }, () => undefined);
+    },
+  );
+}
