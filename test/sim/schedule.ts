@@ -180,13 +180,12 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     // waits for another process's PUT (its writer's retry may have sent it again meanwhile).
     const resendRng = rng.fork();
     const marker = (spec: { kind: string; target: string }) => /^(obj|coord)\.put$/.test(spec.kind) && spec.target.startsWith(`${ITEMS_DIR}/`);
-    // A process: a writer's incarnation (w1.2 is a new process after w1.1 closed or crashed).
-    const proc = (actor: string) => actor.replace(/:read$/, '');
     sched.steerResend = (spec) => (marker(spec) ? resendRng.chance(0.5) : null);
     if (cfg.focus === 'markers') sched.steerFault = (spec) => (marker(spec) && resendRng.chance(0.3) ? 'timeout' : null);
     sched.lateHold = (spec, resent, sender) => {
       if (!marker(spec)) return null;
-      if (cfg.focus === 'markers' && !resent) return (l, by) => marker(l) && l.target === spec.target && proc(by) !== proc(sender);
+      // Another process: w1.2, the same writer started again after a close or a crash, is one too.
+      if (cfg.focus === 'markers' && !resent) return (l, by) => marker(l) && l.target === spec.target && by !== sender;
       if (!(resent || resendRng.chance(0.5))) return null;
       return (l) => marker(l) && l.target === spec.target;
     };
@@ -467,7 +466,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     return true;
   };
 
-  // The steered windows of the relist, listings and sealing foci (config.ts `steer`).
+  // The steered windows of the relist, listings, sealing and own-merges foci (config.ts `steer`).
   const steering =
     relistRng &&
     new Steering({

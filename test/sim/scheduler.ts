@@ -140,7 +140,8 @@ export class Scheduler {
    * what a later landed request must match before the copy may land (null: nothing), so that it
    * lands after a protocol step instead of at a point the seed picks (capped: `LATE_HOLD_CAP`).
    * `resent`: the copy is one the SDK resent after the request landed (else it timed out);
-   * `actor`: who sent it, as the landed request's `by` (its sender; `late` for a late copy).
+   * `actor`: who sent the request. The predicate is told each landed request and who sent it
+   * (`late` for a late copy).
    */
   lateHold: ((spec: OpSpec<unknown>, resent: boolean, actor: string) => ((landed: OpSpec<unknown>, by: string) => boolean) | null) | null = null;
   /** A fault for a request, steered toward a window (null: drawn as any other). */

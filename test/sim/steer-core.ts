@@ -68,6 +68,11 @@ export const secondManifestDeleted = (shard: string) => (op: Op) => /deletePrefi
  */
 export const ITEM_KINDS: readonly ReadKind[] = ['fold', 'trajectory', 'latest', 'fields'];
 
+/** A request of a maintenance process. */
+export const byMaintainer = (op: Op) => /^m\d/.test(op.actor);
+/** A maintenance pass ended: it gave the maintainer's lease back. */
+export const passEnded = (op: Op) => byMaintainer(op) && op.spec.kind === 'lease.release' && /maintainer/.test(op.spec.target);
+
 /** The steering's state and tools a window uses (test/sim/steer.ts `Steering`). */
 export interface SteerCore {
   readonly h: SteerHost;

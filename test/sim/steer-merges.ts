@@ -28,7 +28,7 @@
 import { itemHash } from '../../lib/log/layout.ts';
 import type { MergeStep } from '../../lib/log/maintain/merge.ts';
 import { simContext, type Op } from './scheduler.ts';
-import { ITEM_KINDS, PASS_WAIT, PROJECTION_DIR, PROJECTION_KEY, secondManifestDeleted, TOMB, WAIT, type SteerCore } from './steer-core.ts';
+import { byMaintainer, ITEM_KINDS, passEnded, PASS_WAIT, PROJECTION_DIR, PROJECTION_KEY, secondManifestDeleted, TOMB, WAIT, type SteerCore } from './steer-core.ts';
 import type { ItemModel } from './workload.ts';
 
 /** Window `purge`: a purge that listed the log before a writer's merge made the base out of a generation. */
@@ -51,22 +51,21 @@ export function purge(core: SteerCore, proc: string, step: MergeStep, shard: str
     // The tombstone of this item (another's, of an earlier delete, would start the window early).
     const tomb = `${TOMB}${itemHash(it.id)}.`;
     const tombRead = core.watch(
-      (op) => /^m\d/.test(op.actor) && op.spec.kind === 'obj.get' && op.spec.target.startsWith(tomb),
+      (op) => byMaintainer(op) && op.spec.kind === 'obj.get' && op.spec.target.startsWith(tomb),
       () => {
         if (!open()) return;
-        // The purge's requests to the generation wait until only its first manifest is left.
-        const firstLeft = core.watch(secondManifestDeleted(shard));
-        const counted = core.watch((op) => /^m\d/.test(op.actor) && op.spec.kind === 'lance.countRows' && op.spec.target === shard, () => resolve());
-        sched.hold('*', `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => firstLeft.seen || !open(), (op) => /^m\d/.test(op.actor) && op.spec.target === shard);
-        // Then the merger waits until the purge counted the generation (before its first manifest goes).
-        core.watch(secondManifestDeleted(shard), () => open() && sched.hold(me, `the purge counted ${shard}`, WAIT, () => counted.seen || !open()));
+        const counted = core.watch((op) => byMaintainer(op) && op.spec.kind === 'lance.countRows' && op.spec.target === shard, () => resolve());
+        // The purge's requests to the generation wait until only its first manifest is left; the
+        // merger then waits until the purge counted the generation (before that manifest goes).
+        const firstLeft = core.watch(secondManifestDeleted(shard), () => open() && sched.hold(me, `the purge counted ${shard}`, WAIT, () => counted.seen || !open()));
+        sched.hold('*', `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => firstLeft.seen || !open(), (op) => byMaintainer(op) && op.spec.target === shard);
       },
     );
     sched.hold(me, 'a purge read the tombstone', PASS_WAIT, () => tombRead.seen || !open());
     void deleted.then((yes) => {
-      if (yes && sched.faultsOn) core.h.maintain();
-      else failed = true;
-      if (failed) resolve();
+      if (yes && sched.faultsOn) return core.h.maintain();
+      failed = true;
+      resolve();
     });
     // Over at the latest once its steps ran out (the purge may not count the generation: a
     // takeover pending, or the generation gone by its listing).
@@ -84,7 +83,6 @@ export function vanish(core: SteerCore, proc: string, step: MergeStep, shard: st
   if (only.length === 0 || !core.take()) return;
   const { sched, rng } = core.h;
   const onShard = (op: Op) => op.spec.target === shard;
-  const gone = core.watch(secondManifestDeleted(shard));
   const item = rng.pick(only);
   const started = core.readThen({ item, kind: rng.pick(ITEM_KINDS), fresh: true }, (reader, ended, done) => {
     core.h.holdItem(item.id, done);
@@ -92,8 +90,10 @@ export function vanish(core: SteerCore, proc: string, step: MergeStep, shard: st
       const p = core.pendingOf(reader);
       return ended.seen || (p.length > 0 && p.every(onShard));
     });
+    // The read's requests to the generation wait until only its first manifest is left; the
+    // merger then waits until the read ended.
+    const gone = core.watch(secondManifestDeleted(shard), () => sched.hold(me, `${reader}'s read ended`, WAIT, () => ended.seen));
     sched.hold(reader, `the manifests of ${shard} deleted but its first`, PASS_WAIT, () => gone.seen || ended.seen, onShard);
-    core.watch(secondManifestDeleted(shard), () => sched.hold(me, `${reader}'s read ended`, WAIT, () => ended.seen));
   });
   if (!started) core.untake(); // no reader free: the next merge may steer
 }
@@ -108,7 +108,7 @@ function onlyIn(core: SteerCore, shard: string): ItemModel[] {
 /** Window `overtaken`: a pass counting the base for the projection, paused while another purges an item of it. */
 export function overtaken(core: SteerCore, op: Op, prev: Op | undefined): void {
   const first = op.actor;
-  if (!/^m\d/.test(first) || op.spec.kind !== 'obj.list' || op.spec.target !== PROJECTION_DIR || !core.h.sched.faultsOn) return;
+  if (!byMaintainer(op) || op.spec.kind !== 'obj.list' || op.spec.target !== PROJECTION_DIR || !core.h.sched.faultsOn) return;
   // The projection step lists the documents right after it read the index (a purge's clean-up
   // of stale documents lists them too, after other requests).
   if (prev?.spec.kind !== 'obj.get' || prev.spec.target !== PROJECTION_KEY) return;
@@ -125,10 +125,10 @@ export function overtaken(core: SteerCore, op: Op, prev: Op | undefined): void {
   // Over once the first pass ended (its lease given back), or the delete failed.
   let over = false;
   core.watch(
-    (o) => o.actor === first && o.spec.kind === 'lease.release' && /maintainer/.test(o.spec.target),
+    (o) => passEnded(o) && o.actor === first,
     () => (over = true),
   );
-  const otherEnded = core.watch((o) => over || (o.spec.kind === 'lease.release' && /maintainer/.test(o.spec.target) && /^m\d/.test(o.actor) && o.actor !== first));
+  const otherEnded = core.watch((o) => over || (passEnded(o) && o.actor !== first));
   sched.hold(first, `another maintainer's pass ended`, 2 * PASS_WAIT, () => over || otherEnded.seen);
   void deleted.then((yes) => {
     if (!yes || !sched.faultsOn) {

@@ -52,7 +52,7 @@ import { BASE_KEY, META_DIR, parseShardName, sealKey, shardName, shardPrefix } f
 import type { MergeStep } from '../../lib/log/maintain/merge.ts';
 import type { WriterHooks } from '../../lib/log/write/writer.ts';
 import { simContext, type Op } from './scheduler.ts';
-import { FENCE, GEN_MARKER, ITEM_KINDS, PASS_WAIT, RETIRED, WAIT, type SteerCore, type SteerHost, type SteerRead } from './steer-core.ts';
+import { byMaintainer, FENCE, GEN_MARKER, ITEM_KINDS, passEnded, PASS_WAIT, RETIRED, WAIT, type SteerCore, type SteerHost, type SteerRead } from './steer-core.ts';
 import { overtaken, purge, vanish } from './steer-merges.ts';
 import type { ItemModel } from './workload.ts';
 
@@ -413,7 +413,7 @@ export class Steering implements SteerCore {
    * seals of the epochs it merges are cleaned up at its end.
    */
   private orphan(op: Op): void {
-    if (this.baseMade || !this.h.sched.faultsOn || op.spec.kind !== 'lease.read' || !/^m\d/.test(op.actor) || !/\/slot\//.test(op.spec.target)) return;
+    if (this.baseMade || !this.h.sched.faultsOn || op.spec.kind !== 'lease.read' || !byMaintainer(op) || !/\/slot\//.test(op.spec.target)) return;
     this.expire(`the lease of ${op.spec.target} runs out as ${op.actor} reads it`);
   }
 
@@ -437,7 +437,7 @@ export class Steering implements SteerCore {
       const over = { seen: false };
       this.watch(
         (op) => /obj\.delete$/.test(op.spec.kind) && op.spec.target === sealKey(epoch),
-        () => this.watch((op) => /^m\d/.test(op.actor) && op.spec.kind === 'lease.release' && /maintainer/.test(op.spec.target), () => (over.seen = true)),
+        () => this.watch(passEnded, () => (over.seen = true)),
       );
       sched.hold(reader, `the seal of ${epoch} deleted, and the pass`, PASS_WAIT, () => over.seen || ended.seen, sealGet);
     });
