@@ -46,13 +46,18 @@
  *                 generation holds, purged by a pass that listed the log before the merge made the
  *                 base; a point read of such an item that reads the generation as its retirement
  *                 deletes it; or a pass counting the base for the listing projection, overtaken by
- *                 another maintainer's pass that purges an item of it. No faults.
+ *                 another maintainer's pass that purges an item of it. No faults;
+ *  - late:        the commit of a writer whose epoch ended lands after its client moved on
+ *                 (test/sim/steer-late.ts): a timed-out add landing once its item was retried
+ *                 elsewhere, deleted and purged; or a zombie's add above its takeover's seal,
+ *                 whose batch the client gives up for another attempt and later gets delivered
+ *                 again. No faults but the steered ones.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
 import { FOCUSES, type Focus, type SimConfig } from './config-types.ts';
 import { Rng } from './prng.ts';
-import { listings, ownMerges, sealing } from './steered-foci.ts';
+import { late, listings, ownMerges, sealing } from './steered-foci.ts';
 
 export { FOCUSES, type CoordChoice, type Focus, type SimConfig, type SteerWindow } from './config-types.ts';
 
@@ -60,7 +65,7 @@ export { FOCUSES, type CoordChoice, type Focus, type SimConfig, type SteerWindow
  * The foci drawn by the focus stream. Those added later have streams of their own, drawn after
  * every other, at a fixed chance: the seeds' other draws stay as they were.
  */
-const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers');
+const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late');
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -77,6 +82,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const sealingRng = f(); // and so on
   const ownMergesRng = f();
   const markersRng = f();
+  const lateRng = f();
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
@@ -85,7 +91,8 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const firstDrawn: Focus = listingsRng.chance(1 / 11) ? 'listings' : picked;
   const secondDrawn: Focus = sealingRng.chance(1 / 12) ? 'sealing' : firstDrawn;
   const thirdDrawn: Focus = ownMergesRng.chance(1 / 13) ? 'own-merges' : secondDrawn;
-  const drawn: Focus = markersRng.chance(1 / 14) ? 'markers' : thirdDrawn;
+  const fourthDrawn: Focus = markersRng.chance(1 / 14) ? 'markers' : thirdDrawn;
+  const drawn: Focus = lateRng.chance(1 / 15) ? 'late' : fourthDrawn;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -146,7 +153,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     holdRecreate: 0,
   };
   focusOn(cfg, focusRng);
-  if (cfg.focus !== 'own-merges' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
+  if (cfg.focus !== 'own-merges' && cfg.focus !== 'late' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
   return cfg;
 }
 
@@ -385,6 +392,9 @@ function focusOn(c: SimConfig, r: Rng): void {
       return;
     case 'own-merges':
       ownMerges(c, r);
+      return;
+    case 'late':
+      late(c, r);
       return;
     case 'mixed':
       return;

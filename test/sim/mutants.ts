@@ -79,7 +79,6 @@ const FINDS: Record<Guard, readonly ViolationKind[]> = {
 const FOCUS: Record<Focus, readonly Guard[]> = {
   takeover: [
     'epoch-check',
-    'claim-after-epoch-check',
     'merge-own-only-in-current-epoch',
     'fence-before-seal',
     'superseded-epoch-seals-nothing',
@@ -94,7 +93,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   'own-reads': ['landing-mark'],
   relist: ['relist-sees-fence', 'relist-sees-retirement', 'retired-marker', 'relist-on-vanished-seal'],
   listings: ['read-newest-first', 'recount-live-generations', 'point-read-marker-check'],
-  faults: ['end-epoch-on-unknown-outcome', 'seal-own-epoch-before-next', 'forget-tracks-on-failure', 'cached-track-marker-check', 'marker-before-commit', 'claims', 'put-sent-once'],
+  faults: ['end-epoch-on-unknown-outcome', 'forget-tracks-on-failure', 'cached-track-marker-check', 'marker-before-commit', 'claims', 'put-sent-once'],
   markers: ['unique-marker-bodies'],
   generations: ['give-up-failed-names', 'retire-given-up-once-marker-seen', 'gen-marker-sent-once', 'seal-out-missing-dataset', 'sweep-only-ended-epochs'],
   deletes: ['purge-waits-for-shards', 'tombstones-hide', 'delete-guard', 'maintainer-stops-when-overtaken'],
@@ -103,6 +102,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   mixed: [],
   sealing: ['seal-lists-after-fence', 'zombie-generations-invisible'],
   'own-merges': ['purge-relists-before-drop', 'errors-after-layout-check', 'projection-describes-base'],
+  late: ['seal-own-epoch-before-next', 'claim-after-epoch-check'],
 };
 
 function focusOf(guard: Guard): Focus {

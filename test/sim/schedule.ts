@@ -485,6 +485,20 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         const it = items.find((x) => x.id === itemId);
         return !!w && !!it && actions.deliver!.run(w, it);
       },
+      deliverBatch: (proc, itemId, which) => {
+        const w = liveWriters().find((x) => x.name === proc && !x.closing);
+        const it = items.find((x) => x.id === itemId);
+        if (!w || !it || it.inflight > 0 || it.oldInDoubt !== null || it.deleting !== null || it.broken) return false;
+        if (which !== 'next') {
+          if (it.curInDoubt || which >= it.cur || !it.chain[which]) return false;
+          deliver(w, it, it.chain[which]!, 'redeliver-old (steered)');
+          return true;
+        }
+        const next = work.nextFor(it, true);
+        if (!next) return false;
+        deliver(w, it, next.batch, 'append (steered)');
+        return true;
+      },
       writers: () => liveWriters().filter((w) => !w.closing).map((w) => w.name),
       maintain: () => {
         if (startPass() === null) afterPass.push(() => void (sched.faultsOn ? startPass() : null));
@@ -495,10 +509,10 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         sched.note(`delete ${it.id} (steered)`);
         return deleteVia(deleter, it, true);
       },
-      mergeWriters: () =>
+      mergeWriters: (only) =>
         Promise.all(
           liveWriters()
-            .filter((w) => !w.closing)
+            .filter((w) => !w.closing && (!only || only.includes(w.name)))
             .map((w) => {
               const log = w.log;
               const p = sched.run(w.actor, () => log.mergeOwnShard());
@@ -506,6 +520,11 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
               return p.catch(() => undefined);
             }),
         ),
+      setHeld: (itemId, on) => {
+        const it = items.find((x) => x.id === itemId);
+        if (it && on) held.add(it);
+        else if (it) held.delete(it);
+      },
       holdItem: (itemId, until) => {
         const it = items.find((x) => x.id === itemId);
         if (!it || held.has(it)) return;

@@ -18,6 +18,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { Rng } from './prng.ts';
 
 export type Fault = 'ok' | 'failBefore' | 'failAfter' | 'timeout';
+/** What a held late copy waits for: a landed request (and who sent it; `late` for a late copy). */
+export type LandsWhen = (landed: OpSpec<unknown>, by: string) => boolean;
 
 export interface SimContext {
   sched: Scheduler;
@@ -143,12 +145,12 @@ export class Scheduler {
    * `actor`: who sent the request. The predicate is told each landed request and who sent it
    * (`late` for a late copy).
    */
-  lateHold: ((spec: OpSpec<unknown>, resent: boolean, actor: string) => ((landed: OpSpec<unknown>, by: string) => boolean) | null) | null = null;
+  lateHold: ((spec: OpSpec<unknown>, resent: boolean, actor: string) => LandsWhen | null) | null = null;
   /** A fault for a request, steered toward a window (null: drawn as any other). */
   steerFault: ((spec: OpSpec<unknown>) => Exclude<Fault, 'ok'> | null) | null = null;
   /** Whether the SDK resends a resendable write that landed, steered toward a window (null: drawn as any other). */
   steerResend: ((spec: OpSpec<unknown>) => boolean | null) | null = null;
-  private lateWaits: Array<{ until: (landed: OpSpec<unknown>, by: string) => boolean; seen: boolean }> = [];
+  private lateWaits: Array<{ until: LandsWhen; seen: boolean }> = [];
   readonly crashed = new Set<string>();
   private readonly pausedUntil = new Map<string, number>();
   private readonly holds: Hold[] = [];
@@ -275,12 +277,18 @@ export class Scheduler {
 
   private burst: { left: number; kind: Exclude<Fault, 'ok'>; target: string } | null = null;
   /** Faults set for an actor's next request of some kinds (a reaction at a protocol point). */
-  private readonly nextFaults = new Map<string, { kinds: RegExp; fault: Exclude<Fault, 'ok'> }>();
+  private readonly nextFaults = new Map<string, { kinds: RegExp; fault: Exclude<Fault, 'ok'>; lands?: LandsWhen }>();
+  /** The landing of the request being released, if its fault was steered with one (`failNext`). */
+  private steeredLanding: LandsWhen | null = null;
 
-  /** The next request of `actor` whose kind matches `kinds` gets `fault` (faults on: drawing nothing). */
-  failNext(actor: string, kinds: RegExp, fault: Exclude<Fault, 'ok'>): void {
-    this.nextFaults.set(actor, { kinds, fault });
-    this.trace.push(`${this.step} ${actor}: its next ${kinds.source} request gets ${fault}`);
+  /**
+   * The next request of `actor` whose kind matches `kinds` gets `fault` (faults on: drawing
+   * nothing). A mutating request that times out so then lands later for sure, once a landed
+   * request matches `lands` (capped as any held copy), if given.
+   */
+  failNext(actor: string, kinds: RegExp, fault: Exclude<Fault, 'ok'>, lands?: LandsWhen): void {
+    this.nextFaults.set(actor, { kinds, fault, ...(lands ? { lands } : {}) });
+    this.trace.push(`${this.step} ${actor}: its next ${kinds.source} request gets ${fault}${lands ? ' (it lands later, held for its window)' : ''}`);
   }
 
   private pickFault(op: Op): Fault {
@@ -288,6 +296,7 @@ export class Scheduler {
     const next = this.nextFaults.get(op.actor);
     if (next?.kinds.test(op.spec.kind)) {
       this.nextFaults.delete(op.actor);
+      this.steeredLanding = next.lands ?? null;
       return next.fault;
     }
     const steered = this.steerFault?.(op.spec);
@@ -314,6 +323,8 @@ export class Scheduler {
   }
 
   async release(op: Op, fault: Fault): Promise<void> {
+    const lands = this.steeredLanding;
+    this.steeredLanding = null;
     this.pending.splice(this.pending.indexOf(op), 1);
     this.step++;
     this.trace.push(`${this.step} ${op.actor} ${op.spec.kind} ${maskRandom(op.spec.target)}${fault === 'ok' ? '' : ` !${fault}`}`);
@@ -359,7 +370,7 @@ export class Scheduler {
           break;
         case 'timeout':
           op.reject(spec.error(`injected: ${spec.kind} ${spec.target} timed out`));
-          if (spec.mutating && !spec.neverLate && this.rng.chance(this.o.lateLandProbability ?? 0.7)) this.landLater(spec, spec.late ? await spec.late() : spec.run, false, op.actor);
+          if (spec.mutating && !spec.neverLate && (lands !== null || this.rng.chance(this.o.lateLandProbability ?? 0.7))) this.landLater(spec, spec.late ? await spec.late() : spec.run, false, op.actor, lands);
           break;
       }
     } finally {
@@ -380,10 +391,10 @@ export class Scheduler {
   }
 
   /** Queue `run` as a copy of `spec` that lands when the seed picks it (a late actor's operation). */
-  landLater(spec: OpSpec<unknown>, run: () => Promise<unknown>, resent: boolean, actor: string): void {
+  landLater(spec: OpSpec<unknown>, run: () => Promise<unknown>, resent: boolean, actor: string, lands: LandsWhen | null = null): void {
     // Mostly soon after, sometimes long after (a request stuck in a server or a connection).
     const due = this.step + this.rng.pick(LATE_STEPS);
-    const until = this.lateHold?.(spec, resent, actor) ?? null;
+    const until = lands ?? this.lateHold?.(spec, resent, actor) ?? null;
     const wait = until ? { until, seen: false } : null;
     if (wait) {
       this.lateWaits.push(wait);

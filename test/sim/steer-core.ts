@@ -36,10 +36,19 @@ export interface SteerHost {
   read(o: SteerRead): boolean;
   /** Writer `proc` takes the next delivery of item `itemId`; false if it could not now (one in flight). */
   deliverItem(proc: string, itemId: string): boolean;
+  /**
+   * Writer `proc` takes a delivery of item `itemId`, nothing of which is in flight, held or not:
+   * its next batch, a failed current one given up for another attempt unless it is in doubt
+   * (then retried), or its batch `idx` delivered again (an old message of an at-least-once
+   * queue; nothing in doubt); false if it could not now.
+   */
+  deliverBatch(proc: string, itemId: string, which: 'next' | number): boolean;
+  /** Hold item `itemId` back (no delivery or delete of it starts), or let it go; at once. */
+  setHeld(itemId: string, held: boolean): void;
   /** The deleter deletes item `itemId` (true: it was deleted); null if it could not start now. */
   deleteItem(itemId: string): Promise<boolean> | null;
-  /** Every live writer merges its own shard (nothing of it is live after); settles when all did. */
-  mergeWriters(): Promise<unknown>;
+  /** Every live writer (of `only`, if given) merges its own shard (nothing of it is live after); settles when all did. */
+  mergeWriters(only?: readonly string[]): Promise<unknown>;
   /** No delivery of item `itemId` starts until `until` settles. */
   holdItem(itemId: string, until: Promise<unknown>): void;
   /** The live writer processes (not closing). */

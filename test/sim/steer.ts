@@ -1,6 +1,6 @@
 /**
  * The steered windows of the relist, listings and sealing foci (test/sim/config.ts `steer`; the own-merges
- * focus's are in steer-merges.ts, on the same core: steer-core.ts): reads put into the windows of the
+ * focus's are in steer-merges.ts, the late focus's in steer-late.ts, on the same core: steer-core.ts): reads put into the windows of the
  * read side's re-listing, the retired marker, the vanished seal and the read order of generations (docs/design/invariants.md,
  * "Reads"), by reactions at the protocol points the log reports to its test hooks and by holds
  * (scheduler.ts `hold`) that end when another actor's protocol step lands, instead of random
@@ -53,6 +53,7 @@ import type { MergeStep } from '../../lib/log/maintain/merge.ts';
 import type { WriterHooks } from '../../lib/log/write/writer.ts';
 import { simContext, type Op } from './scheduler.ts';
 import { byMaintainer, FENCE, GEN_MARKER, ITEM_KINDS, passEnded, PASS_WAIT, RETIRED, WAIT, type SteerCore, type SteerHost, type SteerRead } from './steer-core.ts';
+import { ended, fenced } from './steer-late.ts';
 import { overtaken, purge, vanish } from './steer-merges.ts';
 import type { ItemModel } from './workload.ts';
 
@@ -157,6 +158,8 @@ export class Steering implements SteerCore {
       beforeCommit: (ids, shard, epoch) => {
         const me = simContext.getStore()?.actor;
         if (me) this.committing.set(me, ids);
+        if (mode === 'ended') ended(this, proc, ids, epoch);
+        else if (mode === 'fenced') fenced(this, proc, ids, epoch);
         if (shard === null) {
           if (mode === 'listed') this.listed(proc, ids, epoch);
           else if (mode === 'zombie') this.zombie(proc, ids, epoch);

@@ -137,3 +137,48 @@ export function sealing(c: SimConfig, r: Rng): void {
   });
 }
 
+
+/**
+ * The late focus: a commit of an ended epoch lands after its client moved on (test/sim/steer-late.ts).
+ * `ended`: two writers with a slot each, rotating often, and a delete's tombstone dropped by the
+ * pass that purged it (deletion retention 0): an add that timed out lands after the item was
+ * retried through the other writer, deleted and purged (lib/log/write/writer.ts: the writer seals
+ * its epoch before it goes on). `fenced`: one slot and three writers, so a delivery to another
+ * writer takes the slot over (lib/log/write/writer.ts: the claims come after the epoch check).
+ * No faults but the steered ones (a failed step closes the window), one clock.
+ */
+export function late(c: SimConfig, r: Rng): void {
+  const window = r.pick(['ended', 'fenced'] as const);
+  const ended = window === 'ended';
+  Object.assign(c, {
+    steer: { window, chance: r.pick([0.5, 1]), count: 1 },
+    writers: ended ? 2 : r.between(3, 4),
+    slots: ended ? 2 : 1,
+    mergeEveryCommits: ended ? r.between(2, 3) : 1_000,
+    mergeEveryBytes: 2 ** 30,
+    mergeIdleMs: 0,
+    merges: ended ? r.between(0, 2) : 0,
+    closes: 0,
+    items: r.between(2, 5),
+    hot: ended ? 0 : r.pick([0.5, 0.8]),
+    deliveries: r.between(18, 30),
+    reads: r.between(8, 16),
+    maintains: r.between(1, 2),
+    maintainers: 1,
+    deletions: 0,
+    deletionRetentionMs: 0,
+    redeliverDeletes: false,
+    renewalsLost: ended ? 0 : 1,
+    clockMoves: 0,
+    skewMs: 0,
+    jumps: 0,
+    crashes: 0,
+    faultRate: 0,
+    burstChance: 0,
+    pauses: 0,
+    windows: 0,
+    readerStalls: 0,
+    resends: 0,
+    repairs: 0,
+  });
+}

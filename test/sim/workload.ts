@@ -91,8 +91,11 @@ export class Workload {
     return b;
   }
 
-  /** The batch to deliver for `it` now, or null if none may be sent. */
-  nextFor(it: ItemModel): { batch: Record<string, unknown>; fresh: boolean } | null {
+  /**
+   * The batch to deliver for `it` now, or null if none may be sent. `giveUp`: a failed current
+   * batch not in doubt is given up for another attempt (else retried or given up, as the seed draws).
+   */
+  nextFor(it: ItemModel, giveUp = false): { batch: Record<string, unknown>; fresh: boolean } | null {
     if (it.deleting !== null || it.broken) return null;
     // While a batch not yet acked is in flight, only copies of it may go out: a different batch
     // of the item beside it would be two writers writing one item at once (the caller's breach).
@@ -101,7 +104,7 @@ export class Workload {
       if (flying !== undefined) return { batch: it.chain[flying]!, fresh: false };
       return it.cur >= 0 ? { batch: it.chain[it.cur]!, fresh: false } : null;
     }
-    if (it.cur >= 0 && !it.curAcked && (it.curInDoubt || this.wl.chance(0.6))) return { batch: it.chain[it.cur]!, fresh: false }; // retry
+    if (it.cur >= 0 && !it.curAcked && (it.curInDoubt || (!giveUp && this.wl.chance(0.6)))) return { batch: it.chain[it.cur]!, fresh: false }; // retry
     if (it.terminal) return null;
     if (it.cur >= 0) {
       if (it.curAcked && it.chain[it.cur]!.failed === undefined) {
