@@ -133,4 +133,4 @@ export interface SimConfig {
   holdRecreate: number;
 }
 
-export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point' | 'listed' | 'zombie' | 'purge' | 'vanish' | 'overtaken' | 'ended' | 'fenced';
+export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point' | 'listed' | 'zombie' | 'purge' | 'vanish' | 'overtaken' | 'ended' | 'fenced' | 'frozen';

@@ -79,7 +79,6 @@ const FINDS: Record<Guard, readonly ViolationKind[]> = {
 const FOCUS: Record<Focus, readonly Guard[]> = {
   takeover: [
     'epoch-check',
-    'merge-own-only-in-current-epoch',
     'fence-before-seal',
     'superseded-epoch-seals-nothing',
     'seal-earlier-epochs',
@@ -102,7 +101,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   mixed: [],
   sealing: ['seal-lists-after-fence', 'zombie-generations-invisible'],
   'own-merges': ['purge-relists-before-drop', 'errors-after-layout-check', 'projection-describes-base'],
-  late: ['seal-own-epoch-before-next', 'claim-after-epoch-check'],
+  late: ['seal-own-epoch-before-next', 'claim-after-epoch-check', 'merge-own-only-in-current-epoch'],
 };
 
 function focusOf(guard: Guard): Focus {

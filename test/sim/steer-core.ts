@@ -87,6 +87,8 @@ export interface SteerCore {
   readonly h: SteerHost;
   /** Whether the base was made (its marker landed). */
   readonly baseMade: boolean;
+  /** The number of commits that landed in each generation (from afterCommit). */
+  readonly commits: ReadonlyMap<string, number>;
   /** The items of each generation's commits (from afterCommit). */
   readonly genItems: ReadonlyMap<string, readonly ItemModel[]>;
   /** Generations whose `retired.` marker landed (merged into the base). */

@@ -20,7 +20,8 @@
  */
 import { itemHash, parseShardName, sealKey } from '../../lib/log/layout.ts';
 import { simContext } from './scheduler.ts';
-import { ITEM_KINDS, PASS_WAIT, TOMB, WAIT, type SteerCore } from './steer-core.ts';
+import { ITEM_KINDS, PASS_WAIT, RETIRED, TOMB, WAIT, type SteerCore } from './steer-core.ts';
+import type { ItemModel } from './workload.ts';
 
 /** Window `ended`: a timed-out add of a writer's ended epoch, landing after its item was deleted and purged. */
 export function ended(core: SteerCore, proc: string, ids: readonly string[], epoch: string): void {
@@ -122,4 +123,61 @@ export function fenced(core: SteerCore, proc: string, ids: readonly string[], ep
     });
   };
   settled(() => (it.curAcked ? close() : attempt(3)));
+}
+
+/**
+ * Window `frozen`: a writer's commit fills its generation (it freezes it next, and merges it in
+ * the background). The writer stalls right there while its lease runs out; an item only that
+ * generation holds is deleted, and a maintenance pass takes the slot, seals the epoch, merges the
+ * generation, purges the item and drops its tombstone. The writer then goes on: its merge of the
+ * frozen generation (from the copy it keeps of its commits) must find the epoch sealed
+ * (`merge-own-only-in-current-epoch`), else the deleted rows go back into the base (D1).
+ */
+export function frozen(core: SteerCore, proc: string, shard: string): void {
+  const me = simContext.getStore()?.actor;
+  if (!me || core.commits.get(shard) !== core.h.cfg.mergeEveryCommits) return;
+  const { sched, rng } = core.h;
+  // An item this generation holds, and no other not merged yet (the purge would wait for that one).
+  const elsewhere = new Set([...core.genItems].filter(([gen]) => gen !== shard && !core.retired.has(gen)).flatMap(([, its]) => its));
+  const busy = new Set(core.h.writers().flatMap((w) => core.h.inFlight(w)));
+  const only = (core.genItems.get(shard) ?? []).filter((it) => !elsewhere.has(it) && !busy.has(it) && it.acked.length > 0 && !it.curInDoubt && it.deleting === null);
+  if (only.length === 0 || !core.take()) return;
+  const it = rng.pick(only);
+  core.h.setHeld(it.id, true); // nothing more of it in the meantime
+  // Once the commit is confirmed (its epoch check landed): the writer freezes the generation next.
+  core.watch(
+    (op) => op.actor === me && op.spec.kind === 'lease.assertCurrent',
+    () => stall(core, me, proc, shard, it),
+  );
+}
+
+function stall(core: SteerCore, me: string, proc: string, shard: string, it: ItemModel): void {
+  const { sched, rng } = core.h;
+  core.h.setHeld(it.id, false);
+  const deleted = sched.faultsOn ? core.h.deleteItem(it.id) : null;
+  if (!deleted) return; // the deleter is busy
+  const until = sched.step + 2 * PASS_WAIT;
+  let over = false;
+  const open = () => !over && sched.faultsOn && sched.step < until;
+  const close = () => {
+    over = true;
+    core.h.setHeld(it.id, false);
+  };
+  const tomb = `${TOMB}${itemHash(it.id)}.`;
+  const dropped = core.watch((op) => /delete$/.test(op.spec.kind) && op.spec.target.startsWith(tomb));
+  sched.hold(me, `the tombstone of ${it.id} dropped`, 2 * PASS_WAIT, () => dropped.seen || !open());
+  core.expire(`${proc} stalls as its generation ${shard} fills`);
+  core.watch(() => !open(), close);
+  void deleted.then((yes) => {
+    if (!yes || !open()) return close();
+    core.h.setHeld(it.id, true); // not created again before the window is over
+    core.h.maintain();
+  });
+  // The writer's merge of the generation ended (retired it, or found it sealed): a read of the item.
+  core.watch(
+    (op) => dropped.seen && op.actor === me && (op.spec.target === `${RETIRED}${shard}` || op.spec.target === sealKey(parseShardName(shard)?.writerEpoch ?? '')),
+    () => {
+      if (!open() || !core.readThen({ item: it, kind: rng.pick(ITEM_KINDS) }, (_r, _e, done) => void done.finally(close))) close();
+    },
+  );
 }

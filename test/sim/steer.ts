@@ -53,7 +53,7 @@ import type { MergeStep } from '../../lib/log/maintain/merge.ts';
 import type { WriterHooks } from '../../lib/log/write/writer.ts';
 import { simContext, type Op } from './scheduler.ts';
 import { byMaintainer, FENCE, GEN_MARKER, ITEM_KINDS, passEnded, PASS_WAIT, RETIRED, WAIT, type SteerCore, type SteerHost, type SteerRead } from './steer-core.ts';
-import { ended, fenced } from './steer-late.ts';
+import { ended, fenced, frozen } from './steer-late.ts';
 import { overtaken, purge, vanish } from './steer-merges.ts';
 import type { ItemModel } from './workload.ts';
 
@@ -76,6 +76,8 @@ export class Steering implements SteerCore {
   private readonly commitWatchers: Array<(shard: string, ids: readonly string[]) => void> = [];
   /** The step until which a `zombie` window waits for its seal's clean-up (0 once it came). */
   private zombieUntil = 0;
+  /** The number of commits that landed in each generation (from afterCommit). */
+  readonly commits = new Map<string, number>();
   /** The items of each generation's commits (from afterCommit). */
   readonly genItems = new Map<string, ItemModel[]>();
   /** Generations whose `retired.` marker landed (merged into the base). */
@@ -170,6 +172,8 @@ export class Steering implements SteerCore {
         else if (mode === 'moved' || mode === 'point') this.moved(proc, ids, shard, mode === 'point');
       },
       afterCommit: (shard) => {
+        this.commits.set(shard, (this.commits.get(shard) ?? 0) + 1);
+        if (mode === 'frozen') frozen(this, proc, shard);
         const mine = this.h.inFlight(proc);
         if (mine.length > 0) this.genItems.set(shard, [...new Set([...(this.genItems.get(shard) ?? []), ...mine])]);
         const me = simContext.getStore()?.actor;

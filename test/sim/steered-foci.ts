@@ -148,8 +148,8 @@ export function sealing(c: SimConfig, r: Rng): void {
  * No faults but the steered ones (a failed step closes the window), one clock.
  */
 export function late(c: SimConfig, r: Rng): void {
-  const window = r.pick(['ended', 'fenced'] as const);
-  const ended = window === 'ended';
+  const window = r.pick(['ended', 'fenced', 'frozen'] as const);
+  const ended = window !== 'fenced';
   Object.assign(c, {
     steer: { window, chance: r.pick([0.5, 1]), count: 1 },
     writers: ended ? 2 : r.between(3, 4),
