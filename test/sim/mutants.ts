@@ -27,7 +27,7 @@ const AVAILABILITY: readonly ViolationKind[] = ['I1', 'AVAIL', 'FINAL'];
 const FINDS: Record<Guard, readonly ViolationKind[]> = {
   'epoch-check': ['I1', 'I3', 'I4'],
   'end-epoch-on-unknown-outcome': ['I1', 'I3', 'I4', 'I5'],
-  'seal-own-epoch-before-next': ['I1', 'I3', 'I4', 'I5'],
+  'seal-own-epoch-before-next': ['I1', 'I3', 'I4', 'I5', 'D1'],
   'forget-tracks-on-failure': ['I1', 'I4', 'I5'],
   'cached-track-marker-check': ['I1', 'I4', 'I5'],
   'unique-marker-bodies': ['I1', 'I4', 'I5'],
@@ -149,6 +149,9 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'projection-describes-base',
   'unique-marker-bodies',
   'retire-given-up-once-marker-seen',
+  'seal-own-epoch-before-next',
+  'claim-after-epoch-check',
+  'merge-own-only-in-current-epoch',
 ]);
 
 export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard), proven: PROVEN.has(guard) }));

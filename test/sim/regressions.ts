@@ -82,4 +82,7 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300001, guard: 'projection-describes-base', focus: 'own-merges', name: 'a projection of the base before a purge, written by a pass another maintainer overtook' },
   { seed: 300004, guard: 'unique-marker-bodies', focus: 'markers', name: "a writer's earlier marker body landing after another writer took the item" },
   { seed: 300004, guard: 'retire-given-up-once-marker-seen', focus: 'generations', name: "a given-up generation retired before its late marker landed" },
+  { seed: 300004, guard: 'seal-own-epoch-before-next', focus: 'late', name: 'a timed-out add landing after its item was retried elsewhere, deleted and purged' },
+  { seed: 300026, guard: 'claim-after-epoch-check', focus: 'late', name: "a zombie's batch given up for another attempt and delivered again later" },
+  { seed: 300006, guard: 'merge-own-only-in-current-epoch', focus: 'late', name: "a writer's merge of its frozen generation after a pass sealed, merged and purged it" },
 ];
