@@ -49,9 +49,10 @@
  *                 another maintainer's pass that purges an item of it. No faults;
  *  - late:        the commit of a writer whose epoch ended lands after its client moved on
  *                 (test/sim/steer-late.ts): a timed-out add landing once its item was retried
- *                 elsewhere, deleted and purged; or a zombie's add above its takeover's seal,
- *                 whose batch the client gives up for another attempt and later gets delivered
- *                 again. No faults but the steered ones.
+ *                 elsewhere, deleted and purged; a zombie's add above its takeover's seal, whose
+ *                 batch the client gives up for another attempt and later gets delivered again;
+ *                 or a writer's merge of a generation that a pass sealed, merged and purged
+ *                 while the writer stalled. No faults but the steered ones.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */

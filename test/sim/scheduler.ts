@@ -283,8 +283,8 @@ export class Scheduler {
 
   /**
    * The next request of `actor` whose kind matches `kinds` gets `fault` (faults on: drawing
-   * nothing). A mutating request that times out so then lands later for sure, once a landed
-   * request matches `lands` (capped as any held copy), if given.
+   * nothing). A mutating request that times out so then lands later (unless the run ends
+   * first), once a landed request matches `lands` (capped as any held copy), if given.
    */
   failNext(actor: string, kinds: RegExp, fault: Exclude<Fault, 'ok'>, lands?: LandsWhen): void {
     this.nextFaults.set(actor, { kinds, fault, ...(lands ? { lands } : {}) });

@@ -43,7 +43,7 @@ export interface SteerHost {
    * queue; nothing in doubt); false if it could not now.
    */
   deliverBatch(proc: string, itemId: string, which: 'next' | number): boolean;
-  /** Hold item `itemId` back (no delivery or delete of it starts), or let it go; at once. */
+  /** Hold item `itemId` back (no delivery or delete of it starts), or let it go, at once (letting go ends every hold of it). */
   setHeld(itemId: string, held: boolean): void;
   /** The deleter deletes item `itemId` (true: it was deleted); null if it could not start now. */
   deleteItem(itemId: string): Promise<boolean> | null;

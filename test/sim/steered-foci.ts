@@ -5,6 +5,21 @@
 import type { SimConfig } from './config-types.ts';
 import type { Rng } from './prng.ts';
 
+/** No faults and no noise but the steered ones: one clock, no crash, pause or stall, no repair. */
+const QUIET = {
+  clockMoves: 0,
+  skewMs: 0,
+  jumps: 0,
+  crashes: 0,
+  faultRate: 0,
+  burstChance: 0,
+  pauses: 0,
+  windows: 0,
+  readerStalls: 0,
+  resends: 0,
+  repairs: 0,
+} as const;
+
 /**
  * The listings focus: listings of live generations while one item's batches go into two of them,
  * as a writer rotates to the generation it made ahead (lib/log/read/visibility.ts `epochGroups`),
@@ -83,17 +98,7 @@ export function ownMerges(c: SimConfig, r: Rng): void {
     deletionRetentionMs: 0,
     redeliverDeletes: false,
     renewalsLost: 0,
-    clockMoves: 0,
-    skewMs: 0,
-    jumps: 0,
-    crashes: 0,
-    faultRate: 0,
-    burstChance: 0,
-    pauses: 0,
-    windows: 0,
-    readerStalls: 0,
-    resends: 0,
-    repairs: 0,
+    ...QUIET,
   });
 }
 
@@ -140,12 +145,14 @@ export function sealing(c: SimConfig, r: Rng): void {
 
 /**
  * The late focus: a commit of an ended epoch lands after its client moved on (test/sim/steer-late.ts).
- * `ended`: two writers with a slot each, rotating often, and a delete's tombstone dropped by the
- * pass that purged it (deletion retention 0): an add that timed out lands after the item was
- * retried through the other writer, deleted and purged (lib/log/write/writer.ts: the writer seals
- * its epoch before it goes on). `fenced`: one slot and three writers, so a delivery to another
- * writer takes the slot over (lib/log/write/writer.ts: the claims come after the epoch check).
- * No faults but the steered ones (a failed step closes the window), one clock.
+ * `ended` and `frozen`: two writers with a slot each, rotating often, and a delete's tombstone
+ * dropped by the pass that purged it (deletion retention 0): an add that timed out lands after
+ * the item was retried through the other writer, deleted and purged (lib/log/write/writer.ts: the
+ * writer seals its epoch before it goes on); a writer merges a generation that a pass sealed,
+ * merged and purged meanwhile (lib/log/write/own-merges.ts: only in the current epoch).
+ * `fenced`: one slot and three or four writers, so a delivery to another writer takes the slot
+ * over (lib/log/write/writer.ts: the claims come after the epoch check). No faults but the
+ * steered ones (a failed step closes the window), one clock.
  */
 export function late(c: SimConfig, r: Rng): void {
   const window = r.pick(['ended', 'fenced', 'frozen'] as const);
@@ -169,16 +176,6 @@ export function late(c: SimConfig, r: Rng): void {
     deletionRetentionMs: 0,
     redeliverDeletes: false,
     renewalsLost: ended ? 0 : 1,
-    clockMoves: 0,
-    skewMs: 0,
-    jumps: 0,
-    crashes: 0,
-    faultRate: 0,
-    burstChance: 0,
-    pauses: 0,
-    windows: 0,
-    readerStalls: 0,
-    resends: 0,
-    repairs: 0,
+    ...QUIET,
   });
 }

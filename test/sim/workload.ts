@@ -7,7 +7,8 @@
  *  - its next batch is created only when none of its deliveries is in flight (acked, failed, or
  *    its writer crashed); a failed current batch is retried (same batch, any writer) or
  *    abandoned for a different one (next attempt), unless a delivery of it timed out (it may
- *    still land): then it is only retried;
+ *    still land): then it is only retried (the late focus's steered clients take an acked retry
+ *    as the answer to it, I5, and may then delete the item: test/sim/steer-late.ts);
  *  - a batch may report a failed step (FAILED); the step is then tried again with the next attempt;
  *  - deletes: an item is deleted only when none of its deliveries is in flight or in doubt; a
  *    failed delete blocks the item until a retry returns; then the item starts over (created
