@@ -273,6 +273,14 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
 
   const liveWriters = () => writers.filter((w) => !sched.crashed.has(w.actor));
 
+  /** Writer `w` merges its own shard (`desc` names it in the trace). */
+  const mergeOwn = (w: WriterActor, desc: string): Promise<unknown> => {
+    const log = w.log;
+    const p = sched.run(w.actor, () => log.mergeOwnShard());
+    track(desc, w.actor, p);
+    return p;
+  };
+
   const settleWith = (d: Delivery) => () => {
     if (!d.settled) {
       d.settled = true;
@@ -513,12 +521,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         Promise.all(
           liveWriters()
             .filter((w) => !w.closing && (!only || only.includes(w.name)))
-            .map((w) => {
-              const log = w.log;
-              const p = sched.run(w.actor, () => log.mergeOwnShard());
-              track('mergeOwnShard (steered)', w.actor, p);
-              return p.catch(() => undefined);
-            }),
+            .map((w) => mergeOwn(w, 'mergeOwnShard (steered)').catch(() => undefined)),
         ),
       setHeld: (itemId, on) => {
         const it = items.find((x) => x.id === itemId);
@@ -648,9 +651,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     if (hold) held.add(it);
     let before: Promise<unknown> = Promise.resolve();
     if (w && !onRetire && steerRng.chance(cfg.mergeBeforePass)) {
-      const log = w.log;
-      before = sched.run(w.actor, () => log.mergeOwnShard());
-      track('mergeOwnShard (after a delete)', w.actor, before);
+      before = mergeOwn(w, 'mergeOwnShard (after a delete)');
     }
     void before
       .catch(() => undefined)
@@ -772,11 +773,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       run: () => {
         const live = liveWriters();
         if (live.length === 0) return false;
-        const w = wl.pick(live);
-        const log = w.log;
-        const p = sched.run(w.actor, () => log.mergeOwnShard());
-        track('mergeOwnShard', w.actor, p);
-        p.catch(() => undefined);
+        mergeOwn(wl.pick(live), 'mergeOwnShard').catch(() => undefined);
         return true;
       },
     },

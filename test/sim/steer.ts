@@ -87,20 +87,22 @@ export class Steering implements SteerCore {
     this.left = h.cfg.steer?.count ?? 0;
   }
 
-  /** Each actor's request that landed last. */
+  /** Each actor's request that landed last (the overtaken window's). */
   private readonly lastLanded = new Map<string, Op>();
 
   /** Told of every request released without a fault (scheduler.ts `onLanded`). */
   landed(op: Op): void {
-    const prev = this.lastLanded.get(op.actor);
-    this.lastLanded.set(op.actor, op);
     if (/putIfAbsent$/.test(op.spec.kind)) {
       if (op.spec.target === BASE_KEY) this.baseMade = true;
       else if (op.spec.target.startsWith(GEN_MARKER)) this.marked.add(op.spec.target.slice(GEN_MARKER.length));
+      else if (op.spec.target.startsWith(RETIRED)) this.retired.add(op.spec.target.slice(RETIRED.length));
     }
-    if (/putIfAbsent$/.test(op.spec.kind) && op.spec.target.startsWith(RETIRED)) this.retired.add(op.spec.target.slice(RETIRED.length));
-    if (this.h.cfg.steer?.window === 'seal') this.orphan(op);
-    else if (this.h.cfg.steer?.window === 'overtaken') overtaken(this, op, prev);
+    const mode = this.h.cfg.steer?.window;
+    if (mode === 'seal') this.orphan(op);
+    else if (mode === 'overtaken') {
+      overtaken(this, op, this.lastLanded.get(op.actor));
+      this.lastLanded.set(op.actor, op);
+    }
     if (this.watchers.length === 0) return;
     const hit = this.watchers.filter((w) => w.match(op));
     if (hit.length === 0) return;
