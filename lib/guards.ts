@@ -11,7 +11,6 @@ export const GUARDS = [
   'epoch-check',
   'end-epoch-on-unknown-outcome',
   'seal-own-epoch-before-next',
-  'forget-tracks-on-failure',
   'cached-track-marker-check',
   'unique-marker-bodies',
   'marker-before-commit',

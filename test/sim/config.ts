@@ -53,12 +53,20 @@
  *                 batch the client gives up for another attempt and later gets delivered again;
  *                 or a writer's merge of a generation that a pass sealed, merged and purged
  *                 while the writer stalled. No faults but the steered ones.
+ *  - zombie-seals: the sealing generator's zombie, whose epoch's seal was cleaned up, carried on
+ *                 (test/sim/steer-late.ts `superseded`): its add lands, its epoch check times out,
+ *                 and it seals its own epoch only after its item was retried elsewhere, deleted and
+ *                 purged by a pass whose removal of the zombie's generation failed (the passes
+ *                 before the delete fail their merges).
+ *  - stale-merges: a maintenance pass overtaken at a merge goes on with the listing it took before
+ *                 (test/sim/steer-merges.ts `stale`): another maintainer merged a generation of it,
+ *                 failed to delete its files, purged an item of it and dropped the tombstone.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
 import { FOCUSES, type Focus, type SimConfig } from './config-types.ts';
 import { Rng } from './prng.ts';
-import { late, listings, ownMerges, sealing } from './steered-foci.ts';
+import { late, listings, ownMerges, sealing, staleMerges, zombieSeals } from './steered-foci.ts';
 
 export { FOCUSES, type CoordChoice, type Focus, type SimConfig, type SteerWindow } from './config-types.ts';
 
@@ -66,7 +74,7 @@ export { FOCUSES, type CoordChoice, type Focus, type SimConfig, type SteerWindow
  * The foci drawn by the focus stream. Those added later have streams of their own, drawn after
  * every other, at a fixed chance: the seeds' other draws stay as they were.
  */
-const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late');
+const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late' && f !== 'zombie-seals' && f !== 'stale-merges');
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -84,6 +92,8 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const ownMergesRng = f();
   const markersRng = f();
   const lateRng = f();
+  const zombieSealsRng = f();
+  const staleMergesRng = f();
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
@@ -93,7 +103,9 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const secondDrawn: Focus = sealingRng.chance(1 / 12) ? 'sealing' : firstDrawn;
   const thirdDrawn: Focus = ownMergesRng.chance(1 / 13) ? 'own-merges' : secondDrawn;
   const fourthDrawn: Focus = markersRng.chance(1 / 14) ? 'markers' : thirdDrawn;
-  const drawn: Focus = lateRng.chance(1 / 15) ? 'late' : fourthDrawn;
+  const fifthDrawn: Focus = lateRng.chance(1 / 15) ? 'late' : fourthDrawn;
+  const sixthDrawn: Focus = zombieSealsRng.chance(1 / 16) ? 'zombie-seals' : fifthDrawn;
+  const drawn: Focus = staleMergesRng.chance(1 / 17) ? 'stale-merges' : sixthDrawn;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -154,7 +166,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     holdRecreate: 0,
   };
   focusOn(cfg, focusRng);
-  if (cfg.focus !== 'own-merges' && cfg.focus !== 'late' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
+  if (cfg.focus !== 'own-merges' && cfg.focus !== 'late' && cfg.focus !== 'stale-merges' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
   return cfg;
 }
 
@@ -396,6 +408,12 @@ function focusOn(c: SimConfig, r: Rng): void {
       return;
     case 'late':
       late(c, r);
+      return;
+    case 'zombie-seals':
+      zombieSeals(c, r);
+      return;
+    case 'stale-merges':
+      staleMerges(c, r);
       return;
     case 'mixed':
       return;

@@ -73,7 +73,7 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300006, guard: 'point-read-marker-check', focus: 'listings', name: 'a point read while an item moves to another writer' },
   { seed: 300035, guard: 'repair-seals-below-held', focus: 'repair', name: "a writer that took a slot after the repair lost its lease" },
   { seed: 300001, guard: 'gen-marker-sent-once', focus: 'generations', name: "a generation's marker resent, its earlier copy landing after the retirement" },
-  { seed: 300007, guard: 'give-up-failed-names', focus: 'generations', name: 'a generation name made again after its marker timed out' },
+  { seed: 300009, guard: 'give-up-failed-names', focus: 'generations', name: 'a generation name made again after its marker timed out' },
   { seed: 300011, guard: 'put-sent-once', focus: 'faults', name: "a writer's item marker resent, landing over another writer's" },
   { seed: 300004, guard: 'seal-lists-after-fence', focus: 'sealing', name: 'a generation made between a takeover listing the log and its fence' },
   { seed: 300008, guard: 'zombie-generations-invisible', focus: 'sealing', name: "a zombie's generation made after its epoch's seal was cleaned up" },
@@ -85,4 +85,7 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300004, guard: 'seal-own-epoch-before-next', focus: 'late', name: 'a timed-out add landing after its item was retried elsewhere, deleted and purged' },
   { seed: 300026, guard: 'claim-after-epoch-check', focus: 'late', name: "a zombie's batch given up for another attempt and delivered again later" },
   { seed: 300006, guard: 'merge-own-only-in-current-epoch', focus: 'late', name: "a writer's merge of its frozen generation after a pass sealed, merged and purged it" },
+  { seed: 300000, guard: 'superseded-epoch-seals-nothing', focus: 'zombie-seals', name: "a zombie's own seal of its epoch after a pass cleaned up its seal and purged a deleted item" },
+  { seed: 300000, guard: 'maintainer-stops-when-overtaken', focus: 'stale-merges', name: 'an overtaken pass merging, from its old listing, a generation retired meanwhile whose files stayed' },
+  { seed: 300023, guard: 'cleanup-keeps-highest-seal', focus: 'zombie-seals', name: "a zombie's generation under a slot whose highest sealed epoch lost its last generation in the pass that purged" },
 ];

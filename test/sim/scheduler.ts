@@ -147,7 +147,7 @@ export class Scheduler {
    */
   lateHold: ((spec: OpSpec<unknown>, resent: boolean, actor: string) => LandsWhen | null) | null = null;
   /** A fault for a request, steered toward a window (null: drawn as any other). */
-  steerFault: ((spec: OpSpec<unknown>) => Exclude<Fault, 'ok'> | null) | null = null;
+  steerFault: ((spec: OpSpec<unknown>, actor: string) => Exclude<Fault, 'ok'> | null) | null = null;
   /** Whether the SDK resends a resendable write that landed, steered toward a window (null: drawn as any other). */
   steerResend: ((spec: OpSpec<unknown>) => boolean | null) | null = null;
   private lateWaits: Array<{ until: LandsWhen; seen: boolean }> = [];
@@ -276,8 +276,8 @@ export class Scheduler {
   }
 
   private burst: { left: number; kind: Exclude<Fault, 'ok'>; target: string } | null = null;
-  /** Faults set for an actor's next request of some kinds (a reaction at a protocol point). */
-  private readonly nextFaults = new Map<string, { kinds: RegExp; fault: Exclude<Fault, 'ok'>; lands?: LandsWhen }>();
+  /** Faults set for an actor's next request of some kinds (a reaction at a protocol point), by actor and kinds. */
+  private readonly nextFaults = new Map<string, { actor: string; kinds: RegExp; fault: Exclude<Fault, 'ok'>; lands?: LandsWhen }>();
   /** The landing of the request being released, if its fault was steered with one (`failNext`). */
   private steeredLanding: LandsWhen | null = null;
 
@@ -287,19 +287,20 @@ export class Scheduler {
    * first), once a landed request matches `lands` (capped as any held copy), if given.
    */
   failNext(actor: string, kinds: RegExp, fault: Exclude<Fault, 'ok'>, lands?: LandsWhen): void {
-    this.nextFaults.set(actor, { kinds, fault, ...(lands ? { lands } : {}) });
+    this.nextFaults.set(`${actor} ${kinds.source}`, { actor, kinds, fault, ...(lands ? { lands } : {}) });
     this.trace.push(`${this.step} ${actor}: its next ${kinds.source} request gets ${fault}${lands ? ' (it lands later, held for its window)' : ''}`);
   }
 
   private pickFault(op: Op): Fault {
     if (!this.faultsOn || !op.spec.faultable) return 'ok';
-    const next = this.nextFaults.get(op.actor);
-    if (next?.kinds.test(op.spec.kind)) {
-      this.nextFaults.delete(op.actor);
-      this.steeredLanding = next.lands ?? null;
-      return next.fault;
+    const next = this.nextFaults.size === 0 ? undefined : [...this.nextFaults].find(([, f]) => f.actor === op.actor && f.kinds.test(op.spec.kind));
+    if (next) {
+      this.nextFaults.delete(next[0]);
+      const [, f] = next;
+      this.steeredLanding = f.lands ?? null;
+      return f.fault;
     }
-    const steered = this.steerFault?.(op.spec);
+    const steered = this.steerFault?.(op.spec, op.actor);
     if (steered) return steered;
     const b = this.o.bursts;
     if (b && this.burst === null && b.rng.chance(b.chance)) {

@@ -65,6 +65,7 @@ export const GEN_MARKER = `${META_DIR}/gen.`;
 export const FENCE = `${META_DIR}/fence.`;
 export const TOMB = `${META_DIR}/tomb.`;
 export const RETIRED = `${META_DIR}/retired.`;
+export const SEAL = `${META_DIR}/seal.`;
 export const PROJECTION_DIR = '_dgcl/projection';
 export const PROJECTION_KEY = `${PROJECTION_DIR}/items.json`;
 /** The file name of a Lance dataset's manifest of `version` (V2 naming: u64::MAX - version, so a listing sorts newest first). */
@@ -78,7 +79,7 @@ export const secondManifestDeleted = (shard: string) => (op: Op) => /deletePrefi
 export const ITEM_KINDS: readonly ReadKind[] = ['fold', 'trajectory', 'latest', 'fields'];
 
 /** A request of a maintenance process. */
-export const byMaintainer = (op: Op) => /^m\d/.test(op.actor);
+export const byMaintainer = (op: { actor: string }) => /^m\d/.test(op.actor);
 /** A maintenance pass ended: it gave the maintainer's lease back. */
 export const passEnded = (op: Op) => byMaintainer(op) && op.spec.kind === 'lease.release' && /maintainer/.test(op.spec.target);
 
@@ -93,6 +94,8 @@ export interface SteerCore {
   readonly genItems: ReadonlyMap<string, readonly ItemModel[]>;
   /** Generations whose `retired.` marker landed (merged into the base). */
   readonly retired: ReadonlySet<string>;
+  /** Writer epochs whose seal landed. */
+  readonly sealed: ReadonlySet<string>;
   /** A flag set once a request `match` accepts lands (`then` told it, once). */
   watch(match: (op: Op) => boolean, then?: (op: Op) => void): { seen: boolean };
   /** Whether to steer at this point (`always`: the window comes once a seed). */
@@ -105,4 +108,6 @@ export interface SteerCore {
   pendingOf(actor: string): Op[];
   /** Move the clock past every lease's ttl (a lease runs out at a protocol point). */
   expire(why: string): void;
+  /** The step until which the running `zombie` window lasts (0: none; steer-zombie.ts). */
+  zombieUntil: number;
 }

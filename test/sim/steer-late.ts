@@ -1,5 +1,5 @@
 /**
- * The late focus's steered windows (test/sim/config.ts `steer`), on the steering's core
+ * The late and zombie-seals foci's steered windows (test/sim/config.ts `steer`), on the steering's core
  * (steer-core.ts): a commit of an epoch that ended lands after its client moved on, so that it
  * differs from what the client's later deliveries made visible.
  *  - ended:  a writer's add times out (it lands later). The writer ends its epoch; the client
@@ -23,11 +23,21 @@
  *            tombstone. The writer then goes on: its merge of the frozen generation (from the copy
  *            it keeps of its commits) must find the epoch sealed
  *            (`merge-own-only-in-current-epoch`), else the deleted rows go back into the base (D1).
+ *  - superseded: the `zombie` window of steer.ts, carried on once the zombie's add landed: its
+ *            epoch check times out and its own seal's first write fails, so it seals before its
+ *            next commit instead. The client retries the batch through another writer and, once
+ *            that is acked, deletes the item; a pass purges it and drops its tombstone while the
+ *            pass's removal of the zombie's generation fails (until the delete, the passes'
+ *            merges fail: the epochs taken over keep their generations and seals). Then the
+ *            zombie takes the item's next delivery, sealing first, and the item is read: that
+ *            seal, below the slot's sealed epochs, must list nothing
+ *            (`superseded-epoch-seals-nothing`), and the purging pass must keep the slot's
+ *            highest seal (`cleanup-keeps-highest-seal`), else the deleted batch shows again (D1).
  * While a window runs the item's other deliveries wait (the steering is its client).
  */
-import { itemHash, parseShardName, sealKey } from '../../lib/log/layout.ts';
+import { itemHash, parseShardName, sealKey, SHARDS_DIR } from '../../lib/log/layout.ts';
 import { simContext } from './scheduler.ts';
-import { ITEM_KINDS, PASS_WAIT, TOMB, WAIT, type SteerCore } from './steer-core.ts';
+import { byMaintainer, ITEM_KINDS, PASS_WAIT, TOMB, WAIT, type SteerCore } from './steer-core.ts';
 import type { ItemModel } from './workload.ts';
 
 /** Window `ended`: a timed-out add of a writer's ended epoch, landing after its item was deleted and purged. */
@@ -137,16 +147,19 @@ const tombstoneDropped = (it: ItemModel) => {
 
 /**
  * A window over item `it`, held back from the workload (the steering is its client) until the
- * window closes: when it is closed, or after `steps`, or when the scheduled phase ends.
+ * window closes: when it is closed, or after `steps`, or when the scheduled phase ends; then
+ * `onClose`, once.
  */
-function itemWindow(core: SteerCore, it: ItemModel, steps: number) {
+function itemWindow(core: SteerCore, it: ItemModel, steps: number, onClose?: () => void) {
   const { sched, rng } = core.h;
   const until = sched.step + steps;
   let over = false;
   const open = () => !over && sched.faultsOn && sched.step < until;
   const close = () => {
+    const first = !over;
     over = true;
     core.h.setHeld(it.id, false);
+    if (first) onClose?.();
   };
   core.h.setHeld(it.id, true);
   core.watch(() => !open(), close);
@@ -168,4 +181,74 @@ function itemWindow(core: SteerCore, it: ItemModel, steps: number) {
       if (!core.readThen({ item: it, kind: rng.pick(ITEM_KINDS) }, (_r, _e, done) => void done.finally(close))) close();
     },
   };
+}
+
+/**
+ * Window `superseded`, the end of a `zombie` window (steer.ts) whose zombie's add landed: its
+ * epoch check times out, and so does the first write of the seal it then writes of its own
+ * epoch, so it seals before its next commit instead. Meanwhile the client retries the batch
+ * through another writer and, once that is acked, deletes the item; that writer merges its shard
+ * and a pass purges the item and drops its tombstone, while the pass's removal of the zombie's
+ * generation fails. Then the zombie takes the item's next delivery (it seals first, below the
+ * epochs sealed since: a seal of nothing) and the item is read.
+ */
+export function superseded(core: SteerCore, me: string, proc: string, epoch: string, it: ItemModel, done: () => void): void {
+  const { sched, rng } = core.h;
+  const steered = sched.steerFault;
+  const w = itemWindow(core, it, 2 * PASS_WAIT, () => {
+    sched.steerFault = steered;
+    done();
+  });
+  if (it.inflight !== 1 || it.curAcked) return w.close();
+  // Storage faults of the passes (which each reports and goes past): until the item is deleted
+  // their Lance writes fail, so the epochs taken over keep their generations, and with them
+  // their seals; then their removals of the zombie's generations fail, so the generation
+  // outlives the purge.
+  const zombieDir = `${SHARDS_DIR}/${epoch}-g`;
+  let deleted = false;
+  sched.steerFault = (spec, actor) => {
+    if (w.open() && byMaintainer({ actor })) {
+      if (!deleted && spec.mutating && spec.kind.startsWith('lance.')) return 'failBefore';
+      if (spec.kind === 'obj.deletePrefix.list' && spec.target.startsWith(zombieDir)) return 'failBefore';
+    }
+    return steered?.(spec, actor) ?? null;
+  };
+  sched.failNext(me, /^lease\.assertCurrent$/, 'timeout');
+  sched.failNext(me, /putIfAbsent$/, 'failBefore');
+  const isDropped = tombstoneDropped(it);
+  const dropped = core.watch((op) => isDropped(op.spec));
+  // Once its append answered, the zombie writes nothing (its seal first) until the tombstone is dropped.
+  let answered = false;
+  sched.hold(me, `the tombstone of ${it.id} dropped`, 2 * PASS_WAIT, () => dropped.seen || !w.open(), (op) => answered && /putIfAbsent$/.test(op.spec.kind));
+  const others = () => core.h.writers().filter((x) => x !== proc);
+  const retry = (left: number) => {
+    if (others().length === 0 || !core.h.deliverBatch(rng.pick(others()), it.id, 'next')) return w.close();
+    w.settled(() => {
+      if (!it.curAcked) return left > 1 && it.curInDoubt ? retry(left - 1) : w.close();
+      it.curInDoubt = false; // acked: the client deletes the item (see `ended`)
+      w.deleteThen(() => {
+        deleted = true;
+        void core.h.mergeWriters(others()).then(() => (w.open() ? core.h.maintain() : w.close()));
+      });
+    });
+  };
+  w.settled(() => {
+    answered = true;
+    if (!it.curInDoubt) return w.close();
+    retry(3);
+  });
+  // Dropped: the zombie takes the item's next delivery (it seals first), then the item is read.
+  core.watch(
+    () => dropped.seen || !w.open(),
+    () => {
+      if (!w.open() || !core.h.deliverBatch(proc, it.id, 'next')) return w.close();
+      w.settled(() => w.readThen());
+    },
+  );
+}
+
+/** The item a `superseded` window steers: one of the commit's items whose batch is in flight only there, not acked. */
+export function lateItem(core: SteerCore, proc: string, ids: readonly string[]): ItemModel | null {
+  const candidates = core.h.inFlight(proc).filter((it) => ids.includes(it.id) && it.inflight === 1 && !it.curAcked);
+  return candidates.length > 0 ? core.h.rng.pick(candidates) : null;
 }

@@ -24,8 +24,9 @@
  *                maintainer's lease, purges the item and drops its tombstone. The first pass then
  *                writes a projection of the base before the purge, and a listing follows
  *                (`projection-describes-base`).
+ * And the stale-merges focus's `stale` window (below).
  */
-import { itemHash } from '../../lib/log/layout.ts';
+import { itemHash, parseShardName, shardPrefix } from '../../lib/log/layout.ts';
 import type { MergeStep } from '../../lib/log/maintain/merge.ts';
 import { simContext, type Op } from './scheduler.ts';
 import { byMaintainer, ITEM_KINDS, passEnded, PASS_WAIT, PROJECTION_DIR, PROJECTION_KEY, secondManifestDeleted, TOMB, WAIT, type SteerCore } from './steer-core.ts';
@@ -148,5 +149,72 @@ export function overtaken(core: SteerCore, op: Op, prev: Op | undefined): void {
     () => {
       if (!over && sched.faultsOn) core.readThen({ kind: 'items' }, () => undefined);
     },
+  );
+}
+
+/** The steerings with a `stale` window running: one at a time. */
+const staling = new WeakSet<SteerCore>();
+
+/**
+ * Window `stale`: a maintenance pass about to commit a merge into the base waits while an item
+ * with rows in another generation it listed as sealed is deleted, the clock runs past every
+ * lease, and another maintainer's passes take the lease, merge that generation (whose files they
+ * then fail to delete: retired, still readable), purge the item and drop its tombstone. The pass then
+ * goes on, with the listing it took before: it must stop once it finds its lease taken
+ * (`maintainer-stops-when-overtaken`), else it merges that generation again and the item's rows
+ * come back (D1). A read of the item follows the first pass.
+ */
+export function stale(core: SteerCore, proc: string, step: MergeStep, shard: string): void {
+  const first = simContext.getStore()?.actor;
+  const { sched, rng } = core.h;
+  if (!first || step !== 'base-commit' || !/^m\d/.test(proc) || !sched.faultsOn) return;
+  // A generation the pass listed as sealed (it merges it later), and an item with rows in it
+  // and none in flight (the clock run past every lease, the other passes merge all its rows).
+  // None in the generation this pass is merging: the step it is in finishes anyway (a merger
+  // stalled past the deletion retention, which this focus sets to 0, puts rows back).
+  const busy = new Set([...core.h.writers().flatMap((w) => core.h.inFlight(w)), ...(core.genItems.get(shard) ?? [])]);
+  const itemsOf = (g: string) => (core.genItems.get(g) ?? []).filter((it) => !busy.has(it));
+  const others = [...core.genItems.keys()].filter((g) => g !== shard && !core.retired.has(g) && core.sealed.has(parseShardName(g)?.writerEpoch ?? '') && itemsOf(g).length > 0);
+  if (others.length === 0 || staling.has(core) || !core.take()) return;
+  const gen = rng.pick(others);
+  const it = rng.pick(itemsOf(gen));
+  const deleted = core.h.deleteItem(it.id);
+  if (!deleted) return core.untake(); // the deleter is busy: the next merge may steer
+  // Over once the first pass ended, or the delete failed.
+  let over = false;
+  const end = () => {
+    over = true;
+    staling.delete(core);
+  };
+  staling.add(core);
+  core.watch((o) => passEnded(o) && o.actor === first, end);
+  const tomb = `${TOMB}${itemHash(it.id)}.`;
+  const dropped = core.watch((o) => /delete$/.test(o.spec.kind) && o.spec.target.startsWith(tomb));
+  sched.hold(first, `the tombstone of ${it.id} dropped`, 3 * PASS_WAIT, () => over || dropped.seen || !sched.faultsOn);
+  // The generation's files cannot be deleted while the window runs (an S3 error, every time).
+  const files = shardPrefix(gen);
+  const steered = sched.steerFault;
+  const failing: typeof steered = (spec, actor) => (!over && spec.kind === 'obj.deletePrefix.list' && spec.target === files ? 'failBefore' : (steered?.(spec, actor) ?? null));
+  sched.steerFault = failing;
+  core.watch(
+    () => over || !sched.faultsOn,
+    () => sched.steerFault === failing && (sched.steerFault = steered),
+  );
+  void deleted.then((yes) => {
+    if (!yes || over || !sched.faultsOn) return end();
+    core.expire(`${first}'s pass paused past its lease`);
+    // Passes of the other maintainer until one dropped the tombstone (at most two).
+    const pass = (left: number) => {
+      core.h.maintain();
+      core.watch(
+        (o) => over || (passEnded(o) && o.actor !== first),
+        () => !over && !dropped.seen && left > 1 && pass(left - 1),
+      );
+    };
+    pass(2);
+  });
+  core.watch(
+    (o) => passEnded(o) && o.actor === first,
+    () => sched.faultsOn && core.readThen({ item: it, kind: rng.pick(ITEM_KINDS) }, () => undefined),
   );
 }

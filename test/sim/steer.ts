@@ -43,7 +43,8 @@
  *                but the slot's highest. The zombie's generation, of an epoch below a sealed one
  *                without a seal of its own, is never read (`zombie-generations-invisible`). Half
  *                the time the zombie's epoch check then times out, and it seals its own epoch
- *                (a seal of nothing, below a sealed one: `superseded-epoch-seals-nothing`).
+ *                (a seal of nothing, below a sealed one). In steer-zombie.ts, with the
+ *                `superseded` window that carries it on (steer-late.ts).
  * Every steered read is followed, once it ended, by a read of the same item and kind (I3 needs
  * a later read to show less). The holds have caps: a window that does not come (the takeover
  * took another slot, the merge failed) ends the wait.
@@ -52,9 +53,10 @@ import { BASE_KEY, META_DIR, parseShardName, sealKey, shardName, shardPrefix } f
 import type { MergeStep } from '../../lib/log/maintain/merge.ts';
 import type { WriterHooks } from '../../lib/log/write/writer.ts';
 import { simContext, type Op } from './scheduler.ts';
-import { byMaintainer, FENCE, GEN_MARKER, ITEM_KINDS, passEnded, PASS_WAIT, RETIRED, WAIT, type SteerCore, type SteerHost, type SteerRead } from './steer-core.ts';
+import { byMaintainer, FENCE, GEN_MARKER, ITEM_KINDS, passEnded, PASS_WAIT, RETIRED, SEAL, WAIT, type SteerCore, type SteerHost, type SteerRead } from './steer-core.ts';
 import { ended, fenced, frozen } from './steer-late.ts';
-import { overtaken, purge, vanish } from './steer-merges.ts';
+import { overtaken, purge, stale, vanish } from './steer-merges.ts';
+import { zombie } from './steer-zombie.ts';
 import type { ItemModel } from './workload.ts';
 
 export type { SteerHost, SteerRead } from './steer-core.ts';
@@ -75,13 +77,14 @@ export class Steering implements SteerCore {
   /** Told each commit that landed: its generation and item ids. */
   private readonly commitWatchers: Array<(shard: string, ids: readonly string[]) => void> = [];
   /** The step until which a `zombie` window waits for its seal's clean-up (0 once it came). */
-  private zombieUntil = 0;
+  zombieUntil = 0;
   /** The number of commits that landed in each generation (from afterCommit). */
   readonly commits = new Map<string, number>();
   /** The items of each generation's commits (from afterCommit). */
   readonly genItems = new Map<string, ItemModel[]>();
   /** Generations whose `retired.` marker landed (merged into the base). */
   readonly retired = new Set<string>();
+  readonly sealed = new Set<string>();
 
   constructor(readonly h: SteerHost) {
     this.left = h.cfg.steer?.count ?? 0;
@@ -96,6 +99,7 @@ export class Steering implements SteerCore {
       if (op.spec.target === BASE_KEY) this.baseMade = true;
       else if (op.spec.target.startsWith(GEN_MARKER)) this.marked.add(op.spec.target.slice(GEN_MARKER.length));
       else if (op.spec.target.startsWith(RETIRED)) this.retired.add(op.spec.target.slice(RETIRED.length));
+      else if (op.spec.target.startsWith(SEAL)) this.sealed.add(op.spec.target.slice(SEAL.length, -'.json'.length));
     }
     const mode = this.h.cfg.steer?.window;
     if (mode === 'seal') this.orphan(op);
@@ -166,7 +170,7 @@ export class Steering implements SteerCore {
         else if (mode === 'fenced') fenced(this, proc, ids, epoch);
         if (shard === null) {
           if (mode === 'listed') this.listed(proc, ids, epoch);
-          else if (mode === 'zombie') this.zombie(proc, ids, epoch);
+          else if (mode === 'zombie' || mode === 'superseded') zombie(this, proc, ids, epoch);
           return;
         }
         if (mode === 'fence') this.fence(proc, ids, shard);
@@ -189,6 +193,7 @@ export class Steering implements SteerCore {
         else if (mode === 'seal') this.seal(proc, step, shard);
         else if (mode === 'purge') purge(this, proc, step, shard);
         else if (mode === 'vanish') vanish(this, proc, step, shard);
+        else if (mode === 'stale') stale(this, proc, step, shard);
       },
     };
   }
@@ -249,58 +254,6 @@ export class Steering implements SteerCore {
         if (!sched.faultsOn) return;
         const item = mine.length > 0 ? { item: this.h.rng.pick(mine) } : {};
         if (!this.readThen(item, (_reader, e) => (ended = e))) none = true;
-      },
-    );
-  }
-
-  /**
-   * Window `zombie`: the writer about to make a generation is taken over, and makes it only once
-   * its epoch's seal was cleaned up. As that seal lands the clock runs past the new holder's
-   * lease and a third writer takes a delivery (and the slot); as that takeover's seal lands a
-   * maintenance pass starts (now, or after the one running). The window is over once the
-   * zombie's read ended, or after its steps; nothing of it acts after that, and no other
-   * `zombie` window opens before.
-   */
-  private zombie(proc: string, ids: readonly string[], epoch: string): void {
-    const me = simContext.getStore()?.actor;
-    const { sched } = this.h;
-    if (!me || sched.step < this.zombieUntil || !this.take()) return;
-    this.expire(`the lease of ${proc} runs out as it makes a generation`);
-    const mine = this.h.inFlight(proc).filter((it) => ids.includes(it.id));
-    if (!this.h.deliverVia([proc])) return; // nobody to take the slot over now
-    const until = sched.step + PASS_WAIT + WAIT;
-    this.zombieUntil = until;
-    const open = () => sched.faultsOn && this.zombieUntil === until && sched.step < until;
-    const close = () => {
-      if (this.zombieUntil === until) this.zombieUntil = 0;
-    };
-    const sealPut = (op: Op) => op.actor !== me && /putIfAbsent$/.test(op.spec.kind) && op.spec.target.startsWith(`${META_DIR}/seal.`);
-    const cleaned = this.watch((op) => /obj\.delete$/.test(op.spec.kind) && op.spec.target === sealKey(epoch));
-    this.watch(
-      (op) => sealPut(op) && op.spec.target === sealKey(epoch),
-      (sealed) => {
-        if (!open()) return;
-        const holder = sealed.actor.split('.')[0]!;
-        this.expire(`the lease of ${holder}, which took ${proc}'s slot, runs out`);
-        this.h.deliverVia([proc, holder]);
-        this.watch(
-          (op) => sealPut(op) && op.spec.target !== sealKey(epoch),
-          () => {
-            if (open()) this.h.maintain();
-          },
-        );
-      },
-    );
-    sched.hold(me, `the seal of ${epoch} cleaned up`, PASS_WAIT, () => cleaned.seen || !open());
-    // Then a read of its commit, and one after it. Half the time its epoch check times out: it
-    // seals its own epoch itself (below a sealed one: a seal of nothing).
-    this.watch(
-      (op) => op.actor === me && /lance\.add$/.test(op.spec.kind),
-      () => {
-        if (!open()) return;
-        if (this.h.rng.chance(0.5)) sched.failNext(me, /^lease\.assertCurrent$/, 'timeout');
-        const started = this.readThen(mine.length > 0 ? { item: this.h.rng.pick(mine) } : {}, (_reader, _ended, done) => void done.finally(close));
-        if (!started) close();
       },
     );
   }

@@ -179,3 +179,48 @@ export function late(c: SimConfig, r: Rng): void {
     ...QUIET,
   });
 }
+
+/**
+ * The zombie-seals focus: the sealing focus's `zombie` window, where the zombie's own seal of its
+ * epoch comes after a pass cleaned up its epoch's seal (test/sim/steer-zombie.ts, steer-late.ts
+ * `superseded`; lib/log/write-seal.ts: a seal below a sealed epoch seals nothing;
+ * lib/log/maintain/maintain.ts: the clean-up keeps each slot's highest seal).
+ */
+export function zombieSeals(c: SimConfig, r: Rng): void {
+  sealing(c, r);
+  Object.assign(c, { steer: { window: 'superseded', chance: r.pick([0.5, 0.8]), count: r.between(3, 8) }, items: r.between(2, 4), deletions: 0, deletionRetentionMs: 0, redeliverDeletes: false });
+}
+
+/**
+ * The stale-merges focus: a maintenance pass overtaken at its first merge goes on with the
+ * listing it took before (test/sim/steer-merges.ts `stale`; lib/log/maintain/maintain.ts: a pass
+ * stops once another maintainer holds its lease). Each writer its own slot, one generation per
+ * epoch and no merges of their own, so passes merge; lease renewals lose their answers and the
+ * clock moves now and then, so epochs end and their generations are sealed; two maintainers. No
+ * faults but the steered ones.
+ */
+export function staleMerges(c: SimConfig, r: Rng): void {
+  const writers = r.between(2, 3);
+  Object.assign(c, {
+    steer: { window: 'stale', chance: 1, count: r.between(1, 3) },
+    writers,
+    slots: writers,
+    mergeEveryCommits: 1_000,
+    mergeEveryBytes: 2 ** 30,
+    mergeIdleMs: 0,
+    merges: 0,
+    closes: 0,
+    items: r.between(6, 10),
+    hot: 0,
+    deliveries: r.between(18, 30),
+    reads: r.between(8, 16),
+    maintains: r.between(6, 10),
+    maintainers: 2,
+    deletions: 0,
+    deletionRetentionMs: 0,
+    redeliverDeletes: false,
+    renewalsLost: 1,
+    ...QUIET,
+    clockMoves: r.between(3, 6),
+  });
+}

@@ -220,9 +220,9 @@ export class ShardWriter {
       if (synced.status === 'rejected') throw synced.reason;
       if (confirmed.status === 'rejected') throw confirmed.reason;
     } catch (e) {
-      // Whatever we knew of these items may be stale now (our marker may name us although
-      // another writer wrote them since we cached them; our commit may have landed).
-      if (guard('forget-tracks-on-failure')) for (const id of plan.itemIds) this.tracks.delete(id);
+      // The cached tracks stay true: a failure before the add changed nothing they rest on (the
+      // plan dropped each one whose marker is no longer ours), and after it the epoch ends,
+      // which drops them all.
       if (committing && guard('end-epoch-on-unknown-outcome')) await this.endEpoch(st, e);
       else if (committing) this.keepCommit(st, gen, rows, plan, committedCopy, committed);
       // endEpoch dropped the slot (and with it what was kept) if it was still ours; else it had
