@@ -166,7 +166,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     holdRecreate: 0,
   };
   focusOn(cfg, focusRng);
-  if (cfg.focus !== 'own-merges' && cfg.focus !== 'late' && cfg.focus !== 'stale-merges' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
+  if (cfg.focus !== 'own-merges' && cfg.focus !== 'late' && cfg.focus !== 'zombie-seals' && cfg.focus !== 'stale-merges' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
   return cfg;
 }
 

@@ -23,7 +23,7 @@
  *            tombstone. The writer then goes on: its merge of the frozen generation (from the copy
  *            it keeps of its commits) must find the epoch sealed
  *            (`merge-own-only-in-current-epoch`), else the deleted rows go back into the base (D1).
- *  - superseded: the `zombie` window of steer.ts, carried on once the zombie's add landed: its
+ *  - superseded: the `zombie` window of steer-zombie.ts, carried on once the zombie's add landed: its
  *            epoch check times out and its own seal's first write fails, so it seals before its
  *            next commit instead. The client retries the batch through another writer and, once
  *            that is acked, deletes the item; a pass purges it and drops its tombstone while the
@@ -184,10 +184,10 @@ function itemWindow(core: SteerCore, it: ItemModel, steps: number, onClose?: () 
 }
 
 /**
- * Window `superseded`, the end of a `zombie` window (steer.ts) whose zombie's add landed: its
+ * Window `superseded`, the end of a `zombie` window (steer-zombie.ts) whose zombie's add landed: its
  * epoch check times out, and so does the first write of the seal it then writes of its own
  * epoch, so it seals before its next commit instead. Meanwhile the client retries the batch
- * through another writer and, once that is acked, deletes the item; that writer merges its shard
+ * through another writer and, once that is acked, deletes the item; the other writers merge their shards
  * and a pass purges the item and drops its tombstone, while the pass's removal of the zombie's
  * generation fails. Then the zombie takes the item's next delivery (it seals first, below the
  * epochs sealed since: a seal of nothing) and the item is read.

@@ -157,7 +157,7 @@ const staling = new WeakSet<SteerCore>();
 
 /**
  * Window `stale`: a maintenance pass about to commit a merge into the base waits while an item
- * with rows in another generation it listed as sealed is deleted, the clock runs past every
+ * with rows in another generation of a sealed epoch is deleted, the clock runs past every
  * lease, and another maintainer's passes take the lease, merge that generation (whose files they
  * then fail to delete: retired, still readable), purge the item and drop its tombstone. The pass then
  * goes on, with the listing it took before: it must stop once it finds its lease taken
@@ -168,7 +168,8 @@ export function stale(core: SteerCore, proc: string, step: MergeStep, shard: str
   const first = simContext.getStore()?.actor;
   const { sched, rng } = core.h;
   if (!first || step !== 'base-commit' || !/^m\d/.test(proc) || !sched.faultsOn) return;
-  // A generation the pass listed as sealed (it merges it later), and an item with rows in it
+  // A generation of a sealed epoch, not merged yet (if the pass listed it as sealed, it merges
+  // it later; if not, the window finds nothing), and an item with rows in it
   // and none in flight (the clock run past every lease, the other passes merge all its rows).
   // None in the generation this pass is merging: the step it is in finishes anyway (a merger
   // stalled past the deletion retention, which this focus sets to 0, puts rows back).

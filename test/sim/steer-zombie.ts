@@ -40,16 +40,14 @@ export function zombie(core: SteerCore, proc: string, ids: readonly string[], ep
   if (late) core.watch(() => handedOver || !open(), () => handedOver || core.h.setHeld(late.id, false));
   const sealPut = (op: Op) => op.actor !== me && /putIfAbsent$/.test(op.spec.kind) && op.spec.target.startsWith(`${META_DIR}/seal.`);
   const cleaned = core.watch((op) => /obj\.delete$/.test(op.spec.kind) && op.spec.target === sealKey(epoch));
+  // `superseded`: until the window is handed over, passes fail their Lance writes (merges: a
+  // storage fault), so the epochs taken over keep their generations, and with them their seals.
+  const steered = sched.steerFault;
+  const failing: typeof steered = (spec, actor) => (open() && byMaintainer({ actor }) && spec.mutating && spec.kind.startsWith('lance.') ? 'failBefore' : (steered?.(spec, actor) ?? null));
+  const unsteer = () => sched.steerFault === failing && (sched.steerFault = steered);
   if (late) {
-    // Until the window is handed over, passes fail their Lance writes (merges: a storage
-    // fault), so the epochs taken over keep their generations, and with them their seals.
-    const steered = sched.steerFault;
-    const failing: typeof steered = (spec, actor) => (!handedOver && open() && byMaintainer({ actor }) && spec.mutating && spec.kind.startsWith('lance.') ? 'failBefore' : (steered?.(spec, actor) ?? null));
     sched.steerFault = failing;
-    core.watch(
-      () => !open(),
-      () => sched.steerFault === failing && (sched.steerFault = steered),
-    );
+    core.watch(() => !open(), unsteer);
   }
   core.watch(
     (op) => sealPut(op) && op.spec.target === sealKey(epoch),
@@ -77,6 +75,7 @@ export function zombie(core: SteerCore, proc: string, ids: readonly string[], ep
       if (late) {
         if (!cleaned.seen) return close();
         handedOver = true;
+        unsteer();
         core.zombieUntil = Infinity; // no other zombie window until this one is over
         return superseded(core, me, proc, epoch, late, () => (core.zombieUntil = 0));
       }

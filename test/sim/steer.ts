@@ -76,7 +76,7 @@ export class Steering implements SteerCore {
   private readonly splitReads: Array<{ seen: boolean }> = [];
   /** Told each commit that landed: its generation and item ids. */
   private readonly commitWatchers: Array<(shard: string, ids: readonly string[]) => void> = [];
-  /** The step until which a `zombie` window waits for its seal's clean-up (0 once it came). */
+  /** The step until which a `zombie` window waits for its seal's clean-up (0 once it came; Infinity while its `superseded` window runs). */
   zombieUntil = 0;
   /** The number of commits that landed in each generation (from afterCommit). */
   readonly commits = new Map<string, number>();

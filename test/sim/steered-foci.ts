@@ -192,7 +192,7 @@ export function zombieSeals(c: SimConfig, r: Rng): void {
 }
 
 /**
- * The stale-merges focus: a maintenance pass overtaken at its first merge goes on with the
+ * The stale-merges focus: a maintenance pass overtaken at a merge goes on with the
  * listing it took before (test/sim/steer-merges.ts `stale`; lib/log/maintain/maintain.ts: a pass
  * stops once another maintainer holds its lease). Each writer its own slot, one generation per
  * epoch and no merges of their own, so passes merge; lease renewals lose their answers and the
