@@ -3,12 +3,12 @@
  * (the schedule: test/sim/schedule.ts), the steering's own state and tools, and the names of the
  * protocol's objects they watch for.
  */
-import { META_DIR, shardPrefix } from '../../lib/log/layout.ts';
+import { itemHash, META_DIR, shardPrefix } from '../../lib/log/layout.ts';
 import type { SimTime } from './clock.ts';
 import type { SimConfig } from './config.ts';
 import type { Rng } from './prng.ts';
 import type { ReadKind } from './reads.ts';
-import type { Op, Scheduler } from './scheduler.ts';
+import type { Fault, Op, OpSpec, Scheduler } from './scheduler.ts';
 import type { ItemModel } from './workload.ts';
 
 /**
@@ -64,6 +64,25 @@ export const PASS_WAIT = 800;
 export const GEN_MARKER = `${META_DIR}/gen.`;
 export const FENCE = `${META_DIR}/fence.`;
 export const TOMB = `${META_DIR}/tomb.`;
+
+/** Whether a landed request drops the tombstone of the item's delete. */
+export const tombstoneDropped = (it: ItemModel) => {
+  const tomb = `${TOMB}${itemHash(it.id)}.`;
+  return (landed: { kind: string; target: string }) => /delete$/.test(landed.kind) && landed.target.startsWith(tomb);
+};
+
+/**
+ * Steer faults with `fault` (null: as before) on top of the scheduler's steering; the function
+ * returned takes it off again, if nothing was put on top of it meanwhile.
+ */
+export function steerFaults(sched: Scheduler, fault: (spec: OpSpec<unknown>, actor: string) => Exclude<Fault, 'ok'> | null): () => void {
+  const below = sched.steerFault;
+  const mine: Scheduler['steerFault'] = (spec, actor) => fault(spec, actor) ?? below?.(spec, actor) ?? null;
+  sched.steerFault = mine;
+  return () => {
+    if (sched.steerFault === mine) sched.steerFault = below;
+  };
+}
 export const RETIRED = `${META_DIR}/retired.`;
 export const SEAL = `${META_DIR}/seal.`;
 export const PROJECTION_DIR = '_dgcl/projection';

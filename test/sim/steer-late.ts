@@ -35,9 +35,9 @@
  *            highest seal (`cleanup-keeps-highest-seal`), else the deleted batch shows again (D1).
  * While a window runs the item's other deliveries wait (the steering is its client).
  */
-import { itemHash, parseShardName, sealKey, SHARDS_DIR } from '../../lib/log/layout.ts';
+import { parseShardName, sealKey, SHARDS_DIR } from '../../lib/log/layout.ts';
 import { simContext } from './scheduler.ts';
-import { byMaintainer, ITEM_KINDS, PASS_WAIT, TOMB, WAIT, type SteerCore } from './steer-core.ts';
+import { byMaintainer, ITEM_KINDS, PASS_WAIT, steerFaults, tombstoneDropped, WAIT, type SteerCore } from './steer-core.ts';
 import type { ItemModel } from './workload.ts';
 
 /** Window `ended`: a timed-out add of a writer's ended epoch, landing after its item was deleted and purged. */
@@ -139,12 +139,6 @@ export function frozen(core: SteerCore, proc: string, shard: string): void {
   );
 }
 
-/** Whether a landed request drops the tombstone of the item's delete. */
-const tombstoneDropped = (it: ItemModel) => {
-  const tomb = `${TOMB}${itemHash(it.id)}.`;
-  return (landed: { kind: string; target: string }) => /delete$/.test(landed.kind) && landed.target.startsWith(tomb);
-};
-
 /**
  * A window over item `it`, held back from the workload (the steering is its client) until the
  * window closes: when it is closed, or after `steps`, or when the scheduled phase ends; then
@@ -194,9 +188,9 @@ function itemWindow(core: SteerCore, it: ItemModel, steps: number, onClose?: () 
  */
 export function superseded(core: SteerCore, me: string, proc: string, epoch: string, it: ItemModel, done: () => void): void {
   const { sched, rng } = core.h;
-  const steered = sched.steerFault;
+  let unsteer = () => {};
   const w = itemWindow(core, it, 2 * PASS_WAIT, () => {
-    sched.steerFault = steered;
+    unsteer();
     done();
   });
   if (it.inflight !== 1 || it.curAcked) return w.close();
@@ -206,13 +200,13 @@ export function superseded(core: SteerCore, me: string, proc: string, epoch: str
   // outlives the purge.
   const zombieDir = `${SHARDS_DIR}/${epoch}-g`;
   let deleted = false;
-  sched.steerFault = (spec, actor) => {
+  unsteer = steerFaults(sched, (spec, actor) => {
     if (w.open() && byMaintainer({ actor })) {
       if (!deleted && spec.mutating && spec.kind.startsWith('lance.')) return 'failBefore';
       if (spec.kind === 'obj.deletePrefix.list' && spec.target.startsWith(zombieDir)) return 'failBefore';
     }
-    return steered?.(spec, actor) ?? null;
-  };
+    return null;
+  });
   sched.failNext(me, /^lease\.assertCurrent$/, 'timeout');
   sched.failNext(me, /putIfAbsent$/, 'failBefore');
   const isDropped = tombstoneDropped(it);

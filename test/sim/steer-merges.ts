@@ -29,7 +29,7 @@
 import { itemHash, parseShardName, shardPrefix } from '../../lib/log/layout.ts';
 import type { MergeStep } from '../../lib/log/maintain/merge.ts';
 import { simContext, type Op } from './scheduler.ts';
-import { byMaintainer, ITEM_KINDS, passEnded, PASS_WAIT, PROJECTION_DIR, PROJECTION_KEY, secondManifestDeleted, TOMB, WAIT, type SteerCore } from './steer-core.ts';
+import { byMaintainer, ITEM_KINDS, passEnded, PASS_WAIT, PROJECTION_DIR, PROJECTION_KEY, secondManifestDeleted, steerFaults, TOMB, tombstoneDropped, WAIT, type SteerCore } from './steer-core.ts';
 import type { ItemModel } from './workload.ts';
 
 /** Window `purge`: a purge that listed the log before a writer's merge made the base out of a generation. */
@@ -164,10 +164,10 @@ const staling = new WeakSet<SteerCore>();
  * (`maintainer-stops-when-overtaken`), else it merges that generation again and the item's rows
  * come back (D1). A read of the item follows the first pass.
  */
-export function stale(core: SteerCore, proc: string, step: MergeStep, shard: string): void {
+export function stale(core: SteerCore, _proc: string, step: MergeStep, shard: string): void {
   const first = simContext.getStore()?.actor;
   const { sched, rng } = core.h;
-  if (!first || step !== 'base-commit' || !/^m\d/.test(proc) || !sched.faultsOn) return;
+  if (!first || step !== 'base-commit' || !byMaintainer({ actor: first }) || !sched.faultsOn) return;
   // A generation of a sealed epoch, not merged yet (if the pass listed it as sealed, it merges
   // it later; if not, the window finds nothing), and an item with rows in it
   // and none in flight (the clock run past every lease, the other passes merge all its rows).
@@ -189,18 +189,13 @@ export function stale(core: SteerCore, proc: string, step: MergeStep, shard: str
   };
   staling.add(core);
   core.watch((o) => passEnded(o) && o.actor === first, end);
-  const tomb = `${TOMB}${itemHash(it.id)}.`;
-  const dropped = core.watch((o) => /delete$/.test(o.spec.kind) && o.spec.target.startsWith(tomb));
+  const isDropped = tombstoneDropped(it);
+  const dropped = core.watch((o) => isDropped(o.spec));
   sched.hold(first, `the tombstone of ${it.id} dropped`, 3 * PASS_WAIT, () => over || dropped.seen || !sched.faultsOn);
   // The generation's files cannot be deleted while the window runs (an S3 error, every time).
   const files = shardPrefix(gen);
-  const steered = sched.steerFault;
-  const failing: typeof steered = (spec, actor) => (!over && spec.kind === 'obj.deletePrefix.list' && spec.target === files ? 'failBefore' : (steered?.(spec, actor) ?? null));
-  sched.steerFault = failing;
-  core.watch(
-    () => over || !sched.faultsOn,
-    () => sched.steerFault === failing && (sched.steerFault = steered),
-  );
+  const unsteer = steerFaults(sched, (spec) => (!over && spec.kind === 'obj.deletePrefix.list' && spec.target === files ? 'failBefore' : null));
+  core.watch(() => over || !sched.faultsOn, unsteer);
   void deleted.then((yes) => {
     if (!yes || over || !sched.faultsOn) return end();
     core.expire(`${first}'s pass paused past its lease`);

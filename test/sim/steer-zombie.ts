@@ -5,7 +5,7 @@
  */
 import { META_DIR, sealKey } from '../../lib/log/layout.ts';
 import { simContext, type Op } from './scheduler.ts';
-import { byMaintainer, PASS_WAIT, WAIT, type SteerCore } from './steer-core.ts';
+import { byMaintainer, PASS_WAIT, steerFaults, WAIT, type SteerCore } from './steer-core.ts';
 import { lateItem, superseded } from './steer-late.ts';
 
 /**
@@ -42,11 +42,9 @@ export function zombie(core: SteerCore, proc: string, ids: readonly string[], ep
   const cleaned = core.watch((op) => /obj\.delete$/.test(op.spec.kind) && op.spec.target === sealKey(epoch));
   // `superseded`: until the window is handed over, passes fail their Lance writes (merges: a
   // storage fault), so the epochs taken over keep their generations, and with them their seals.
-  const steered = sched.steerFault;
-  const failing: typeof steered = (spec, actor) => (open() && byMaintainer({ actor }) && spec.mutating && spec.kind.startsWith('lance.') ? 'failBefore' : (steered?.(spec, actor) ?? null));
-  const unsteer = () => sched.steerFault === failing && (sched.steerFault = steered);
+  let unsteer = () => {};
   if (late) {
-    sched.steerFault = failing;
+    unsteer = steerFaults(sched, (spec, actor) => (open() && byMaintainer({ actor }) && spec.mutating && spec.kind.startsWith('lance.') ? 'failBefore' : null));
     core.watch(() => !open(), unsteer);
   }
   core.watch(
