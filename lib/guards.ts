@@ -40,7 +40,6 @@ export const GUARDS = [
   'sealed-version',
   'relist-on-vanished-seal',
   'errors-after-layout-check',
-  'own-rows-live-only',
   'read-newest-first',
   'recount-live-generations',
   'point-read-marker-check',

@@ -70,8 +70,8 @@ describe("a writer's point reads of its own generations", () => {
     expect(fresh.plain.filter((x) => typeof x === 'string'), 'only the unwritten item is missing').toHaveLength(pointReads(W[0]!.log, 'x').plain.length);
   });
 
-  // Two guards send this read to storage: the generation is sealed (read at its seal), and the
-  // commit is still landing. Each alone suffices here.
+  // The commit is still landing, so its item is read from storage (the landing mark), where the
+  // seal shows it; the writer's memory of the sealed generation answers for the other items.
   it('read a generation sealed by a takeover at its seal, which holds a commit the writer never confirmed', async () => {
     const { open, root, leases, clock } = setup();
     const W = open({ slot: 0, slots: 1, mergeEveryCommits: 1000, owner: 'w' });

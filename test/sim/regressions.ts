@@ -86,6 +86,6 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300026, guard: 'claim-after-epoch-check', focus: 'late', name: "a zombie's batch given up for another attempt and delivered again later" },
   { seed: 300006, guard: 'merge-own-only-in-current-epoch', focus: 'late', name: "a writer's merge of its frozen generation after a pass sealed, merged and purged it" },
   { seed: 300000, guard: 'superseded-epoch-seals-nothing', focus: 'zombie-seals', name: "a zombie's own seal of its epoch after a pass cleaned up its seal and purged a deleted item" },
-  { seed: 300000, guard: 'maintainer-stops-when-overtaken', focus: 'stale-merges', name: 'an overtaken pass merging, from its old listing, a generation retired meanwhile whose files stayed' },
+  { seed: 300003, guard: 'maintainer-stops-when-overtaken', focus: 'stale-merges', name: 'an overtaken pass merging, from its old listing, a generation retired meanwhile whose files stayed' },
   { seed: 300023, guard: 'cleanup-keeps-highest-seal', focus: 'zombie-seals', name: "a zombie's generation under a slot whose highest sealed epoch lost its last generation in the pass that purged" },
 ];

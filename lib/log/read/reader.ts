@@ -389,17 +389,18 @@ export class LogReader {
   /**
    * The rows of `items` in `v` from this process's writer's memory, as a read of `columns` would
    * return them (the others null), or null to read storage. Only for a generation the writer made
-   * in this listing's log and still writes (its latest version: a sealed one is read at its seal,
-   * which may hold a commit the writer never confirmed), and without blob bytes (not kept). What
-   * the writer keeps of it is every commit it confirmed, and it acks nothing before: every acked
-   * row of it, without a version check or a read per column and fragment (what a take of a live
-   * writer's rows costs: docs/design/performance.md, "Unmerged shards"). The writer answers
-   * null for items of a commit that may have landed and is not kept yet (storage already shows
-   * it to every reader), and a commit never confirmed ends the epoch, which drops the
-   * memory.
+   * in this listing's log, and without blob bytes (not kept). What the writer keeps of it is
+   * every commit it confirmed, and it acks nothing before: every acked row of it, without a
+   * version check or a read per column and fragment (what a take of a live writer's rows costs:
+   * docs/design/performance.md, "Unmerged shards"). The writer answers null for items of a
+   * commit that may have landed and is not kept yet (storage already shows it to every reader),
+   * and a commit never confirmed ends the epoch, which drops the memory. So a sealed generation
+   * it still keeps shows the same rows as at its seal: a commit it confirmed passed its epoch
+   * check after landing, before the takeover's fence, so the seal (listed after the fence)
+   * holds it; one it did not confirm is either the commit being made or ended the epoch.
    */
   private ownRows(listing: ShardListing, v: ShardView, items: readonly string[], columns: readonly string[]): EventRow[] | null {
-    if (!this.ownItemRows || (v.version !== null && guard('own-rows-live-only')) || columns.includes('value_blob') || this.tables.madeInLog(v.name) !== listing.logId) return null;
+    if (!this.ownItemRows || columns.includes('value_blob') || this.tables.madeInLog(v.name) !== listing.logId) return null;
     const mine = this.ownItemRows(v.name, items);
     return mine && mine.map((r) => projectRow(r, columns));
   }
