@@ -61,12 +61,16 @@
  *  - stale-merges: a maintenance pass overtaken at a merge goes on with the listing it took before
  *                 (test/sim/steer-merges.ts `stale`): another maintainer merged a generation of it,
  *                 failed to delete its files, purged an item of it and dropped the tombstone.
+ *  - swept:       a writer taken over as it makes a generation; its marker lands only after a
+ *                 maintenance pass, started at the takeover's fence, listed the log and the dataset
+ *                 folders, and before the takeover's seal (test/sim/steer-swept.ts): a sweep of an
+ *                 epoch that is fenced, not sealed.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
 import { FOCUSES, type Focus, type SimConfig } from './config-types.ts';
 import { Rng } from './prng.ts';
-import { late, listings, ownMerges, sealing, staleMerges, zombieSeals } from './steered-foci.ts';
+import { late, listings, ownMerges, sealing, staleMerges, swept, zombieSeals } from './steered-foci.ts';
 
 export { FOCUSES, type CoordChoice, type Focus, type SimConfig, type SteerWindow } from './config-types.ts';
 
@@ -74,7 +78,7 @@ export { FOCUSES, type CoordChoice, type Focus, type SimConfig, type SteerWindow
  * The foci drawn by the focus stream. Those added later have streams of their own, drawn after
  * every other, at a fixed chance: the seeds' other draws stay as they were.
  */
-const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late' && f !== 'zombie-seals' && f !== 'stale-merges');
+const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late' && f !== 'zombie-seals' && f !== 'stale-merges' && f !== 'swept');
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -94,6 +98,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const lateRng = f();
   const zombieSealsRng = f();
   const staleMergesRng = f();
+  const sweptRng = f();
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
@@ -105,7 +110,8 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const fourthDrawn: Focus = markersRng.chance(1 / 14) ? 'markers' : thirdDrawn;
   const fifthDrawn: Focus = lateRng.chance(1 / 15) ? 'late' : fourthDrawn;
   const sixthDrawn: Focus = zombieSealsRng.chance(1 / 16) ? 'zombie-seals' : fifthDrawn;
-  const drawn: Focus = staleMergesRng.chance(1 / 17) ? 'stale-merges' : sixthDrawn;
+  const seventhDrawn: Focus = staleMergesRng.chance(1 / 17) ? 'stale-merges' : sixthDrawn;
+  const drawn: Focus = sweptRng.chance(1 / 18) ? 'swept' : seventhDrawn;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -166,7 +172,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     holdRecreate: 0,
   };
   focusOn(cfg, focusRng);
-  if (cfg.focus !== 'own-merges' && cfg.focus !== 'late' && cfg.focus !== 'zombie-seals' && cfg.focus !== 'stale-merges' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
+  if (cfg.focus !== 'own-merges' && cfg.focus !== 'late' && cfg.focus !== 'zombie-seals' && cfg.focus !== 'stale-merges' && cfg.focus !== 'swept' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
   return cfg;
 }
 
@@ -414,6 +420,9 @@ function focusOn(c: SimConfig, r: Rng): void {
       return;
     case 'stale-merges':
       staleMerges(c, r);
+      return;
+    case 'swept':
+      swept(c, r);
       return;
     case 'mixed':
       return;

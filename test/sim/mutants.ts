@@ -89,7 +89,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   listings: ['read-newest-first', 'recount-live-generations', 'point-read-marker-check'],
   faults: ['end-epoch-on-unknown-outcome', 'cached-track-marker-check', 'marker-before-commit', 'claims', 'put-sent-once'],
   markers: ['unique-marker-bodies'],
-  generations: ['give-up-failed-names', 'retire-given-up-once-marker-seen', 'gen-marker-sent-once', 'seal-out-missing-dataset', 'sweep-only-ended-epochs'],
+  generations: ['give-up-failed-names', 'retire-given-up-once-marker-seen', 'gen-marker-sent-once', 'seal-out-missing-dataset'],
   deletes: ['purge-waits-for-shards', 'tombstones-hide', 'delete-guard'],
   incarnations: ['deleted-seq-records', 'merge-base-commit-once', 'own-rows-listed-only'],
   repair: ['recheck-record-after-slot', 'repair-seals-below-held', 'rebuilt-records-end-epoch'],
@@ -99,6 +99,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   late: ['seal-own-epoch-before-next', 'claim-after-epoch-check', 'merge-own-only-in-current-epoch'],
   'zombie-seals': ['superseded-epoch-seals-nothing', 'cleanup-keeps-highest-seal'],
   'stale-merges': ['maintainer-stops-when-overtaken'],
+  swept: ['sweep-only-ended-epochs'],
 };
 
 function focusOf(guard: Guard): Focus {
@@ -152,6 +153,7 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'superseded-epoch-seals-nothing',
   'cleanup-keeps-highest-seal',
   'maintainer-stops-when-overtaken',
+  'sweep-only-ended-epochs',
 ]);
 
 export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard), proven: PROVEN.has(guard) }));

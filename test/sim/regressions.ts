@@ -88,4 +88,5 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300000, guard: 'superseded-epoch-seals-nothing', focus: 'zombie-seals', name: "a zombie's own seal of its epoch after a pass cleaned up its seal and purged a deleted item" },
   { seed: 300003, guard: 'maintainer-stops-when-overtaken', focus: 'stale-merges', name: 'an overtaken pass merging, from its old listing, a generation retired meanwhile whose files stayed' },
   { seed: 300023, guard: 'cleanup-keeps-highest-seal', focus: 'zombie-seals', name: "a zombie's generation under a slot whose highest sealed epoch lost its last generation in the pass that purged" },
+  { seed: 300000, guard: 'sweep-only-ended-epochs', focus: 'swept', name: "a generation swept while its epoch was fenced, its late marker then listed by the takeover's seal" },
 ];

@@ -1,6 +1,6 @@
 /**
  * The steered windows of the relist, listings and sealing foci (test/sim/config.ts `steer`; the own-merges
- * focus's are in steer-merges.ts, the late focus's in steer-late.ts, on the same core: steer-core.ts): reads put into the windows of the
+ * focus's are in steer-merges.ts, the late focus's in steer-late.ts, the swept focus's in steer-swept.ts, on the same core: steer-core.ts): reads put into the windows of the
  * read side's re-listing, the retired marker, the vanished seal and the read order of generations (docs/design/invariants.md,
  * "Reads"), by reactions at the protocol points the log reports to its test hooks and by holds
  * (scheduler.ts `hold`) that end when another actor's protocol step lands, instead of random
@@ -56,6 +56,7 @@ import { simContext, type Op } from './scheduler.ts';
 import { byMaintainer, FENCE, GEN_MARKER, ITEM_KINDS, passEnded, PASS_WAIT, RETIRED, SEAL, WAIT, type SteerCore, type SteerHost, type SteerRead } from './steer-core.ts';
 import { ended, fenced, frozen } from './steer-late.ts';
 import { overtaken, purge, stale, vanish } from './steer-merges.ts';
+import { swept } from './steer-swept.ts';
 import { zombie } from './steer-zombie.ts';
 import type { ItemModel } from './workload.ts';
 
@@ -171,6 +172,7 @@ export class Steering implements SteerCore {
         if (shard === null) {
           if (mode === 'listed') this.listed(proc, ids, epoch);
           else if (mode === 'zombie' || mode === 'superseded') zombie(this, proc, ids, epoch);
+          else if (mode === 'swept') swept(this, proc, epoch);
           return;
         }
         if (mode === 'fence') this.fence(proc, ids, shard);

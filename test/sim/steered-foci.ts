@@ -224,3 +224,16 @@ export function staleMerges(c: SimConfig, r: Rng): void {
     clockMoves: r.between(3, 6),
   });
 }
+
+/**
+ * The swept focus: a sweep of a generation whose marker is in flight while a takeover is between
+ * its fence and its seal (test/sim/steer-swept.ts; lib/log/maintain/maintain.ts: the sweep takes
+ * only epochs that are over). The sealing focus's shape (one slot, so each delivery to another
+ * writer takes it over; one generation per epoch), without clock moves (a lease run out while
+ * the window holds its takeover lets the pass take the slot and seal the epoch itself) and with
+ * one maintainer.
+ */
+export function swept(c: SimConfig, r: Rng): void {
+  sealing(c, r);
+  Object.assign(c, { steer: { window: 'swept', chance: r.pick([0.5, 0.8]), count: r.between(1, 3) }, clockMoves: 0, deletions: 0, deletionRetentionMs: 3_600_000, redeliverDeletes: false });
+}
