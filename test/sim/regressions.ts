@@ -75,7 +75,7 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300001, guard: 'gen-marker-sent-once', focus: 'generations', name: "a generation's marker resent, its earlier copy landing after the retirement" },
   { seed: 300009, guard: 'give-up-failed-names', focus: 'generations', name: 'a generation name made again after its marker timed out' },
   { seed: 300011, guard: 'put-sent-once', focus: 'faults', name: "a writer's item marker resent, landing over another writer's" },
-  { seed: 300004, guard: 'seal-lists-after-fence', focus: 'sealing', name: 'a generation made between a takeover listing the log and its fence' },
+  { seed: 300005, guard: 'seal-lists-after-fence', focus: 'sealing', name: 'a generation made between a takeover listing the log and its fence' },
   { seed: 300008, guard: 'zombie-generations-invisible', focus: 'sealing', name: "a zombie's generation made after its epoch's seal was cleaned up" },
   { seed: 300005, guard: 'purge-relists-before-drop', focus: 'own-merges', name: "a purge that listed no base, as a writer's merge made it out of the generation it counted" },
   { seed: 300000, guard: 'errors-after-layout-check', focus: 'own-merges', name: 'a point read of an item whose only generation was retired under it' },
