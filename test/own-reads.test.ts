@@ -2,7 +2,8 @@
  * A writer's point reads (fold, trajectory, fields, latestEvents) of its own unmerged
  * generations take the rows it keeps of its confirmed commits instead of reading the generation
  * (lib/log/read/reader.ts `ownRows`): each such read cost a Lance take per column and fragment. Only
- * while the generation is live, made in the log listed, and without blob bytes; else storage.
+ * for a generation made in the log listed, without blob bytes, and not for the items of a commit
+ * landing; else storage.
  * Real Lance datasets and the local lease store throughout.
  */
 import { promises as fs } from 'node:fs';

@@ -33,7 +33,7 @@ function tempRoot(): string {
 const logDir = (root: string, experiment = 'e') => path.join(root, 'datagen_checkpoints', 'p', experiment, 'log.lance');
 
 /** A log process on a local root: its own lease store view (its clock) over the root's lease files. */
-function open(root: string, o: { owner: string; clock?: Clock; slot?: number; ttlMs?: number; experiment?: string }): LanceCheckpointLog {
+function open(root: string, o: { owner: string; clock?: Clock; slot?: number; ttlMs?: number; experiment?: string; objectMarkers?: boolean; holdMs?: number }): LanceCheckpointLog {
   const clock = o.clock ?? systemClock;
   const uri = logUri(parseRoot(root), 'p', o.experiment ?? 'e');
   const log = new LanceCheckpointLog({
@@ -49,6 +49,8 @@ function open(root: string, o: { owner: string; clock?: Clock; slot?: number; tt
     slots: 2,
     ...(o.slot !== undefined ? { slot: o.slot } : {}),
     leaseTtlMs: o.ttlMs ?? TTL,
+    ...(o.objectMarkers ? { coordination: 'objects' as const } : {}),
+    ...(o.holdMs !== undefined ? { repairLeaseHoldMs: o.holdMs } : {}),
   });
   opened.push(log);
   return log;
@@ -174,5 +176,31 @@ describe('repair', () => {
     xAcks.push(...(await X.append([stepBatch('x', 1)])));
     await expectAcksVisible(open(root, { owner: 'reader', clock: later }), xAcks, 'the acks of the writer that started after the repair');
     expect(w.ok ? 'appended' : (w.error as { code?: string }).code, 'W waits for slot 0 of the new records (held by X) and gives up').toBe('LEASE_HELD');
+  }, 60_000);
+
+  it('a writer of a log with object markers, frozen across a repair, takes a slot once the old leases ran out: of the new records, so its acks stay visible', async () => {
+    const root = tempRoot();
+    const HOLD = 1_000;
+    const wClock = new ManualClock();
+    const W = open(root, { owner: 'w', clock: wClock, slot: 0, objectMarkers: true, holdMs: HOLD });
+    const wAcks = [...(await W.append([createBatch('w')]))];
+    const later = new ManualClock(wClock.nowMs() + 2 * TTL);
+    await open(root, { owner: 'r', clock: later, holdMs: HOLD }).repair();
+    // W thaws after the repair's hold on the old leases ran out: slot 0 of the old scope is free.
+    // Its markers were objects, which the repair leaves in place: no marker read tells W that the
+    // records moved, only reading the record again after taking a slot does.
+    wClock.advance(2 * TTL + HOLD + 10);
+    let w = await settle(W.append([stepBatch('w', 1)]));
+    for (let i = 0; i < 3 && !w.ok && ['FENCED', 'UNAVAILABLE'].includes((w.error as { code?: string }).code ?? ''); i++) w = await settle(W.append([stepBatch('w', 1)]));
+    if (!w.ok) throw w.error;
+    wAcks.push(...w.value);
+    // W's lease runs out for a writer of the new records, which takes slot 0; W writes again.
+    const X = open(root, { owner: 'x', clock: new ManualClock(wClock.nowMs() + 2 * TTL), slot: 0 });
+    const xAcks = [...(await X.append([createBatch('x')]))];
+    const again = await settle(W.append([stepBatch('w', 2)]));
+    if (again.ok) wAcks.push(...again.value);
+    const reader = open(root, { owner: 'reader', clock: new ManualClock(wClock.nowMs() + 2 * TTL) });
+    await expectAcksVisible(reader, xAcks, "the acks of the writer that took W's slot");
+    await expectAcksVisible(reader, wAcks, "W's acks");
   }, 60_000);
 });

@@ -4,7 +4,7 @@
  */
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'own-merges', 'markers', 'late', 'zombie-seals', 'stale-merges', 'swept'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'own-merges', 'markers', 'late', 'zombie-seals', 'stale-merges', 'swept', 'repair-objects'] as const;
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {

@@ -65,6 +65,9 @@
  *                 maintenance pass, started at the takeover's fence, listed the log and the dataset
  *                 folders, and before the takeover's seal (test/sim/steer-swept.ts): a sweep of an
  *                 epoch that is fenced, not sealed.
+ *  - repair-objects: the repair generator on a log whose markers are objects under the root: a
+ *                 writer of the old scope that took a slot after the switch has no sentinel to
+ *                 miss at its marker reads.
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
@@ -78,7 +81,7 @@ export { FOCUSES, type CoordChoice, type Focus, type SimConfig, type SteerWindow
  * The foci drawn by the focus stream. Those added later have streams of their own, drawn after
  * every other, at a fixed chance: the seeds' other draws stay as they were.
  */
-const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late' && f !== 'zombie-seals' && f !== 'stale-merges' && f !== 'swept');
+const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late' && f !== 'zombie-seals' && f !== 'stale-merges' && f !== 'swept' && f !== 'repair-objects');
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -99,6 +102,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const zombieSealsRng = f();
   const staleMergesRng = f();
   const sweptRng = f();
+  const repairObjectsRng = f();
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
@@ -111,7 +115,8 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const fifthDrawn: Focus = lateRng.chance(1 / 15) ? 'late' : fourthDrawn;
   const sixthDrawn: Focus = zombieSealsRng.chance(1 / 16) ? 'zombie-seals' : fifthDrawn;
   const seventhDrawn: Focus = staleMergesRng.chance(1 / 17) ? 'stale-merges' : sixthDrawn;
-  const drawn: Focus = sweptRng.chance(1 / 18) ? 'swept' : seventhDrawn;
+  const eighthDrawn: Focus = sweptRng.chance(1 / 18) ? 'swept' : seventhDrawn;
+  const drawn: Focus = repairObjectsRng.chance(1 / 19) ? 'repair-objects' : eighthDrawn;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -369,6 +374,7 @@ function focusOn(c: SimConfig, r: Rng): void {
       });
       return;
     case 'repair':
+    case 'repair-objects':
       // Writers beyond the slots whose leases run out (so the repair gets every slot), waiting for
       // a slot while the repair holds them all and switches; the old scope's leases held briefly.
       Object.assign(c, {
@@ -402,6 +408,10 @@ function focusOn(c: SimConfig, r: Rng): void {
         deliveries: r.between(20, 32),
         maintains: r.between(1, 3),
       });
+      // repair-objects: the log keeps its markers as objects under the root (moved into the lease
+      // table by the repair, which leaves the old ones): a writer of the old scope finds no
+      // sentinel gone.
+      if (c.focus === 'repair-objects') c.coord = 'objects';
       return;
     case 'listings':
       listings(c, r);

@@ -92,7 +92,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   generations: ['give-up-failed-names', 'retire-given-up-once-marker-seen', 'gen-marker-sent-once', 'seal-out-missing-dataset'],
   deletes: ['purge-waits-for-shards', 'tombstones-hide', 'delete-guard'],
   incarnations: ['deleted-seq-records', 'merge-base-commit-once', 'own-rows-listed-only'],
-  repair: ['recheck-record-after-slot', 'repair-seals-below-held', 'rebuilt-records-end-epoch'],
+  repair: ['repair-seals-below-held', 'rebuilt-records-end-epoch'],
   mixed: [],
   sealing: ['seal-lists-after-fence', 'zombie-generations-invisible'],
   'own-merges': ['purge-relists-before-drop', 'errors-after-layout-check', 'projection-describes-base'],
@@ -100,6 +100,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   'zombie-seals': ['superseded-epoch-seals-nothing', 'cleanup-keeps-highest-seal'],
   'stale-merges': ['maintainer-stops-when-overtaken'],
   swept: ['sweep-only-ended-epochs'],
+  'repair-objects': ['recheck-record-after-slot'],
 };
 
 function focusOf(guard: Guard): Focus {
@@ -154,6 +155,7 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'cleanup-keeps-highest-seal',
   'maintainer-stops-when-overtaken',
   'sweep-only-ended-epochs',
+  'recheck-record-after-slot',
 ]);
 
 export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard), proven: PROVEN.has(guard) }));

@@ -192,6 +192,9 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   }
   /** The reactions to a process's protocol points (set below, once the workload exists). */
   let hooksFor: (proc: string) => WriterHooks = () => ({});
+  // A log with object markers that repairs move into the lease table (the repair generator's
+  // other half: config.ts); the table also holds the records then.
+  const objectsInTable = cfg.coord === 'objects' && cfg.repairs > 0 && cfg.leases === 'table';
   const makeLog = (name: string, owner: string, objects: ObjectStore = new SimObjectStore(inner, sched, written, () => time.ms)) => {
     const clock = clockOf(name);
     const tableView = leaseRecords.store(clock);
@@ -199,7 +202,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     // always is: it must go through, and its confirmation is a renewal of every lease it holds.
     const lost = (cfg.repairRenews && /^(final-)?f/.test(name)) || name === 'final-f' ? null : renewalsLost;
     const leases =
-      cfg.coord === 'table'
+      cfg.coord === 'table' || objectsInTable
         ? new SimTableLeaseStore(tableView, sched, coordRecords, clock, lost)
         : new SimLeaseStore(cfg.leases === 'local' ? new LocalLeaseStore({ dir: leaseDir, clock }) : tableView, sched, lost);
     return new LanceCheckpointLog({
@@ -225,6 +228,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       // An fsync is a scheduling point that can fail (before or after it ran).
       wrapSync: (n, run) => sched.op({ kind: 'fs.sync', target: n, mutating: false, faultable: true, run, error: (m) => new Error(m) }),
       ...(cfg.coord === 'sqlite' ? { wrapCoord: (s) => new SimCoordWrapper(s, sched) } : {}),
+      ...(objectsInTable ? { coordination: 'objects' as const } : {}),
       ...(cfg.repairLeaseHoldMs !== undefined ? { repairLeaseHoldMs: cfg.repairLeaseHoldMs } : {}),
       hooks: {
         beforeCommit: (ids, shard, epoch) => hooksFor(name).beforeCommit?.(ids, shard, epoch),
