@@ -90,6 +90,12 @@ export interface SimConfig {
   slowSteps?: { kinds: string; probability: number };
   takeoverOnCommit: number;
   readOnLanding: number;
+  /**
+   * Of those reads right after a commit landed: the chance that the writer's confirmation waits
+   * until the read, and the same read through the writer's process after it, ended (the own-reads
+   * focus: its memory must not answer for the landing commit's items).
+   */
+  holdOnLanding: number;
   readOnMerge: number;
   /**
    * Repairs of the log (lib/log/admin/rehome.ts) while writers run: each takes every lease of the

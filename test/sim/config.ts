@@ -163,6 +163,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     reactions: workRng.pick([0, 4, 8]),
     takeoverOnCommit: 0,
     readOnLanding: workRng.pick([0, 0.2]),
+    holdOnLanding: 0,
     readOnMerge: workRng.pick([0, 0.2]),
     repairs: 0,
     steer: null,
@@ -291,6 +292,7 @@ function focusOn(c: SimConfig, r: Rng): void {
         readerStalls: 0,
         crashes: 0,
         closes: 0,
+        holdOnLanding: r.pick([0.5, 1]),
       });
       return;
     case 'relist': {

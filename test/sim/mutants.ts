@@ -112,7 +112,6 @@ function focusOf(guard: Guard): Focus {
 /** The guards the last 300-seed measurement found in at least 5% of their generator's seeds. */
 const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'epoch-check',
-  'fence-before-seal',
   'end-epoch-on-unknown-outcome',
   'cached-track-marker-check',
   'marker-before-commit',
@@ -139,7 +138,6 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'own-rows-listed-only',
   'seal-lists-after-fence',
   'zombie-generations-invisible',
-  'repair-seals-below-held',
   'gen-marker-sent-once',
   'give-up-failed-names',
   'put-sent-once',

@@ -50,7 +50,7 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300008, guard: 'end-epoch-on-unknown-outcome', focus: 'faults', name: 'a commit whose outcome was unknown, kept as confirmed' },
   { seed: 300001, guard: 'cached-track-marker-check', focus: 'faults', name: 'a cached track trusted after another writer wrote the item' },
   { seed: 300003, guard: 'marker-before-commit', focus: 'faults', name: 'another writer trusting its copy while a commit lands' },
-  { seed: 300006, guard: 'landing-mark', focus: 'own-reads', name: 'a read of its own items while a commit lands' },
+  { seed: 300002, guard: 'landing-mark', focus: 'own-reads', name: 'a read of its own items while a commit lands' },
   { seed: 300011, guard: 'claims', focus: 'faults', name: 'two first acks of one checkpoint through two writers' },
   { seed: 300003, guard: 'blob-copied-at-validation', focus: 'retirement', name: 'a blob buffer reused once its batch was acked' },
   { seed: 300000, guard: 'delete-guard', focus: 'deletes', name: 'a guarded delete redelivered after newer events' },

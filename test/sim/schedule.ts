@@ -39,6 +39,7 @@ import { Rng } from './prng.ts';
 import { isWholeLog, observe, READ_KINDS, type ReadKind } from './reads.ts';
 import { Scheduler, simContext, type Op } from './scheduler.ts';
 import { Steering, type SteerRead } from './steer.ts';
+import { WAIT } from './steer-core.ts';
 import { deliveryCopy, newItem, reuseBuffers, startOver, Workload, type ItemModel } from './workload.ts';
 import { readsOf } from '../../lib/log/reads.ts';
 
@@ -438,11 +439,15 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
    * A read by a reader (of `item`, or of one the workload picks). Steered (test/sim/steer.ts): an
    * idle reader, in a new process if `fresh`, reads `kind` of `item` (none: the whole log).
    */
-  const readAction = (item?: ItemModel, steered?: SteerRead): boolean => {
+  /**
+   * `landing`: a point read of `item` right after its writer's commit landed, then the same read
+   * through that writer (`landing.writer`), told when both ended.
+   */
+  const readAction = (item?: ItemModel, steered?: SteerRead, landing?: { writer: string; ended: (p: Promise<unknown>) => void }): boolean => {
     // Steered: an idle reader, else a new process.
     const r = steered?.fresh ? oneOff() : steered ? (readers.find((x) => x.busy === 0) ?? oneOff()) : wl.pick(readers);
     if (!r || items.length === 0 || r.busy >= 2) return false;
-    const kind: ReadKind = steered?.kind ?? wl.pick(READ_KINDS);
+    const kind: ReadKind = steered?.kind ?? (landing ? wl.pick(['fold', 'trajectory', 'latest'] as const) : wl.pick(READ_KINDS));
     const x = (item ?? hotItem() ?? wl.pick(items)).id;
     if (kind === 'loadBlob' && work.blobEvents.length === 0) return false;
     const blobId = kind === 'loadBlob' ? wl.pick(work.blobEvents) : '';
@@ -456,7 +461,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     // The writer with a delivery of the item in flight (its commit may be landing), else the last one to take one.
     const by = [...deliveries].reverse().filter((d) => d.item.id === x);
     const lastBy = (by.find((d) => !d.settled) ?? by[0])?.actor;
-    const via = writersNow.length > 0 && wl.chance(0.7) ? (writersNow.find((w) => w.actor === lastBy) ?? writersNow[pointReads++ % writersNow.length]!) : null;
+    const via = landing ? (writersNow.find((w) => w.actor === landing.writer) ?? null) : writersNow.length > 0 && wl.chance(0.7) ? (writersNow.find((w) => w.actor === lastBy) ?? writersNow[pointReads++ % writersNow.length]!) : null;
     const readVia = (actor: string, log: LanceCheckpointLog): Promise<unknown> => {
       const id = history.beginRead(actor, what);
       const p = sched.run(actor, () => observe(log, kind, x, blobId, work.blobs));
@@ -474,7 +479,8 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     // Unless the writer is closing by then (its reads are refused) or crashed. Its read is an
     // actor of its own (the process's reading side): a pause of the writer's commits (at its
     // epoch check, say) does not hold the read, as in a real process.
-    if (via) void first.then(() => (via.closing || sched.crashed.has(via.actor) ? undefined : readVia(`${via.actor}:read`, via.log)));
+    const both = via ? first.then(() => (via.closing || sched.crashed.has(via.actor) ? undefined : readVia(`${via.actor}:read`, via.log))) : first;
+    landing?.ended(both);
     return true;
   };
 
@@ -584,7 +590,20 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       for (const id of committing.get(proc) ?? []) lastGen.set(id, shard);
       if (reactions <= 0 || !sched.faultsOn || !reactRng.chance(cfg.readOnLanding)) return;
       const mine = deliveries.filter((d) => !d.settled && d.actor.startsWith(`${proc}.`)).map((d) => d.item);
-      if (mine.length > 0 && readAction(reactRng.pick(mine))) reactions--;
+      const me = simContext.getStore()?.actor;
+      // The confirmation (its epoch check first) waits for both reads, so they fall in the window.
+      const landing =
+        me && cfg.holdOnLanding > 0 && steerRng.chance(cfg.holdOnLanding)
+          ? {
+              writer: me,
+              ended: (p: Promise<unknown>) => {
+                let done = false;
+                void p.finally(() => (done = true));
+                sched.hold(me, 'the reads of its landed commit', WAIT, () => done || !sched.faultsOn);
+              },
+            }
+          : undefined;
+      if (mine.length > 0 && readAction(reactRng.pick(mine), undefined, landing)) reactions--;
     },
     beforeMergeStep: (step, shard) => {
       if (step === 'delete-data' && /^w\d/.test(proc)) onRetire(shard);
