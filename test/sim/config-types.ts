@@ -4,7 +4,7 @@
  */
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'own-merges', 'markers', 'late', 'zombie-seals', 'stale-merges', 'swept', 'repair-objects'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'own-merges', 'markers', 'late', 'zombie-seals', 'stale-merges', 'swept', 'repair-objects', 'unfenced'] as const;
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -139,4 +139,4 @@ export interface SimConfig {
   holdRecreate: number;
 }
 
-export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point' | 'listed' | 'zombie' | 'purge' | 'vanish' | 'overtaken' | 'ended' | 'fenced' | 'frozen' | 'superseded' | 'stale' | 'swept';
+export type SteerWindow = 'fence' | 'retirement' | 'seal' | 'rotation' | 'moved' | 'point' | 'listed' | 'zombie' | 'purge' | 'vanish' | 'overtaken' | 'ended' | 'fenced' | 'frozen' | 'superseded' | 'stale' | 'swept' | 'unfenced';

@@ -68,12 +68,14 @@
  *  - repair-objects: the repair generator on a log whose markers are objects under the root: a
  *                 writer of the old scope that took a slot after the switch has no sentinel to
  *                 miss at its marker reads.
+ *  - unfenced:    a zombie's commit read between a takeover's reading of its generation's version
+ *                 and its seal (test/sim/steer.ts `unfenced`).
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
 import { FOCUSES, type Focus, type SimConfig } from './config-types.ts';
 import { Rng } from './prng.ts';
-import { late, listings, ownMerges, sealing, staleMerges, swept, zombieSeals } from './steered-foci.ts';
+import { late, listings, ownMerges, sealing, staleMerges, swept, unfenced, zombieSeals } from './steered-foci.ts';
 
 export { FOCUSES, type CoordChoice, type Focus, type SimConfig, type SteerWindow } from './config-types.ts';
 
@@ -81,7 +83,7 @@ export { FOCUSES, type CoordChoice, type Focus, type SimConfig, type SteerWindow
  * The foci drawn by the focus stream. Those added later have streams of their own, drawn after
  * every other, at a fixed chance: the seeds' other draws stay as they were.
  */
-const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late' && f !== 'zombie-seals' && f !== 'stale-merges' && f !== 'swept' && f !== 'repair-objects');
+const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late' && f !== 'zombie-seals' && f !== 'stale-merges' && f !== 'swept' && f !== 'repair-objects' && f !== 'unfenced');
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -103,6 +105,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const staleMergesRng = f();
   const sweptRng = f();
   const repairObjectsRng = f();
+  const unfencedRng = f();
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
@@ -116,7 +119,8 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const sixthDrawn: Focus = zombieSealsRng.chance(1 / 16) ? 'zombie-seals' : fifthDrawn;
   const seventhDrawn: Focus = staleMergesRng.chance(1 / 17) ? 'stale-merges' : sixthDrawn;
   const eighthDrawn: Focus = sweptRng.chance(1 / 18) ? 'swept' : seventhDrawn;
-  const drawn: Focus = repairObjectsRng.chance(1 / 19) ? 'repair-objects' : eighthDrawn;
+  const ninthDrawn: Focus = repairObjectsRng.chance(1 / 19) ? 'repair-objects' : eighthDrawn;
+  const drawn: Focus = unfencedRng.chance(1 / 20) ? 'unfenced' : ninthDrawn;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -178,7 +182,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     holdRecreate: 0,
   };
   focusOn(cfg, focusRng);
-  if (cfg.focus !== 'own-merges' && cfg.focus !== 'late' && cfg.focus !== 'zombie-seals' && cfg.focus !== 'stale-merges' && cfg.focus !== 'swept' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
+  if (cfg.focus !== 'own-merges' && cfg.focus !== 'late' && cfg.focus !== 'zombie-seals' && cfg.focus !== 'stale-merges' && cfg.focus !== 'swept' && cfg.focus !== 'unfenced' && cfg.repairs === 0 && cfg.coord === 'table' && cfg.deletions === 0 && repairRng.chance(0.4)) cfg.repairs = repairRng.between(1, 2);
   return cfg;
 }
 
@@ -435,6 +439,9 @@ function focusOn(c: SimConfig, r: Rng): void {
       return;
     case 'swept':
       swept(c, r);
+      return;
+    case 'unfenced':
+      unfenced(c, r);
       return;
     case 'mixed':
       return;

@@ -77,7 +77,6 @@ const FINDS: Record<Guard, readonly ViolationKind[]> = {
 const FOCUS: Record<Focus, readonly Guard[]> = {
   takeover: [
     'epoch-check',
-    'fence-before-seal',
     'seal-earlier-epochs',
     'wait-for-seal',
     'sealed-version',
@@ -101,6 +100,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   'stale-merges': ['maintainer-stops-when-overtaken'],
   swept: ['sweep-only-ended-epochs'],
   'repair-objects': ['recheck-record-after-slot'],
+  unfenced: ['fence-before-seal'],
 };
 
 function focusOf(guard: Guard): Focus {
@@ -112,6 +112,7 @@ function focusOf(guard: Guard): Focus {
 /** The guards the last 300-seed measurement found in at least 5% of their generator's seeds. */
 const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'epoch-check',
+  'fence-before-seal',
   'end-epoch-on-unknown-outcome',
   'cached-track-marker-check',
   'marker-before-commit',

@@ -46,6 +46,7 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 30247, guard: 'purge-relists-before-drop', focus: 'faults', name: 'a purge counting a generation being retired into a base it had not listed' },
   // One seed per proven guard (the first the mutants run found), each failing on its mutant.
   { seed: 300024, guard: 'fence-before-seal', focus: 'takeover', name: 'a read at the latest version while a takeover seals' },
+  { seed: 300000, guard: 'fence-before-seal', focus: 'unfenced', name: "a read of a zombie's commit between the takeover's version read and its seal" },
   { seed: 300000, guard: 'epoch-check', focus: 'takeover', name: 'a takeover between a commit and its ack' },
   { seed: 300008, guard: 'end-epoch-on-unknown-outcome', focus: 'faults', name: 'a commit whose outcome was unknown, kept as confirmed' },
   { seed: 300001, guard: 'cached-track-marker-check', focus: 'faults', name: 'a cached track trusted after another writer wrote the item' },

@@ -193,8 +193,8 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   }
   /** The reactions to a process's protocol points (set below, once the workload exists). */
   let hooksFor: (proc: string) => WriterHooks = () => ({});
-  // A log with object markers that repairs move into the lease table (the repair generator's
-  // other half: config.ts); the table also holds the records then.
+  // A log with object markers that repairs move into the lease table (the repair-objects
+  // generator: config.ts); the table also holds the records then.
   const objectsInTable = cfg.coord === 'objects' && cfg.repairs > 0 && cfg.leases === 'table';
   const makeLog = (name: string, owner: string, objects: ObjectStore = new SimObjectStore(inner, sched, written, () => time.ms)) => {
     const clock = clockOf(name);

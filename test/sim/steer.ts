@@ -1,5 +1,5 @@
 /**
- * The steered windows of the relist, listings and sealing foci (test/sim/config.ts `steer`; the own-merges
+ * The steered windows of the relist, listings, sealing and unfenced foci (test/sim/config.ts `steer`; the own-merges
  * focus's are in steer-merges.ts, the late focus's in steer-late.ts, the swept focus's in steer-swept.ts, on the same core: steer-core.ts): reads put into the windows of the
  * read side's re-listing, the retired marker, the vanished seal and the read order of generations (docs/design/invariants.md,
  * "Reads"), by reactions at the protocol points the log reports to its test hooks and by holds
@@ -10,6 +10,9 @@
  *                then lists the log before the fence and waits, once it listed, until that
  *                commit landed: it reads the generation at its latest version, zombie commit
  *                included, and only its second listing shows the fence (`relist-sees-fence`).
+ *  - unfenced:   the same writer commits once the takeover read its generation's version; a read
+ *                of the commit starts as it lands, and the takeover seals once that read ended
+ *                (`fence-before-seal`).
  *  - retirement: a writer's merge is about to commit a generation into the base. A read starts
  *                and the merger waits until the read has read the base; the read's requests to
  *                the generation wait until the retirement deleted a manifest of it (Lance then
@@ -176,6 +179,7 @@ export class Steering implements SteerCore {
           return;
         }
         if (mode === 'fence') this.fence(proc, ids, shard);
+        else if (mode === 'unfenced') this.unfenced(proc, ids, shard);
         else if (mode === 'rotation') this.rotation(proc, ids, shard);
         else if (mode === 'moved' || mode === 'point') this.moved(proc, ids, shard, mode === 'point');
       },
@@ -226,6 +230,36 @@ export class Steering implements SteerCore {
         () => sched.hold(me, `${reader}'s read ended`, WAIT, () => ended.seen),
       );
     });
+  }
+
+  /**
+   * Window `unfenced`: the writer about to commit is taken over and commits once the takeover
+   * read its generation's version, and a read of its commit starts as it lands; the takeover
+   * seals once that read ended. The read lists after the fence (`fence-before-seal`), so it waits
+   * for the seal, or writes it, at a version with the commit; without a fence it reads the
+   * commit at the latest version, and the seal then names the version before it.
+   */
+  private unfenced(proc: string, ids: readonly string[], shard: string): void {
+    const me = simContext.getStore()?.actor;
+    const epoch = parseShardName(shard)?.writerEpoch;
+    if (!me || !epoch || !this.marked.has(shard) || !this.take()) return;
+    const { sched } = this.h;
+    this.expire(`the lease of ${proc} runs out as it commits`);
+    if (!this.h.deliverVia([proc])) return; // nobody to take the slot over now
+    let ended: { seen: boolean } | null = null;
+    const versionRead = this.watch(
+      (op) => op.actor !== me && op.spec.kind === 'lance.version' && op.spec.target === shard,
+      (op) => sched.hold(op.actor, `a read of ${proc}'s commit ended`, WAIT, () => ended?.seen ?? false),
+    );
+    sched.hold(me, `the takeover read the version of ${shard}`, WAIT, () => versionRead.seen);
+    const mine = this.h.inFlight(proc).filter((it) => ids.includes(it.id));
+    this.watch(
+      (op) => op.actor === me && /lance\.add$/.test(op.spec.kind) && op.spec.target === shard,
+      () => {
+        const started = this.readThen({ ...(mine.length > 0 ? { item: this.h.rng.pick(mine) } : {}) }, (_reader, e) => (ended = e));
+        if (!started) ended = { seen: true };
+      },
+    );
   }
 
   /** Window `listed`: the writer about to make a generation is taken over; the fence waits for a read of its commit. */

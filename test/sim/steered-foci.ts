@@ -237,3 +237,13 @@ export function swept(c: SimConfig, r: Rng): void {
   sealing(c, r);
   Object.assign(c, { steer: { window: 'swept', chance: r.pick([0.5, 0.8]), count: r.between(1, 3) }, clockMoves: 0, deletions: 0, deletionRetentionMs: 3_600_000, redeliverDeletes: false });
 }
+
+/**
+ * The unfenced focus: a read of a zombie's commit between a takeover's reading of the
+ * generation's version and its seal (test/sim/steer.ts `unfenced`; lib/log/write-seal.ts: the
+ * fence comes before the versions are read). The sealing focus's shape.
+ */
+export function unfenced(c: SimConfig, r: Rng): void {
+  sealing(c, r);
+  Object.assign(c, { steer: { window: 'unfenced', chance: r.pick([0.5, 0.8]), count: r.between(2, 6) } });
+}
