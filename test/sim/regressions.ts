@@ -44,7 +44,8 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   // (deletion retention 0): the rows came back from the base (fixed: a purge that found no base
   // lists again before it drops tombstones; found by the soak).
   { seed: 30247, guard: 'purge-relists-before-drop', focus: 'faults', name: 'a purge counting a generation being retired into a base it had not listed' },
-  // One seed per proven guard (the first the mutants run found), each failing on its mutant.
+  // A seed per guard the mutants run found (the first it found; two where a generator of its own
+  // came later), each failing on its mutant.
   { seed: 300024, guard: 'fence-before-seal', focus: 'takeover', name: 'a read at the latest version while a takeover seals' },
   { seed: 300000, guard: 'fence-before-seal', focus: 'unfenced', name: "a read of a zombie's commit between the takeover's version read and its seal" },
   { seed: 300000, guard: 'epoch-check', focus: 'takeover', name: 'a takeover between a commit and its ack' },

@@ -10,8 +10,8 @@
  *                then lists the log before the fence and waits, once it listed, until that
  *                commit landed: it reads the generation at its latest version, zombie commit
  *                included, and only its second listing shows the fence (`relist-sees-fence`).
- *  - unfenced:   the same writer commits once the takeover read its generation's version; a read
- *                of the commit starts as it lands, and the takeover seals once that read ended
+ *  - unfenced:   the same writer commits once a sealer of its epoch read its generation's version;
+ *                a read starts as the commit lands, and that sealer seals once the read ended
  *                (`fence-before-seal`).
  *  - retirement: a writer's merge is about to commit a generation into the base. A read starts
  *                and the merger waits until the read has read the base; the read's requests to
@@ -233,9 +233,9 @@ export class Steering implements SteerCore {
   }
 
   /**
-   * Window `unfenced`: the writer about to commit is taken over and commits once the takeover
-   * read its generation's version, and a read of its commit starts as it lands; the takeover
-   * seals once that read ended. The read lists after the fence (`fence-before-seal`), so it waits
+   * Window `unfenced`: the writer about to commit is taken over and commits once a sealer of its
+   * epoch (the takeover, or a reader completing the seal) read its generation's version, and a
+   * read starts as the commit lands; that sealer seals once the read ended. The read lists after the fence (`fence-before-seal`), so it waits
    * for the seal, or writes it, at a version with the commit; without a fence it reads the
    * commit at the latest version, and the seal then names the version before it.
    */
