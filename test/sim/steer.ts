@@ -204,15 +204,22 @@ export class Steering implements SteerCore {
     };
   }
 
-  /** Window `fence`: the writer about to commit is taken over and commits after the seal. */
-  private fence(proc: string, ids: readonly string[], shard: string): void {
+  /** The writer about to commit into `shard` (listed: one made after a fence is never read) is taken over; null if it cannot be. */
+  private takenOverCommitting(proc: string, shard: string): { me: string; epoch: string } | null {
     const me = simContext.getStore()?.actor;
     const epoch = parseShardName(shard)?.writerEpoch;
-    // Only into a generation a read can list before the fence (one made after the fence is never visible).
-    if (!me || !epoch || !this.marked.has(shard) || !this.take()) return;
-    const { sched } = this.h;
+    if (!me || !epoch || !this.marked.has(shard) || !this.take()) return null;
     this.expire(`the lease of ${proc} runs out as it commits`);
-    if (!this.h.deliverVia([proc])) return; // nobody to take the slot over now
+    if (!this.h.deliverVia([proc])) return null; // nobody to take the slot over now
+    return { me, epoch };
+  }
+
+  /** Window `fence`: the writer about to commit is taken over and commits after the seal. */
+  private fence(proc: string, ids: readonly string[], shard: string): void {
+    const taken = this.takenOverCommitting(proc, shard);
+    if (!taken) return;
+    const { me, epoch } = taken;
+    const { sched } = this.h;
     const sealed = this.watch((op) => op.spec.target === sealKey(epoch) && /putIfAbsent$/.test(op.spec.kind));
     sched.hold(me, `the seal of ${epoch}`, WAIT, () => sealed.seen);
     const committed = this.watch((op) => /lance\.add$/.test(op.spec.kind) && op.spec.target === shard);
@@ -235,17 +242,15 @@ export class Steering implements SteerCore {
   /**
    * Window `unfenced`: the writer about to commit is taken over and commits once a sealer of its
    * epoch (the takeover, or a reader completing the seal) read its generation's version, and a
-   * read starts as the commit lands; that sealer seals once the read ended. The read lists after the fence (`fence-before-seal`), so it waits
-   * for the seal, or writes it, at a version with the commit; without a fence it reads the
-   * commit at the latest version, and the seal then names the version before it.
+   * read starts as the commit lands; that sealer seals once the read ended. The read lists after
+   * the fence (`fence-before-seal`), so it waits for the seal, or writes it, and shows the commit
+   * only if the seal holds it; without a fence it reads the commit at the latest version, and the
+   * seal then names the version before it.
    */
   private unfenced(proc: string, ids: readonly string[], shard: string): void {
-    const me = simContext.getStore()?.actor;
-    const epoch = parseShardName(shard)?.writerEpoch;
-    if (!me || !epoch || !this.marked.has(shard) || !this.take()) return;
+    const me = this.takenOverCommitting(proc, shard)?.me;
+    if (!me) return;
     const { sched } = this.h;
-    this.expire(`the lease of ${proc} runs out as it commits`);
-    if (!this.h.deliverVia([proc])) return; // nobody to take the slot over now
     let ended: { seen: boolean } | null = null;
     const versionRead = this.watch(
       (op) => op.actor !== me && op.spec.kind === 'lance.version' && op.spec.target === shard,
