@@ -4,7 +4,7 @@
  */
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'own-merges', 'markers', 'late', 'zombie-seals', 'stale-merges', 'swept', 'repair-objects', 'unfenced'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'own-merges', 'markers', 'late', 'zombie-seals', 'stale-merges', 'swept', 'repair-objects', 'unfenced', 'repair-lost'] as const;
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -122,6 +122,11 @@ export interface SimConfig {
   repairRenews: boolean;
   /** Chance that deliveries go to every writer as a repair's last rebuilt record, or its switch, lands. */
   deliverOnRepair: number;
+  /**
+   * Chance that a repair loses every lease of the old scope as it is about to seal, and waits
+   * until a writer took a slot and marked a generation (the repair-lost focus: test/sim/steer-repair.ts).
+   */
+  repairLoses: number;
   /** Chance that an item's delivery goes to the writer that took its latest one (a queue partitioned by item). */
   sticky: number;
   /**

@@ -70,6 +70,8 @@
  *                 miss at its marker reads.
  *  - unfenced:    a zombie's commit read between a takeover's reading of its generation's version
  *                 and its seal (test/sim/steer.ts `unfenced`).
+ *  - repair-lost: the repair generator, each repair losing its leases as it is about to seal, while
+ *                 a writer takes a slot and marks a generation (test/sim/steer-repair.ts).
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
@@ -83,7 +85,7 @@ export { FOCUSES, type CoordChoice, type Focus, type SimConfig, type SteerWindow
  * The foci drawn by the focus stream. Those added later have streams of their own, drawn after
  * every other, at a fixed chance: the seeds' other draws stay as they were.
  */
-const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late' && f !== 'zombie-seals' && f !== 'stale-merges' && f !== 'swept' && f !== 'repair-objects' && f !== 'unfenced');
+const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late' && f !== 'zombie-seals' && f !== 'stale-merges' && f !== 'swept' && f !== 'repair-objects' && f !== 'unfenced' && f !== 'repair-lost');
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -106,6 +108,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const sweptRng = f();
   const repairObjectsRng = f();
   const unfencedRng = f();
+  const repairLostRng = f();
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
@@ -120,7 +123,8 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const seventhDrawn: Focus = staleMergesRng.chance(1 / 17) ? 'stale-merges' : sixthDrawn;
   const eighthDrawn: Focus = sweptRng.chance(1 / 18) ? 'swept' : seventhDrawn;
   const ninthDrawn: Focus = repairObjectsRng.chance(1 / 19) ? 'repair-objects' : eighthDrawn;
-  const drawn: Focus = unfencedRng.chance(1 / 20) ? 'unfenced' : ninthDrawn;
+  const tenthDrawn: Focus = unfencedRng.chance(1 / 20) ? 'unfenced' : ninthDrawn;
+  const drawn: Focus = repairLostRng.chance(1 / 21) ? 'repair-lost' : tenthDrawn;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -174,6 +178,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     clockAfterRepair: 0,
     repairRenews: false,
     deliverOnRepair: 0,
+    repairLoses: 0,
     sticky: 0,
     retireFaults: 0,
     deleteOnRetire: 0,
@@ -381,6 +386,7 @@ function focusOn(c: SimConfig, r: Rng): void {
       return;
     case 'repair':
     case 'repair-objects':
+    case 'repair-lost':
       // Writers beyond the slots whose leases run out (so the repair gets every slot), waiting for
       // a slot while the repair holds them all and switches; the old scope's leases held briefly.
       Object.assign(c, {
@@ -418,6 +424,8 @@ function focusOn(c: SimConfig, r: Rng): void {
       // table by the repair, which leaves the old ones): a writer of the old scope finds no
       // sentinel gone.
       if (c.focus === 'repair-objects') c.coord = 'objects';
+      // repair-lost: every repair loses its leases as it is about to seal (test/sim/steer-repair.ts).
+      if (c.focus === 'repair-lost') c.repairLoses = 1;
       return;
     case 'listings':
       listings(c, r);

@@ -28,6 +28,11 @@ import type { Scheduler } from './scheduler.ts';
 export class MemLeaseRecords {
   private readonly records = new Map<string, Lease>();
 
+  /** Whether `owner` holds writer slot `slot` at `epoch` in any scope (no request: for the steering). */
+  holdsSlot(slot: number, epoch: number, owner: string): boolean {
+    return [...this.records.values()].some((r) => r.key.endsWith(`/slot/${slot}`) && r.epoch === epoch && r.owner === owner);
+  }
+
   /** The table as a process with clock `clock` sees it. */
   store(clock: Clock): LeaseStore {
     const records = this.records;

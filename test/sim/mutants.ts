@@ -91,7 +91,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   generations: ['give-up-failed-names', 'retire-given-up-once-marker-seen', 'gen-marker-sent-once', 'seal-out-missing-dataset'],
   deletes: ['purge-waits-for-shards', 'tombstones-hide', 'delete-guard'],
   incarnations: ['deleted-seq-records', 'merge-base-commit-once', 'own-rows-listed-only'],
-  repair: ['repair-seals-below-held', 'rebuilt-records-end-epoch'],
+  repair: ['rebuilt-records-end-epoch'],
   mixed: [],
   sealing: ['seal-lists-after-fence', 'zombie-generations-invisible'],
   'own-merges': ['purge-relists-before-drop', 'errors-after-layout-check', 'projection-describes-base'],
@@ -101,6 +101,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   swept: ['sweep-only-ended-epochs'],
   'repair-objects': ['recheck-record-after-slot'],
   unfenced: ['fence-before-seal'],
+  'repair-lost': ['repair-seals-below-held'],
 };
 
 function focusOf(guard: Guard): Focus {
@@ -155,6 +156,7 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'maintainer-stops-when-overtaken',
   'sweep-only-ended-epochs',
   'recheck-record-after-slot',
+  'repair-seals-below-held',
 ]);
 
 export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard), proven: PROVEN.has(guard) }));

@@ -38,6 +38,7 @@ import { SimObjectStore } from './objects.ts';
 import { Rng } from './prng.ts';
 import { isWholeLog, observe, READ_KINDS, type ReadKind } from './reads.ts';
 import { Scheduler, simContext, type Op } from './scheduler.ts';
+import { repairLost } from './steer-repair.ts';
 import { Steering, type SteerRead } from './steer.ts';
 import { WAIT } from './steer-core.ts';
 import { deliveryCopy, newItem, reuseBuffers, startOver, Workload, type ItemModel } from './workload.ts';
@@ -149,6 +150,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   // forked last: the other generators' schedules draw what they drew before it existed.
   const steerRng = rng.fork();
   const relistRng = cfg.steer ? rng.fork() : null; // the relist focus's steering (steer.ts), after it: seeds without it replay as before
+  const lostRng = cfg.repairLoses > 0 ? rng.fork() : null; // the repair-lost focus's (steer-repair.ts), likewise
   if (cfg.lateMarkers > 0) {
     // After those too. Generations' markers time out, and their late copies land once the generation is gone.
     const lateRng = rng.fork();
@@ -484,6 +486,16 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     return true;
   };
 
+  /** Nothing of item `it` is in flight or in doubt, and it is not being deleted. */
+  const quiet = (it: ItemModel) => it.inflight === 0 && it.oldInDoubt === null && it.deleting === null && !it.broken;
+  /** Writer `w` takes the next batch of item `it` (steered); false if it has none now. */
+  const deliverNext = (w: WriterActor, it: ItemModel): boolean => {
+    const next = work.nextFor(it, true);
+    if (!next) return false;
+    deliver(w, it, next.batch, 'append (steered)');
+    return true;
+  };
+
   // The steered windows of the relist, listings, sealing and own-merges foci (config.ts `steer`).
   const steering =
     relistRng &&
@@ -506,15 +518,10 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       deliverBatch: (proc, itemId, which) => {
         const w = liveWriters().find((x) => x.name === proc && !x.closing);
         const it = items.find((x) => x.id === itemId);
-        if (!w || !it || it.inflight > 0 || it.oldInDoubt !== null || it.deleting !== null || it.broken) return false;
-        if (which !== 'next') {
-          if (it.curInDoubt || which >= it.cur || !it.chain[which]) return false;
-          deliver(w, it, it.chain[which]!, 'redeliver-old (steered)');
-          return true;
-        }
-        const next = work.nextFor(it, true);
-        if (!next) return false;
-        deliver(w, it, next.batch, 'append (steered)');
+        if (!w || !it || !quiet(it)) return false;
+        if (which === 'next') return deliverNext(w, it);
+        if (it.curInDoubt || which >= it.cur || !it.chain[which]) return false;
+        deliver(w, it, it.chain[which]!, 'redeliver-old (steered)');
         return true;
       },
       writers: () => liveWriters().filter((w) => !w.closing).map((w) => w.name),
@@ -549,8 +556,32 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   // A read right after a step of a protocol lands (a commit, a marker, a fence, a seal, a merge,
   // a deletion): where a read that overlaps the next steps is most likely to meet their windows.
   let reactive = cfg.reactiveReads;
+  // The repair-lost focus's window (steer-repair.ts), on a stream of its own forked last.
+  const lostRepair =
+    cfg.repairLoses > 0
+      ? repairLost({
+          sched,
+          time,
+          cfg,
+          rng: lostRng!,
+          deliverToAll: () => {
+            let n = 0;
+            for (const w of liveWriters().filter((x) => !x.closing)) {
+              const free = items.filter((it) => quiet(it) && !held.has(it));
+              if (free.length > 0 && deliverNext(w, lostRng!.pick(free))) n++;
+            }
+            return n;
+          },
+          holdsSlot: (actor, slot, epoch) => leaseRecords.holdsSlot(slot, epoch, actor),
+          answered: (actor) => deliveries.filter((d) => d.actor === actor && d.settled).length,
+          readAll: (ended) => readAction(undefined, { kind: 'all', started: (_, p) => ended(p) }),
+          running: (actor) => repairer.actor === actor && repairer.busy,
+        })
+      : null;
+
   sched.onLanded = (op) => {
     steering?.landed(op);
+    lostRepair?.(op);
     if (cfg.deliverOnRepair > 0) deliverOnRepair(op);
     if (reactive <= 0 || !op.spec.mutating || op.actor === 'late' || !reactRng.chance(cfg.reactiveChance)) return;
     // After a commit: an item of it (a delivery its writer has in flight).
