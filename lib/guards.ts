@@ -30,7 +30,6 @@ export const GUARDS = [
   'seal-lists-after-fence',
   'superseded-epoch-seals-nothing',
   'seal-earlier-epochs',
-  'seal-out-missing-dataset',
   // reads (lib/log/read/reader.ts, visibility.ts)
   'relist-sees-retirement',
   'relist-sees-fence',
@@ -56,10 +55,10 @@ export const GUARDS = [
   // storage (lib/storage/s3.ts, lib/coord/dynamo.ts, lib/log/tables.ts)
   'put-sent-once',
   'gen-marker-sent-once',
-  // repair and adoption (lib/log/write/slot.ts, lib/log/maintain/maintain.ts, lib/log/admin/rehome.ts)
+  // repair and adoption (lib/log/write/slot.ts, lib/log/maintain/maintain.ts, lib/log/admin/rehome.ts, old-scope.ts)
   'recheck-record-after-slot',
   'repair-seals-below-held',
-  'rebuilt-records-end-epoch',
+  'keep-leases-on-failed-switch',
 ] as const;
 
 export type Guard = (typeof GUARDS)[number];

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock, systemClock, type Clock } from '../lib/clock.ts';
+import { UnavailableError } from '../lib/errors.ts';
 import { DEFAULTS } from '../lib/index.ts';
 import { LocalLeaseStore } from '../lib/lease/local.ts';
 import { LanceCheckpointLog } from '../lib/log/log.ts';
@@ -33,7 +34,7 @@ function tempRoot(): string {
 const logDir = (root: string, experiment = 'e') => path.join(root, 'datagen_checkpoints', 'p', experiment, 'log.lance');
 
 /** A log process on a local root: its own lease store view (its clock) over the root's lease files. */
-function open(root: string, o: { owner: string; clock?: Clock; slot?: number; ttlMs?: number; experiment?: string; objectMarkers?: boolean; holdMs?: number }): LanceCheckpointLog {
+function open(root: string, o: { owner: string; clock?: Clock; slot?: number; ttlMs?: number; experiment?: string; objectMarkers?: boolean; holdMs?: number; objects?: LocalObjectStore }): LanceCheckpointLog {
   const clock = o.clock ?? systemClock;
   const uri = logUri(parseRoot(root), 'p', o.experiment ?? 'e');
   const log = new LanceCheckpointLog({
@@ -41,7 +42,7 @@ function open(root: string, o: { owner: string; clock?: Clock; slot?: number; tt
     pipeline: 'p',
     experiment: o.experiment ?? 'e',
     uri,
-    objects: new LocalObjectStore(uri),
+    objects: o.objects ?? new LocalObjectStore(uri),
     storageOptions: undefined,
     leases: new LocalLeaseStore({ dir: path.join(root, '.dgcl', 'leases'), clock }),
     owner: o.owner,
@@ -201,6 +202,43 @@ describe('repair', () => {
     if (again.ok) wAcks.push(...again.value);
     const reader = open(root, { owner: 'reader', clock: new ManualClock(wClock.nowMs() + 2 * TTL) });
     await expectAcksVisible(reader, xAcks, "the acks of the writer that took W's slot");
+    await expectAcksVisible(reader, wAcks, "W's acks");
+  }, 60_000);
+
+  it("a repair whose switch times out keeps the old records locked: no writer of them acks a commit that the switch, landing late, would hide", async () => {
+    const root = tempRoot();
+    const uri = logUri(parseRoot(root), 'p', 'e');
+    let inFlight: { key: string; body: string } | null = null;
+    /** The repair's PUT of the record times out; the request lands later (below). */
+    class SwitchTimesOut extends LocalObjectStore {
+      override async put(key: string, body: string): Promise<void> {
+        if (key !== '_dgcl/coordination') return super.put(key, body);
+        inFlight = { key, body };
+        throw new UnavailableError(`PUT ${key} timed out`);
+      }
+    }
+    const wClock = new ManualClock();
+    const W = open(root, { owner: 'w', clock: wClock, slot: 0 });
+    const wAcks = [...(await W.append([createBatch('w')]))];
+    const later = new ManualClock(wClock.nowMs() + 2 * TTL);
+    const failed = await settle(open(root, { owner: 'r', clock: later, objects: new SwitchTimesOut(uri) }).repair());
+    expect(failed.ok ? 'repaired' : (failed.error as { code?: string }).code, 'a repair whose switch timed out').toBe('UNAVAILABLE');
+    // W, frozen across the repair, thaws while the record still names the old records.
+    wClock.advance(2 * TTL + 10);
+    const attempt = async (b: ReturnType<typeof stepBatch>) => {
+      let w = await settle(W.append([b]));
+      for (let i = 0; i < 3 && !w.ok && ['FENCED', 'UNAVAILABLE'].includes((w.error as { code?: string }).code ?? ''); i++) w = await settle(W.append([b]));
+      if (w.ok) wAcks.push(...w.value);
+      return w.ok ? 'acked' : (w.error as { code?: string }).code;
+    };
+    expect(await attempt(stepBatch('w', 1)), "W's append while the switch's outcome is unknown").toBe('LEASE_HELD');
+    // The switch lands. A writer of the new records takes slot 0, sealing the slot's earlier epochs first.
+    await new LocalObjectStore(uri).put(inFlight!.key, inFlight!.body);
+    const X = open(root, { owner: 'x', clock: new ManualClock(wClock.nowMs()), slot: 0 });
+    const xAcks = [...(await X.append([createBatch('x')]))];
+    await attempt(stepBatch('w', 1));
+    const reader = open(root, { owner: 'reader', clock: new ManualClock(wClock.nowMs()) });
+    await expectAcksVisible(reader, xAcks, 'the acks of the writer of the new records');
     await expectAcksVisible(reader, wAcks, "W's acks");
   }, 60_000);
 });

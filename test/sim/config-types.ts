@@ -4,7 +4,7 @@
  */
 export type CoordChoice = 'objects' | 'table' | 'sqlite';
 
-export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'own-merges', 'markers', 'late', 'zombie-seals', 'stale-merges', 'swept', 'repair-objects', 'unfenced', 'repair-lost'] as const;
+export const FOCUSES = ['takeover', 'retirement', 'faults', 'generations', 'deletes', 'own-reads', 'relist', 'incarnations', 'repair', 'mixed', 'listings', 'sealing', 'own-merges', 'markers', 'late', 'zombie-seals', 'stale-merges', 'swept', 'repair-objects', 'unfenced', 'repair-lost', 'switch-late'] as const;
 export type Focus = (typeof FOCUSES)[number];
 
 export interface SimConfig {
@@ -127,6 +127,11 @@ export interface SimConfig {
    * until a writer took a slot and marked a generation (the repair-lost focus: test/sim/steer-repair.ts).
    */
   repairLoses: number;
+  /**
+   * Chance that a repair's switch times out and lands once a writer took a slot of the old scope
+   * (the switch-late focus: test/sim/steer-repair.ts).
+   */
+  switchLate: number;
   /** Chance that an item's delivery goes to the writer that took its latest one (a queue partitioned by item). */
   sticky: number;
   /**

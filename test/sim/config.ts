@@ -72,6 +72,8 @@
  *                 and its seal (test/sim/steer.ts `unfenced`).
  *  - repair-lost: the repair generator, each repair losing its leases as it is about to seal, while
  *                 a writer takes a slot and marks a generation (test/sim/steer-repair.ts).
+ *  - switch-late: the repair generator on one slot, each repair's switch timing out and landing
+ *                 after a writer took the slot of the old scope (test/sim/steer-repair.ts).
  * Each feature draws from a stream of its own, forked from the seed in a fixed order; the focus
  * is drawn from the seed unless the caller sets it (the mutants run targets a guard's windows).
  */
@@ -85,7 +87,7 @@ export { FOCUSES, type CoordChoice, type Focus, type SimConfig, type SteerWindow
  * The foci drawn by the focus stream. Those added later have streams of their own, drawn after
  * every other, at a fixed chance: the seeds' other draws stay as they were.
  */
-const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late' && f !== 'zombie-seals' && f !== 'stale-merges' && f !== 'swept' && f !== 'repair-objects' && f !== 'unfenced' && f !== 'repair-lost');
+const DRAWN = FOCUSES.filter((f) => f !== 'listings' && f !== 'sealing' && f !== 'own-merges' && f !== 'markers' && f !== 'late' && f !== 'zombie-seals' && f !== 'stale-merges' && f !== 'swept' && f !== 'repair-objects' && f !== 'unfenced' && f !== 'repair-lost' && f !== 'switch-late');
 
 export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const rng = new Rng(seed * 7919 + 17);
@@ -109,6 +111,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const repairObjectsRng = f();
   const unfencedRng = f();
   const repairLostRng = f();
+  const switchLateRng = f();
   const coord = coordRng.pick(['objects', 'table', 'sqlite'] as const);
   const deletions = delRng.chance(0.4) ? delRng.between(1, 4) : 0;
   const skewed = clockRng.chance(0.5);
@@ -124,7 +127,8 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
   const eighthDrawn: Focus = sweptRng.chance(1 / 18) ? 'swept' : seventhDrawn;
   const ninthDrawn: Focus = repairObjectsRng.chance(1 / 19) ? 'repair-objects' : eighthDrawn;
   const tenthDrawn: Focus = unfencedRng.chance(1 / 20) ? 'unfenced' : ninthDrawn;
-  const drawn: Focus = repairLostRng.chance(1 / 21) ? 'repair-lost' : tenthDrawn;
+  const eleventhDrawn: Focus = repairLostRng.chance(1 / 21) ? 'repair-lost' : tenthDrawn;
+  const drawn: Focus = switchLateRng.chance(1 / 22) ? 'switch-late' : eleventhDrawn;
   const cfg: SimConfig = {
     focus: focus ?? drawn,
     writers: base.between(2, 4),
@@ -179,6 +183,7 @@ export function pickConfig(seed: number, focus?: Focus): SimConfig {
     repairRenews: false,
     deliverOnRepair: 0,
     repairLoses: 0,
+    switchLate: 0,
     sticky: 0,
     retireFaults: 0,
     deleteOnRetire: 0,
@@ -387,6 +392,7 @@ function focusOn(c: SimConfig, r: Rng): void {
     case 'repair':
     case 'repair-objects':
     case 'repair-lost':
+    case 'switch-late':
       // Writers beyond the slots whose leases run out (so the repair gets every slot), waiting for
       // a slot while the repair holds them all and switches; the old scope's leases held briefly.
       Object.assign(c, {
@@ -426,6 +432,9 @@ function focusOn(c: SimConfig, r: Rng): void {
       if (c.focus === 'repair-objects') c.coord = 'objects';
       // repair-lost: every repair loses its leases as it is about to seal (test/sim/steer-repair.ts).
       if (c.focus === 'repair-lost') c.repairLoses = 1;
+      // switch-late: each repair's switch lands late (test/sim/steer-repair.ts), on one slot: the
+      // writer of the new records takes the one the old scope's writer holds.
+      if (c.focus === 'switch-late') Object.assign(c, { switchLate: 1, slots: 1 });
       return;
     case 'listings':
       listings(c, r);

@@ -33,6 +33,12 @@ export class MemLeaseRecords {
     return [...this.records.values()].some((r) => r.key.endsWith(`/slot/${slot}`) && r.epoch === epoch && r.owner === owner);
   }
 
+  /** The writer slot lease `owner` holds, if any (no request: for the steering). */
+  slotOf(owner: string): { key: string; slot: number; epoch: number } | null {
+    const r = [...this.records.values()].find((x) => x.owner === owner && /\/slot\/\d+$/.test(x.key));
+    return r ? { key: r.key, slot: Number(r.key.slice(r.key.lastIndexOf('/') + 1)), epoch: r.epoch } : null;
+  }
+
   /** The table as a process with clock `clock` sees it. */
   store(clock: Clock): LeaseStore {
     const records = this.records;

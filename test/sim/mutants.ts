@@ -46,7 +46,6 @@ const FINDS: Record<Guard, readonly ViolationKind[]> = {
   'seal-lists-after-fence': ['I1', 'I3', 'I4'],
   'superseded-epoch-seals-nothing': ['I1', 'I3', 'I4', 'I5', 'D1', 'AVAIL', 'FINAL'],
   'seal-earlier-epochs': ['I1', 'I3'],
-  'seal-out-missing-dataset': AVAILABILITY,
   'relist-sees-retirement': ['I1', 'I3'],
   'relist-sees-fence': ['I1', 'I3', 'I4'],
   'retired-marker': ['I1', 'I3'],
@@ -71,7 +70,7 @@ const FINDS: Record<Guard, readonly ViolationKind[]> = {
   'gen-marker-sent-once': AVAILABILITY,
   'recheck-record-after-slot': ['I1', 'I3', 'I4', 'I5'],
   'repair-seals-below-held': ['I1', 'I3', 'I4', 'I5'],
-  'rebuilt-records-end-epoch': ['I1', 'I3', 'I4', 'I5'],
+  'keep-leases-on-failed-switch': ['I1', 'I3', 'I4', 'I5'],
 };
 
 const FOCUS: Record<Focus, readonly Guard[]> = {
@@ -88,10 +87,10 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   listings: ['read-newest-first', 'recount-live-generations', 'point-read-marker-check'],
   faults: ['end-epoch-on-unknown-outcome', 'cached-track-marker-check', 'marker-before-commit', 'claims', 'put-sent-once'],
   markers: ['unique-marker-bodies'],
-  generations: ['give-up-failed-names', 'retire-given-up-once-marker-seen', 'gen-marker-sent-once', 'seal-out-missing-dataset'],
+  generations: ['give-up-failed-names', 'retire-given-up-once-marker-seen', 'gen-marker-sent-once'],
   deletes: ['purge-waits-for-shards', 'tombstones-hide', 'delete-guard'],
   incarnations: ['deleted-seq-records', 'merge-base-commit-once', 'own-rows-listed-only'],
-  repair: ['rebuilt-records-end-epoch'],
+  repair: [],
   mixed: [],
   sealing: ['seal-lists-after-fence', 'zombie-generations-invisible'],
   'own-merges': ['purge-relists-before-drop', 'errors-after-layout-check', 'projection-describes-base'],
@@ -102,6 +101,7 @@ const FOCUS: Record<Focus, readonly Guard[]> = {
   'repair-objects': ['recheck-record-after-slot'],
   unfenced: ['fence-before-seal'],
   'repair-lost': ['repair-seals-below-held'],
+  'switch-late': ['keep-leases-on-failed-switch'],
 };
 
 function focusOf(guard: Guard): Focus {
@@ -157,6 +157,7 @@ const PROVEN: ReadonlySet<Guard> = new Set<Guard>([
   'sweep-only-ended-epochs',
   'recheck-record-after-slot',
   'repair-seals-below-held',
+  'keep-leases-on-failed-switch',
 ]);
 
 export const MUTANTS: readonly MutantSpec[] = GUARDS.map((guard) => ({ guard, finds: FINDS[guard], focus: focusOf(guard), proven: PROVEN.has(guard) }));

@@ -73,6 +73,7 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 300020, guard: 'read-newest-first', focus: 'listings', name: "a read across a writer's rotation to its made-ahead generation" },
   { seed: 300013, guard: 'recount-live-generations', focus: 'listings', name: 'a listing while an item moves to another writer' },
   { seed: 300006, guard: 'point-read-marker-check', focus: 'listings', name: 'a point read while an item moves to another writer' },
+  { seed: 300000, guard: 'keep-leases-on-failed-switch', focus: 'switch-late', name: "a repair's switch landing after a writer took a slot of the old scope" },
   { seed: 300000, guard: 'repair-seals-below-held', focus: 'repair-lost', name: "a writer that took a slot after the repair lost its lease" },
   { seed: 300024, guard: 'recheck-record-after-slot', focus: 'repair-objects', name: "a writer of a log with object markers that took a slot of the old scope after a repair's switch" },
   { seed: 300001, guard: 'gen-marker-sent-once', focus: 'generations', name: "a generation's marker resent, its earlier copy landing after the retirement" },

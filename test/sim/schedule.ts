@@ -23,6 +23,7 @@ import { DgclError, LogNotFoundError, NotFoundError } from '../../lib/errors.ts'
 import { summarize } from '../../lib/fold.ts';
 import { LocalLeaseStore } from '../../lib/lease/local.ts';
 import { genKey, ITEMS_DIR, retiredKey, shardPrefix } from '../../lib/log/layout.ts';
+import { SWITCH_HOLD_MS, SwitchOutcomeUnknownError } from '../../lib/log/admin/old-scope.ts';
 import { LanceCheckpointLog } from '../../lib/log/log.ts';
 import type { WriterHooks } from '../../lib/log/write/writer.ts';
 import { LocalObjectStore } from '../../lib/storage/local.ts';
@@ -38,7 +39,7 @@ import { SimObjectStore } from './objects.ts';
 import { Rng } from './prng.ts';
 import { isWholeLog, observe, READ_KINDS, type ReadKind } from './reads.ts';
 import { Scheduler, simContext, type Op } from './scheduler.ts';
-import { repairLost } from './steer-repair.ts';
+import { repairLost, switchLate } from './steer-repair.ts';
 import { Steering, type SteerRead } from './steer.ts';
 import { WAIT } from './steer-core.ts';
 import { deliveryCopy, newItem, reuseBuffers, startOver, Workload, type ItemModel } from './workload.ts';
@@ -150,7 +151,7 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   // forked last: the other generators' schedules draw what they drew before it existed.
   const steerRng = rng.fork();
   const relistRng = cfg.steer ? rng.fork() : null; // the relist focus's steering (steer.ts), after it: seeds without it replay as before
-  const lostRng = cfg.repairLoses > 0 ? rng.fork() : null; // the repair-lost focus's (steer-repair.ts), likewise
+  const lostRng = cfg.repairLoses > 0 || cfg.switchLate > 0 ? rng.fork() : null; // the repair-lost and switch-late foci's (steer-repair.ts), likewise
   if (cfg.lateMarkers > 0) {
     // After those too. Generations' markers time out, and their late copies land once the generation is gone.
     const lateRng = rng.fork();
@@ -258,6 +259,8 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   const maints = Array.from({ length: cfg.maintainers }, (_, i) => proc<Proc & { busy: boolean }>(`m${i + 1}`, { busy: false }));
   const deleter = proc<Proc & { busy: boolean }>('d1', { busy: false });
   const repairer = proc<Proc & { busy: boolean }>('f1', { busy: false });
+  /** Until when a repair whose switch failed holds the old scope's leases (0: none did). */
+  let switchHeldUntil = 0;
   const work = new Workload(wl, cfg.failures, cfg.blobs);
   const items: ItemModel[] = [];
   const deliveries: Delivery[] = [];
@@ -556,10 +559,11 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   // A read right after a step of a protocol lands (a commit, a marker, a fence, a seal, a merge,
   // a deletion): where a read that overlaps the next steps is most likely to meet their windows.
   let reactive = cfg.reactiveReads;
-  // The repair-lost focus's window (steer-repair.ts), on a stream of its own forked last.
-  const lostRepair =
-    cfg.repairLoses > 0
-      ? repairLost({
+  // The repair-lost and switch-late foci's windows (steer-repair.ts), on a stream of their own forked last.
+  const repairWindow = cfg.repairLoses > 0 ? repairLost : cfg.switchLate > 0 ? switchLate : null;
+  const repairSteered =
+    repairWindow !== null
+      ? repairWindow({
           sched,
           time,
           cfg,
@@ -576,12 +580,21 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
           answered: (actor) => deliveries.filter((d) => d.actor === actor && d.settled).length,
           readAll: (ended) => readAction(undefined, { kind: 'all', started: (_, p) => ended(p) }),
           running: (actor) => repairer.actor === actor && repairer.busy,
+          slotOf: (actor) => leaseRecords.slotOf(actor),
+          freshWriter: (not) => {
+            const w = liveWriters().filter((x) => x.actor !== not && !x.closing);
+            const free = items.filter((it) => quiet(it) && !held.has(it));
+            if (w.length === 0 || free.length === 0) return false;
+            const x = lostRng!.pick(w);
+            crashWriter(x);
+            return deliverNext(x, lostRng!.pick(free));
+          },
         })
       : null;
 
   sched.onLanded = (op) => {
     steering?.landed(op);
-    lostRepair?.(op);
+    repairSteered?.(op);
     if (cfg.deliverOnRepair > 0) deliverOnRepair(op);
     if (reactive <= 0 || !op.spec.mutating || op.actor === 'late' || !reactRng.chance(cfg.reactiveChance)) return;
     // After a commit: an item of it (a delivery its writer has in flight).
@@ -745,7 +758,11 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     const live = liveWriters();
     if (live.length === 0) return false;
     const busy = live.filter((w) => sched.pending.some((op) => op.actor === w.actor));
-    const w = cr.pick(busy.length > 0 ? busy : live);
+    crashWriter(cr.pick(busy.length > 0 ? busy : live));
+    return true;
+  };
+  /** Writer `w`'s process crashes; a new one takes its place. */
+  const crashWriter = (w: WriterActor) => {
     sched.crash(w.actor);
     // Its client saw no answer (as after a timeout): a request may still land.
     for (const d of deliveries) {
@@ -754,7 +771,6 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
       settleWith(d)();
     }
     restart(w);
-    return true;
   };
 
   const actions: Record<string, { budget: number; run: (to?: WriterActor, only?: ItemModel) => boolean }> = {
@@ -870,6 +886,8 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
         // A process per repair: the next one opens the log again.
         p.catch((e: unknown) => {
           if (!(e instanceof DgclError)) violations.push(`ERROR: repair by ${actor} failed with an untyped error: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
+          // Its switch failed: the old scope's leases stay held for the switch hold.
+          if (e instanceof SwitchOutcomeUnknownError) switchHeldUntil = time.ms + SWITCH_HOLD_MS;
         }).finally(() => {
           if (repairer.actor === actor) {
             renew(repairer);
@@ -1021,8 +1039,10 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
     }
   });
   sched.direct = false;
-  time.ms += cfg.leaseTtlMs + 1 + 2 * time.maxSkewMs;
-  sched.note(`clock +${cfg.leaseTtlMs + 1 + 2 * time.maxSkewMs} (final)`);
+  // Past every lease: a writer's, and the old scope's held by a repair whose switch failed.
+  const finalMs = Math.max(cfg.leaseTtlMs, switchHeldUntil - time.ms) + 1 + 2 * time.maxSkewMs;
+  time.ms += finalMs;
+  sched.note(`clock +${finalMs} (final)`);
 
   // ---- final maintenance and read, unscheduled --------------------------------------------
   sched.direct = true;

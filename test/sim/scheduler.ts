@@ -291,6 +291,13 @@ export class Scheduler {
     this.trace.push(`${this.step} ${actor}: its next ${kinds.source} request gets ${fault}${lands ? ' (it lands later, held for its window)' : ''}`);
   }
 
+  /** Drop the faults `failNext` set for `actor` that no request took yet; whether there were any. */
+  cancelNext(actor: string): boolean {
+    const mine = [...this.nextFaults].filter(([, f]) => f.actor === actor).map(([k]) => k);
+    for (const k of mine) this.nextFaults.delete(k);
+    return mine.length > 0;
+  }
+
   private pickFault(op: Op): Fault {
     if (!this.faultsOn || !op.spec.faultable) return 'ok';
     const next = this.nextFaults.size === 0 ? undefined : [...this.nextFaults].find(([, f]) => f.actor === op.actor && f.kinds.test(op.spec.kind));

@@ -26,11 +26,10 @@ import type { Clock } from '../../clock.ts';
 import { CHOICE_KEY, canonicalLocation, formatCoordRecord, readCoordRecord, SENTINEL_KEY, type CoordRecord } from '../../coord/choose.ts';
 import { coordDbKey, SqliteCoordStore } from '../../coord/sqlite.ts';
 import type { CoordStore, CoordTable } from '../../coord/types.ts';
-import { CorruptError, InvalidInputError, LeaseHeldError, UnavailableError } from '../../errors.ts';
+import { CorruptError, InvalidInputError, UnavailableError } from '../../errors.ts';
 import { guard } from '../../guards.ts';
-import { acquireMaintainer, acquireWriterSlot, formatWriterEpoch, LeaseKeeper, MAX_SLOTS, parseWriterEpoch, slotKey } from '../../lease/slots.ts';
-import { MAX_TTL_MS } from '../../lease/rules.ts';
-import type { Lease, LeaseStore } from '../../lease/types.ts';
+import { formatWriterEpoch, parseWriterEpoch, slotKey } from '../../lease/slots.ts';
+import type { LeaseStore } from '../../lease/types.ts';
 import { LocalObjectStore } from '../../storage/local.ts';
 import type { ObjectStore } from '../../storage/objects.ts';
 import { claimKey, DELETED_DIR, ITEMS_DIR, itemHash, logIdKey, SNAPSHOT_RECORDS_DIR, maxEpochPerSlot, META_DIR, parseMetaNames } from '../layout.ts';
@@ -39,6 +38,7 @@ import type { LogReader } from '../read/reader.ts';
 import { scanEvents } from '../read/stream.ts';
 import type { LanceTables } from '../tables.ts';
 import { writeSeal } from '../write-seal.ts';
+import { SWITCH_HOLD_MS, SWITCH_LANDS_WITHIN_MS, SwitchOutcomeUnknownError, takeOldScope, type OldScope } from './old-scope.ts';
 import { Int64Column, Utf8Column } from '../columns.ts';
 
 /** `repair`: the log at its own place; `adopt`: a copy or a restore made by other tools; `init`: a new copy's records. */
@@ -79,8 +79,6 @@ const SQLITE_TRANSACTION = 16_384;
  */
 const EPOCH_GAP = 1000;
 
-/** How long the old scope's leases stay held after the switch: a process of a version before scoped leases, still holding the log open, cannot take them meanwhile. */
-const RETIRED_LEASE_TTL_MS = MAX_TTL_MS;
 
 /**
  * What a log's records are rebuilt from: its items' hashes (markers) and each checkpoint's seqs
@@ -125,11 +123,23 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode, known?: Rehom
       store.close?.();
     }
     await raiseEpochs(ctx, id, held?.slots ?? new Map());
+    // The record read at the start is still the log's: an earlier repair's switch that landed late
+    // meanwhile made other records the log's, which these were not rebuilt over.
+    if ((await readCoordRecord(ctx.objects))?.body !== current?.body) {
+      throw new UnavailableError(`the coordination record of ${ctx.objects.baseUri} changed while the repair ran (an earlier repair's switch landed?); nothing was switched: run it again`);
+    }
     // Every lease of the old scope still ours: nobody wrote with the old records since they were read.
     if (held) await held.confirm();
     const record = formatCoordRecord({ kind, id, scoped: true });
     // The switch: from here on every process that opens the log, or takes a lease of it, uses the new records.
-    await ctx.objects.put(CHOICE_KEY, record);
+    await ctx.objects.put(CHOICE_KEY, record).catch((e: unknown) => {
+      throw new SwitchOutcomeUnknownError(
+        held
+          ? `the switch of ${ctx.objects.baseUri} to its new records (the PUT of ${CHOICE_KEY}) failed, its outcome unknown: ${e instanceof Error ? e.message : String(e)}. The old records stay locked (their leases held) for ${SWITCH_HOLD_MS / 60_000} minutes, so nothing is written under them if the PUT lands late; keep the writers stopped and run the repair again after that`
+          : `the switch of ${ctx.objects.baseUri} to its new records (the PUT of ${CHOICE_KEY}) failed, its outcome unknown: ${e instanceof Error ? e.message : String(e)}. Start no writer of the log; run this again after ${SWITCH_LANDS_WITHIN_MS / 60_000} minutes (the PUT may land until then)`,
+        { cause: e },
+      );
+    });
     switched = true;
     const identity = await renewIdentity(ctx.objects);
     // The log's snapshots are of this history: they name its new id (lib/log/snapshot/catalog.ts).
@@ -165,106 +175,6 @@ async function originOf(ctx: RehomeContext, logName: string, r: CoordRecord): Pr
     }
   } else if (ctx.coordTable) sentinel = await ctx.coordTable.coordStore(`${logName}/${r.id}`).get(SENTINEL_KEY);
   return sentinel !== null && sentinel !== canonicalLocation(ctx.objects.baseUri) ? sentinel : null;
-}
-
-interface OldScope {
-  leases: Lease[];
-  /** Slot -> the epoch of its lease held now: the highest the old scope ever gave it. */
-  slots: Map<number, number>;
-  /** The slots whose previous epoch may still commit (its holder never released the lease), with the epoch held now. */
-  sealPrevious: Map<number, number>;
-  /** Throws unless every held lease is still current (a lost one may have let a writer in). */
-  confirm(): Promise<void>;
-  /** Before the switch: give them back. After: keep them held (RETIRED_LEASE_TTL_MS), so no process of the old records takes one again. */
-  end(switched: boolean): Promise<void>;
-}
-
-/**
- * Every writer slot and the maintainer lease of the log's current scope, each waited for up to
- * a lease ttl: a writer still running keeps its slot, and the repair refuses rather than rebuild
- * records it is changing. They are renewed while the repair runs.
- */
-async function takeOldScope(ctx: RehomeContext, r: CoordRecord | null): Promise<OldScope> {
-  const logId = r !== null && r.scoped ? r.id : null;
-  const taken: Lease[] = [];
-  const slots = new Map<number, number>();
-  /** Slots whose previous holder may not have ended (it never released its lease): the epoch held now. */
-  const sealPrevious = new Map<number, number>();
-  const deadline = ctx.clock.nowMs() + ctx.leaseTtlMs;
-  const keepers: LeaseKeeper[] = [];
-  const keep = (l: Lease) => {
-    taken.push(l);
-    keepers.push(new LeaseKeeper(ctx.leases, l, { ttlMs: ctx.leaseTtlMs, clock: ctx.clock }));
-  };
-  const giveBack = async () => {
-    await Promise.all(keepers.map((k) => k.stop()));
-    await Promise.all(keepers.map((k) => ctx.leases.release(k.current()).catch(() => undefined)));
-  };
-  try {
-    for (let slot = 0; slot < MAX_SLOTS; slot++) {
-      // A holder that never released its lease (it died, or froze) may commit later: its epoch is
-      // sealed (sealAll). One that released it wrote its last commit before.
-      const before = await ctx.leases.read(slotKey(ctx.pipeline, ctx.experiment, slot, logId));
-      const s = await acquireWriterSlot(ctx.leases, {
-        pipeline: ctx.pipeline,
-        experiment: ctx.experiment,
-        logId,
-        owner: ctx.owner,
-        slots: MAX_SLOTS,
-        slot,
-        ttlMs: ctx.leaseTtlMs,
-        waitMs: Math.max(0, deadline - ctx.clock.nowMs()),
-        clock: ctx.clock,
-      });
-      keep(s.lease);
-      slots.set(slot, s.lease.epoch);
-      if (before !== null && (before.owner !== '' || s.lease.epoch !== before.epoch + 1)) sealPrevious.set(slot, s.lease.epoch);
-    }
-    for (;;) {
-      try {
-        keep(await acquireMaintainer(ctx.leases, { pipeline: ctx.pipeline, experiment: ctx.experiment, logId, owner: ctx.owner, ttlMs: ctx.leaseTtlMs }));
-        break;
-      } catch (e) {
-        if (!(e instanceof LeaseHeldError) || ctx.clock.nowMs() >= deadline) throw e;
-        await ctx.clock.sleep(Math.min(1000, Math.max(1, deadline - ctx.clock.nowMs())));
-      }
-    }
-  } catch (e) {
-    await giveBack();
-    if (e instanceof LeaseHeldError) {
-      throw new LeaseHeldError(`${e.message}. A repair or adoption needs every writer and maintainer of the log stopped (it waited one lease ttl); stop them and run it again`, e.holder, { cause: e });
-    }
-    throw e;
-  }
-  /** The leases as confirm() renewed them (the keepers stopped then). */
-  let confirmed: Lease[] | null = null;
-  return {
-    leases: taken,
-    slots,
-    sealPrevious,
-    async confirm() {
-      // Each lease renewed for a whole ttl, and the renewal is the check: it fails on a lease a
-      // writer took meanwhile. A check that only read them would leave the time up to the switch
-      // to a taker whose clock says they ran out; a full ttl covers the switch right after.
-      await Promise.all(keepers.map((k) => k.stop()));
-      for (const k of keepers) {
-        if (k.lost) throw new UnavailableError(`the repair lost its lease ${k.current().key} (${k.lostReason?.message ?? 'not renewed in time'}); nothing was switched: run it again`);
-      }
-      confirmed = await Promise.all(
-        keepers.map((k) =>
-          ctx.leases.renew(k.current(), ctx.leaseTtlMs).catch((e: unknown) => {
-            throw new UnavailableError(`the repair lost its lease ${k.current().key} (${e instanceof Error ? e.message : String(e)}); nothing was switched: run it again`, { cause: e });
-          }),
-        ),
-      );
-    },
-    async end(switched) {
-      await Promise.all(keepers.map((k) => k.stop()));
-      const held = confirmed ?? keepers.map((k) => k.current());
-      const ttl = ctx.retiredLeaseTtlMs ?? RETIRED_LEASE_TTL_MS;
-      await Promise.all(held.map((l) => (switched ? ctx.leases.renew(l, ttl) : ctx.leases.release(l)).catch(() => undefined)));
-    },
-  };
 }
 
 /**

@@ -312,14 +312,14 @@ export class ShardWriter {
 
   /**
    * `plan`, ending the epoch when it finds the log's records rebuilt: the slot is a lease of the old
-   * scope, which nobody else takes any more, so its epoch check would pass for commits that the new
-   * scope's seals hide. Sealed now, at what it committed, it takes a slot of the new records next.
+   * scope, which the repair took (its next renewal would fail). Sealed now, at what it committed,
+   * the writer takes a slot of the new records at once, instead of after its lease keeper found out.
    */
   private async rebuiltEndsEpoch<T>(plan: () => Promise<T>): Promise<T> {
     try {
       return await plan();
     } catch (e) {
-      if (e instanceof RecordsRebuiltError && this.state && guard('rebuilt-records-end-epoch')) {
+      if (e instanceof RecordsRebuiltError && this.state) {
         // A log dropped under the writer has no record at all: nothing is left to hide its commits
         // from, and a seal would make files appear at a place that holds no log.
         if ((await this.ctx.objects.get(CHOICE_KEY).catch(() => '')) === null) this.dropSlot();
