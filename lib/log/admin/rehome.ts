@@ -44,6 +44,9 @@ import { Int64Column, Utf8Column } from '../columns.ts';
 /** `repair`: the log at its own place; `adopt`: a copy or a restore made by other tools; `init`: a new copy's records. */
 export type RehomeMode = 'repair' | 'adopt' | 'init';
 
+/** What a mode is called in messages. */
+const WHAT: Record<RehomeMode, string> = { repair: 'repair', adopt: 'adoption', init: 'copy' };
+
 export interface RehomeContext {
   objects: ObjectStore;
   leases: LeaseStore;
@@ -125,8 +128,9 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode, known?: Rehom
     await raiseEpochs(ctx, id, held?.slots ?? new Map());
     // The record read at the start is still the log's: an earlier repair's switch that landed late
     // meanwhile made other records the log's, which these were not rebuilt over.
-    if ((await readCoordRecord(ctx.objects))?.body !== current?.body) {
-      throw new UnavailableError(`the coordination record of ${ctx.objects.baseUri} changed while the repair ran (an earlier repair's switch landed?); nothing was switched: run it again`);
+    const now = (await readCoordRecord(ctx.objects))?.body ?? null;
+    if (now !== (current?.body ?? null)) {
+      throw new UnavailableError(`the coordination record of ${ctx.objects.baseUri} changed while the ${WHAT[mode]} ran (from ${JSON.stringify(current?.body ?? null)} to ${JSON.stringify(now)}: an earlier repair's switch landed late, or a writer made the log's record); nothing was switched: run it again`);
     }
     // Every lease of the old scope still ours: nobody wrote with the old records since they were read.
     if (held) await held.confirm();
@@ -135,7 +139,7 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode, known?: Rehom
     await ctx.objects.put(CHOICE_KEY, record).catch((e: unknown) => {
       throw new SwitchOutcomeUnknownError(
         held
-          ? `the switch of ${ctx.objects.baseUri} to its new records (the PUT of ${CHOICE_KEY}) failed, its outcome unknown: ${e instanceof Error ? e.message : String(e)}. The old records stay locked (their leases held) for ${SWITCH_HOLD_MS / 60_000} minutes, so nothing is written under them if the PUT lands late; keep the writers stopped and run the repair again after that`
+          ? `the switch of ${ctx.objects.baseUri} to its new records (the PUT of ${CHOICE_KEY}) failed, its outcome unknown: ${e instanceof Error ? e.message : String(e)}. The old records stay locked (their leases held) for ${SWITCH_HOLD_MS / 60_000} minutes, so nothing is written under them if the PUT lands late; keep the writers stopped and run the ${WHAT[mode]} again after that`
           : `the switch of ${ctx.objects.baseUri} to its new records (the PUT of ${CHOICE_KEY}) failed, its outcome unknown: ${e instanceof Error ? e.message : String(e)}. Start no writer of the log; run this again after ${SWITCH_LANDS_WITHIN_MS / 60_000} minutes (the PUT may land until then)`,
         { cause: e },
       );
