@@ -28,15 +28,11 @@ import type { Scheduler } from './scheduler.ts';
 export class MemLeaseRecords {
   private readonly records = new Map<string, Lease>();
 
-  /** Whether `owner` holds writer slot `slot` at `epoch` in any scope (no request: for the steering). */
-  holdsSlot(slot: number, epoch: number, owner: string): boolean {
-    return [...this.records.values()].some((r) => r.key.endsWith(`/slot/${slot}`) && r.epoch === epoch && r.owner === owner);
-  }
-
-  /** The writer slot lease `owner` holds, if any (no request: for the steering). */
-  slotOf(owner: string): { key: string; slot: number; epoch: number } | null {
-    const r = [...this.records.values()].find((x) => x.owner === owner && /\/slot\/\d+$/.test(x.key));
-    return r ? { key: r.key, slot: Number(r.key.slice(r.key.lastIndexOf('/') + 1)), epoch: r.epoch } : null;
+  /** The writer slot leases `owner` holds, in any scope (no request: for the steering). */
+  slotsOf(owner: string): Array<{ key: string; slot: number; epoch: number }> {
+    return [...this.records.values()]
+      .filter((r) => r.owner === owner && /\/slot\/\d+$/.test(r.key))
+      .map((r) => ({ key: r.key, slot: Number(r.key.slice(r.key.lastIndexOf('/') + 1)), epoch: r.epoch }));
   }
 
   /** The table as a process with clock `clock` sees it. */

@@ -443,8 +443,6 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
   /**
    * A read by a reader (of `item`, or of one the workload picks). Steered (test/sim/steer.ts): an
    * idle reader, in a new process if `fresh`, reads `kind` of `item` (none: the whole log).
-   */
-  /**
    * `landing`: a point read of `item` right after its writer's commit landed, then the same read
    * through that writer (`landing.writer`), told when both ended.
    */
@@ -491,6 +489,8 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
 
   /** Nothing of item `it` is in flight or in doubt, and it is not being deleted. */
   const quiet = (it: ItemModel) => it.inflight === 0 && it.oldInDoubt === null && it.deleting === null && !it.broken;
+  /** The items a steered delivery may take now: quiet, and not held back. */
+  const freeItems = () => items.filter((it) => quiet(it) && !held.has(it));
   /** Writer `w` takes the next batch of item `it` (steered); false if it has none now. */
   const deliverNext = (w: WriterActor, it: ItemModel): boolean => {
     const next = work.nextFor(it, true);
@@ -571,19 +571,18 @@ export async function runSchedule(seed: number, opts: { keep?: boolean; focus?: 
           deliverToAll: () => {
             let n = 0;
             for (const w of liveWriters().filter((x) => !x.closing)) {
-              const free = items.filter((it) => quiet(it) && !held.has(it));
+              const free = freeItems();
               if (free.length > 0 && deliverNext(w, lostRng!.pick(free))) n++;
             }
             return n;
           },
-          holdsSlot: (actor, slot, epoch) => leaseRecords.holdsSlot(slot, epoch, actor),
           answered: (actor) => deliveries.filter((d) => d.actor === actor && d.settled).length,
           readAll: (ended) => readAction(undefined, { kind: 'all', started: (_, p) => ended(p) }),
           running: (actor) => repairer.actor === actor && repairer.busy,
-          slotOf: (actor) => leaseRecords.slotOf(actor),
+          slotsOf: (actor) => leaseRecords.slotsOf(actor),
           freshWriter: (not) => {
             const w = liveWriters().filter((x) => x.actor !== not && !x.closing);
-            const free = items.filter((it) => quiet(it) && !held.has(it));
+            const free = freeItems();
             if (w.length === 0 || free.length === 0) return false;
             const x = lostRng!.pick(w);
             crashWriter(x);

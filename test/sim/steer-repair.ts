@@ -1,8 +1,7 @@
 /**
  * The windows of the repair-lost and switch-late foci (test/sim/config.ts).
  *
- * repair-lost: a repair that took every lease of the old
- * scope loses them as it is about to seal (lib/log/admin/rehome.ts `sealAll`): the clock runs past
+ * repair-lost: a repair that took every lease of the old scope loses them as it is about to seal (lib/log/admin/rehome.ts `sealAll`): the clock runs past
  * their ttl while the repair waits, writers take the slots, and the repair lists the log only once
  * one of them marked its epoch's first generation. That writer's commit waits until the repair
  * sealed its epoch or ended, and no other writer takes its slot. Once the writer answered, a read
@@ -34,16 +33,14 @@ export interface RepairHost {
   rng: Rng;
   /** Every live writer takes the next batch of an item with nothing in flight (one each); how many did. */
   deliverToAll(): number;
-  /** Whether writer process `actor` holds writer slot `slot` at `epoch` (it took it: the repair held every slot). */
-  holdsSlot(actor: string, slot: number, epoch: number): boolean;
   /** How many deliveries writer process `actor` answered (acked or failed). */
   answered(actor: string): number;
   /** Start a read of the whole log by an idle reader; `ended` told when it ends. False if none could start. */
   readAll(ended: (done: Promise<unknown>) => void): boolean;
   /** Whether repair process `actor` still runs. */
   running(actor: string): boolean;
-  /** The writer slot lease writer process `actor` holds (its key and epoch), if any. */
-  slotOf(actor: string): { key: string; slot: number; epoch: number } | null;
+  /** The writer slot leases writer process `actor` holds (key, slot, epoch). */
+  slotsOf(actor: string): Array<{ key: string; slot: number; epoch: number }>;
   /** A writer other than `not` crashes and a new process takes its place and a delivery; false if none could. */
   freshWriter(not: string): boolean;
 }
@@ -111,7 +108,7 @@ export function repairLost(h: RepairHost): (op: Op) => void {
       const gen = genMarkerOf(op);
       const name = gen === null ? null : parseShardName(gen);
       // A writer's that took a slot from the repair (not a frozen holder's, whose lease the repair took).
-      if (name === null || !h.holdsSlot(op.actor, name.slot, name.epoch)) return;
+      if (name === null || !h.slotsOf(op.actor).some((l) => l.slot === name.slot && l.epoch === name.epoch)) return;
       const w = op.actor;
       epoch = name.writerEpoch;
       after.arm(w);
@@ -151,7 +148,7 @@ export function switchLate(h: RepairHost): (op: Op) => void {
       // The record's PUT times out; the copy lands once a writer holding a slot taken after the
       // repair ended (it held them all) read the record again.
       sched.failNext(r, /^obj\.put$/, 'timeout', (spec, by) => {
-        if (writer !== '' || spec.kind !== 'obj.get' || spec.target !== CHOICE_KEY || !/^w\d/.test(by) || h.running(r) || h.slotOf(by) === null) return false;
+        if (writer !== '' || spec.kind !== 'obj.get' || spec.target !== CHOICE_KEY || !/^w\d/.test(by) || h.running(r) || h.slotsOf(by).length === 0) return false;
         writer = by;
         return true;
       });
@@ -162,8 +159,8 @@ export function switchLate(h: RepairHost): (op: Op) => void {
     if (!landed) {
       if (op.actor !== 'late' || op.spec.target !== CHOICE_KEY || writer === '') return;
       landed = true;
-      const held = h.slotOf(writer);
-      if (held === null) return;
+      const held = h.slotsOf(writer)[0];
+      if (held === undefined) return;
       const w = writer;
       const e = (epoch = formatWriterEpoch(held.slot, held.epoch));
       after.arm(w);

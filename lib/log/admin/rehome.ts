@@ -82,7 +82,6 @@ const SQLITE_TRANSACTION = 16_384;
  */
 const EPOCH_GAP = 1000;
 
-
 /**
  * What a log's records are rebuilt from: its items' hashes (markers) and each checkpoint's seqs
  * (claims). A fork knows them from what it wrote (lib/log/admin/fork.ts) and hands them to its
@@ -137,12 +136,10 @@ export async function rehome(ctx: RehomeContext, mode: RehomeMode, known?: Rehom
     const record = formatCoordRecord({ kind, id, scoped: true });
     // The switch: from here on every process that opens the log, or takes a lease of it, uses the new records.
     await ctx.objects.put(CHOICE_KEY, record).catch((e: unknown) => {
-      throw new SwitchOutcomeUnknownError(
-        held
-          ? `the switch of ${ctx.objects.baseUri} to its new records (the PUT of ${CHOICE_KEY}) failed, its outcome unknown: ${e instanceof Error ? e.message : String(e)}. The old records stay locked (their leases held) for ${SWITCH_HOLD_MS / 60_000} minutes, so nothing is written under them if the PUT lands late; keep the writers stopped and run the ${WHAT[mode]} again after that`
-          : `the switch of ${ctx.objects.baseUri} to its new records (the PUT of ${CHOICE_KEY}) failed, its outcome unknown: ${e instanceof Error ? e.message : String(e)}. Start no writer of the log; run this again after ${SWITCH_LANDS_WITHIN_MS / 60_000} minutes (the PUT may land until then)`,
-        { cause: e },
-      );
+      const what = held
+        ? `The old records stay locked (their leases held) for ${SWITCH_HOLD_MS / 60_000} minutes, so nothing is written under them if the PUT lands late; keep the writers stopped and run the ${WHAT[mode]} again after that`
+        : `Start no writer of the log; run this again after ${SWITCH_LANDS_WITHIN_MS / 60_000} minutes (the PUT may land until then)`;
+      throw new SwitchOutcomeUnknownError(`the switch of ${ctx.objects.baseUri} to its new records (the PUT of ${CHOICE_KEY}) failed, its outcome unknown: ${e instanceof Error ? e.message : String(e)}. ${what}`, { cause: e });
     });
     switched = true;
     const identity = await renewIdentity(ctx.objects);
